@@ -1,0 +1,46 @@
+# gssh: `make` builds bin/gssh; `make test` runs everything CI runs.
+GO       ?= go
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+FUZZ_TIME ?= 10s
+PKGS     := ./...
+
+.PHONY: all build test vet fmt-check tidy-check unit bench fuzz clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/gssh ./cmd/gssh
+
+# Everything CI runs. Tests start real OpenSSH sshd on loopback: with CI=true a
+# missing sshd fails the run instead of skipping (.ci/run installs it).
+test: fmt-check vet tidy-check unit
+
+unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on: $$out"; exit 1; fi
+
+tidy-check:
+	$(GO) mod tidy -diff
+
+# Benchmarks: Go benchmarks, then the fan-out comparison with pdsh and an ssh loop.
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 20x ./probe/ ./fleet/
+	bash bench/gpus.sh
+
+# Each fuzz target for FUZZ_TIME.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZ_TIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+clean:
+	rm -rf bin

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+
+	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/probe"
+)
+
+type gpusOptions struct {
+	hosts  []string
+	labels []string
+	json   bool
+	watch  float64 // seconds; 0 = once
+}
+
+func (a *app) newGPUsCmd(runF func(*gpusOptions) error) *cobra.Command {
+	opts := &gpusOptions{}
+	cmd := &cobra.Command{
+		Use:   "gpus",
+		Short: "Show every GPU on every host in one table",
+		Long: `Probe all hosts in parallel and print one table of their GPUs, sorted by
+host then GPU index: memory used / total, utilization, temperature, compute
+processes (count and users) and state. A host that cannot be reached or
+probed is one row with its reason (auth failed, host key mismatch, timeout,
+driver not loaded, ...).
+
+Output is plain tab-separated text when stdout is not a terminal.
+--json prints one document (schema "gssh.gpus/v1", see README) with memory
+in bytes.
+
+` + exitCodesHelp,
+		Example: `  gssh gpus
+  gssh gpus --host gpu01,gpu02 --json
+  gssh gpus --label a100 --watch 2`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.watch < 0 {
+				return fmt.Errorf("--watch %v: give a number of seconds greater than 0", opts.watch)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return a.gpusRun(c.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&opts.hosts, "host", nil, "only these hosts (repeat or comma-separate)")
+	fl.StringSliceVar(&opts.labels, "label", nil, "only hosts carrying every one of these labels")
+	fl.BoolVar(&opts.json, "json", false, "print JSON instead of a table")
+	fl.Float64Var(&opts.watch, "watch", 0, "re-probe and reprint every SECONDS until interrupted")
+	return cmd
+}
+
+func (a *app) gpusRun(ctx context.Context, opts *gpusOptions) error {
+	f, err := a.loadFleet()
+	if err != nil {
+		return err
+	}
+	defer f.Remote.Close()
+	hosts, err := f.Select(opts.hosts, opts.labels)
+	if err != nil {
+		return err
+	}
+	for {
+		reports := f.Probe(ctx, hosts, fleet.ProbeOptions{Timeout: a.probeTimeout})
+		if opts.watch > 0 && a.tty && !opts.json {
+			fmt.Fprint(a.stdout, "\x1b[H\x1b[2J")
+		}
+		if opts.json {
+			if err := a.printJSON(fleet.NewGPUsDoc(time.Now(), reports)); err != nil {
+				return err
+			}
+		} else {
+			a.printGPUTable(reports)
+		}
+		perr := partial(reports)
+		if opts.watch == 0 {
+			return perr
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Duration(opts.watch * float64(time.Second))):
+		}
+	}
+}
+
+// partial returns a partialError when some host was not probed.
+func partial(reports []fleet.Report) error {
+	failed := 0
+	for _, r := range reports {
+		if !r.Probed() {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return partialError{failed: failed, total: len(reports)}
+	}
+	return nil
+}
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+var gpuHeader = []string{"HOST", "GPU", "NAME", "MEMORY", "UTIL", "TEMP", "PROCESSES", "STATE"}
+
+// gpuRows turns reports into table rows, sorted by host then GPU index; MIG
+// devices follow their GPU as "0/mig1". Host warnings are returned apart.
+func gpuRows(reports []fleet.Report) (rows [][]string, warnings []string) {
+	sorted := append([]fleet.Report(nil), reports...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Host.Name < sorted[j].Host.Name })
+	for _, r := range sorted {
+		s := r.Snapshot
+		name := r.Host.Name
+		for _, w := range s.Warnings {
+			warnings = append(warnings, name+": "+w)
+		}
+		if len(s.GPUs) == 0 {
+			rows = append(rows, []string{name, "-", "-", "-", "-", "-", "-", hostState(s)})
+			continue
+		}
+		gpus := append([]probe.GPU(nil), s.GPUs...)
+		sort.SliceStable(gpus, func(i, j int) bool { return gpus[i].Index < gpus[j].Index })
+		for _, g := range gpus {
+			rows = append(rows, []string{name, fmt.Sprint(g.Index), orDash(g.Name), memory(g.MemUsed, g.MemTotal, g.MemoryState),
+				pct(g.UtilPct), temp(g.TempC), procs(g), gpuState(g)})
+			for _, m := range g.MIG {
+				rows = append(rows, []string{name, fmt.Sprintf("%d/mig%d", g.Index, m.Index), "MIG " + m.Profile,
+					memory(m.MemUsed, m.MemTotal, ""), "-", "-", "-", string(g.Health)})
+			}
+		}
+	}
+	return rows, warnings
+}
+
+func (a *app) printGPUTable(reports []fleet.Report) {
+	rows, warnings := gpuRows(reports)
+	printTable(a.stdout, a.tty, gpuHeader, rows)
+	for _, w := range warnings {
+		fmt.Fprintln(a.stderr, "gssh: warning:", w)
+	}
+}
+
+// hostState is the STATE cell of a host without GPU rows: the state and why.
+func hostState(s probe.Snapshot) string {
+	if s.Error == "" || s.State == probe.HostOK {
+		return string(s.State)
+	}
+	return string(s.State) + ": " + oneLine(s.Error)
+}
+
+func gpuState(g probe.GPU) string {
+	st := string(g.Health)
+	if g.HealthWhy != "" && g.Health != probe.HealthOK {
+		st += ": " + oneLine(g.HealthWhy)
+	}
+	if g.MIGMode == "Enabled" {
+		st += " (MIG)"
+	}
+	return st
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// memory prints "used / total" in IEC units; "?" for an unknown side, with
+// the reason when both are unknown.
+func memory(used, total *uint64, state string) string {
+	if used == nil && total == nil {
+		if state != "" {
+			return "? (" + state + ")"
+		}
+		return "-"
+	}
+	return size(used) + " / " + size(total)
+}
+
+func size(b *uint64) string {
+	if b == nil {
+		return "?"
+	}
+	return humanize.IBytes(*b)
+}
+
+func pct(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d%%", *p)
+}
+
+func temp(c *int) string {
+	if c == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%dC", *c)
+}
+
+// procs prints "3 (alice, bob)": the count and the distinct users, "?" when
+// the list could not be read.
+func procs(g probe.GPU) string {
+	if !g.ProcsKnown {
+		return "?"
+	}
+	if len(g.Procs) == 0 {
+		return "0"
+	}
+	seen := map[string]bool{}
+	var users []string
+	for _, p := range g.Procs {
+		u := p.User
+		if u == "" {
+			u = "?"
+		}
+		if !seen[u] {
+			seen[u] = true
+			users = append(users, u)
+		}
+	}
+	sort.Strings(users)
+	return fmt.Sprintf("%d (%s)", len(g.Procs), strings.Join(users, ", "))
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/inventory"
+	"github.com/gssh/gssh/sshconfig"
+	"github.com/gssh/gssh/sshexec"
+)
+
+// version is set by the Makefile with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit codes, the contract listed in --help.
+const (
+	exitOK      = 0
+	exitUsage   = 1 // usage or input error
+	exitPartial = 2 // some hosts could not be reached or probed
+	exitState   = 3 // state busy or unreadable
+)
+
+const exitCodesHelp = `Exit status:
+  0  success
+  1  usage or input error (bad flag, malformed inventory, unknown host)
+  2  some hosts could not be reached or probed (the others are still listed)
+  3  state busy or unreadable`
+
+// partialError means the command did its work but some hosts failed.
+type partialError struct{ failed, total int }
+
+func (e partialError) Error() string {
+	return fmt.Sprintf("%d of %d hosts could not be probed", e.failed, e.total)
+}
+
+// exitCode maps an error to the process exit status: the one place that does.
+func exitCode(err error) int {
+	var pe partialError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &pe):
+		return exitPartial
+	}
+	return exitUsage
+}
+
+// app holds what every command needs: streams, environment, global flags.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	env            map[string]string
+	environ        []string
+	tty            bool // stdout is a terminal
+
+	inventoryPath  string
+	sshConfigPath  string
+	connectTimeout time.Duration
+	probeTimeout   time.Duration
+}
+
+func (a *app) getenv(k string) string { return a.env[k] }
+
+// Main runs gssh with args and returns the exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, env: map[string]string{}, environ: environ}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			a.env[k] = v
+		}
+	}
+	if f, ok := stdout.(*os.File); ok {
+		a.tty = term.IsTerminal(int(f.Fd()))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := a.newRootCmd()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		var pe partialError
+		if !errors.As(err, &pe) {
+			fmt.Fprintln(stderr, "gssh:", err)
+		}
+	}
+	return exitCode(err)
+}
+
+func (a *app) newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "gssh",
+		Short: "One view and one fair queue over a handful of GPU servers, through your own SSH setup",
+		Long: `gssh reaches every GPU host of a lab over SSH (your ~/.ssh/config, keys,
+ssh-agent, known_hosts and ProxyJump) and shows every GPU on every host.
+Nothing is installed on the workers.
+
+Hosts come from an inventory, the first found of --inventory, $GSSH_INVENTORY,
+~/.config/gssh/hosts.yaml and /etc/gssh/hosts.yaml; with none, gssh uses the
+local host alone.
+
+` + exitCodesHelp,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetIn(a.stdin)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w (see `%s --help`)", err, c.CommandPath())
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.inventoryPath, "inventory", "", "hosts file (default: $GSSH_INVENTORY, ~/.config/gssh/hosts.yaml, /etc/gssh/hosts.yaml)")
+	pf.StringVar(&a.sshConfigPath, "ssh-config", "", "OpenSSH client config (default ~/.ssh/config; /etc/ssh/ssh_config is read after it)")
+	pf.DurationVar(&a.connectTimeout, "connect-timeout", 0, "SSH connect and handshake timeout when ssh_config sets no ConnectTimeout (default 10s)")
+	pf.DurationVar(&a.probeTimeout, "probe-timeout", fleet.DefaultProbeTimeout, "how long one host's GPU probe may take once connected")
+	root.AddCommand(a.newGPUsCmd(nil), a.newHostsCmd(nil))
+	return root
+}
+
+// home is $HOME, falling back to the passwd entry.
+func (a *app) home() string {
+	if h := a.getenv("HOME"); h != "" {
+		return h
+	}
+	if u, err := user.Current(); err == nil {
+		return u.HomeDir
+	}
+	return ""
+}
+
+func (a *app) localUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return a.getenv("USER")
+}
+
+// loadFleet reads the inventory and ssh_config and returns a fleet ready to
+// reach hosts. Warnings about ssh_config go to stderr once. The caller
+// closes the fleet's pool.
+func (a *app) loadFleet() (*fleet.Fleet, error) {
+	home := a.home()
+	var inv *inventory.Inventory
+	path, err := inventory.Locate(a.inventoryPath, a.getenv("GSSH_INVENTORY"), home)
+	switch {
+	case errors.Is(err, inventory.ErrNotFound):
+		host, _ := os.Hostname()
+		host, _, _ = strings.Cut(host, ".")
+		if host == "" {
+			host = "localhost"
+		}
+		inv = inventory.LocalOnly(host)
+	case err != nil:
+		return nil, err
+	default:
+		if inv, err = inventory.Load(path); err != nil {
+			return nil, err
+		}
+	}
+	hostname, _ := os.Hostname()
+	env := sshconfig.Env{Home: home, LocalUser: a.localUser(), LocalHost: hostname}
+	userCfg := a.sshConfigPath
+	if userCfg == "" {
+		userCfg = filepath.Join(home, ".ssh", "config")
+	}
+	cfg, err := sshconfig.Load(env, userCfg, "/etc/ssh/ssh_config")
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(a.stderr, "gssh: warning:", w)
+	}
+	f := &fleet.Fleet{Inv: inv, SSH: cfg, Local: sshexec.Local{Env: a.environ}}
+	f.Remote = sshexec.NewPool(sshexec.PoolOptions{
+		Resolve:        f.Settings,
+		AgentSock:      a.getenv("SSH_AUTH_SOCK"),
+		ConnectTimeout: a.connectTimeout,
+		Warn:           func(s string) { fmt.Fprintln(a.stderr, "gssh:", s) },
+	})
+	return f, nil
+}

@@ -1,0 +1,242 @@
+// Package fleet ties the inventory, the user's ssh_config and the runners
+// together: it picks hosts, resolves how to reach each one, and probes many
+// hosts in parallel. It is the seam later passes (scheduler, daemon) use to
+// reach hosts.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gssh/gssh/inventory"
+	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/sshconfig"
+	"github.com/gssh/gssh/sshexec"
+)
+
+// Defaults from the contracts in ARCHITECTURE.md.
+const (
+	DefaultProbeTimeout = 15 * time.Second // nvidia-smi can stall for seconds
+)
+
+// Resolver resolves a host alias through ssh_config (*sshconfig.Config).
+type Resolver interface {
+	Resolve(alias string, ov sshconfig.Overrides) (sshconfig.Settings, error)
+}
+
+// SourceFunc builds the probe of one host from its runner.
+type SourceFunc func(run probe.Runner, host string) probe.Source
+
+// Fleet is the set of hosts of one inventory and the means to reach them.
+type Fleet struct {
+	Inv    *inventory.Inventory
+	SSH    Resolver
+	Remote *sshexec.Pool  // runner of SSH hosts
+	Local  sshexec.Runner // runner of `local: true` hosts
+	Source SourceFunc     // nil = probe.SMI
+}
+
+// Settings resolves how to reach the inventory host name: ssh_config
+// merged with the inventory's own values, which win.
+func (f *Fleet) Settings(name string) (sshconfig.Settings, error) {
+	h, ok := f.Inv.Lookup(name)
+	if !ok {
+		return sshconfig.Settings{}, f.unknown(name)
+	}
+	if h.Local {
+		return sshconfig.Settings{}, fmt.Errorf("%s is the local host and is not reached over SSH", name)
+	}
+	s, err := f.SSH.Resolve(h.Name, h.Overrides())
+	if err != nil {
+		return s, fmt.Errorf("%s: %w: %v", name, sshexec.ErrConfig, err)
+	}
+	return s, nil
+}
+
+func (f *Fleet) unknown(name string) error {
+	where := "the implicit local-only inventory (no hosts file found)"
+	if f.Inv.File != "" {
+		where = f.Inv.File
+	}
+	return fmt.Errorf("%w %q: it is not in %s, which lists: %s; add it to the inventory's `hosts:`",
+		sshexec.ErrUnknownHost, name, where, strings.Join(f.Inv.Names(), ", "))
+}
+
+// Runner returns the runner of host h.
+func (f *Fleet) Runner(h inventory.Host) sshexec.Runner {
+	if h.Local {
+		return f.Local
+	}
+	return f.Remote
+}
+
+// Select returns the inventory hosts named in names (all when empty) that
+// carry every label in labels, in inventory order. An unknown name is an
+// error listing the known ones; a label that matches no host is an error too.
+func (f *Fleet) Select(names, labels []string) ([]inventory.Host, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		if _, ok := f.Inv.Lookup(n); !ok {
+			return nil, f.unknown(n)
+		}
+		want[n] = true
+	}
+	var out []inventory.Host
+	for _, h := range f.Inv.Hosts {
+		if len(want) > 0 && !want[h.Name] {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && h.HasLabel(l)
+		}
+		if ok {
+			out = append(out, h)
+		}
+	}
+	if len(out) == 0 && len(labels) > 0 {
+		return nil, fmt.Errorf("no host carries label(s) %s; labels in use: %s", strings.Join(labels, ", "), strings.Join(f.labels(), ", "))
+	}
+	return out, nil
+}
+
+func (f *Fleet) labels() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, h := range f.Inv.Hosts {
+		for _, l := range h.Labels {
+			if !seen[l] {
+				seen[l] = true
+				out = append(out, l)
+			}
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return []string{"(none)"}
+	}
+	return out
+}
+
+// Address describes where h is reached: "local", or user@host:port with the
+// jump hosts crossed ("alice@10.0.0.12:22 via bastion").
+func (f *Fleet) Address(h inventory.Host) string {
+	if h.Local {
+		return "local"
+	}
+	s, err := f.Settings(h.Name)
+	if err != nil {
+		return "?"
+	}
+	a := s.User + "@" + net.JoinHostPort(s.HostName, strconv.Itoa(s.Port))
+	if len(s.ProxyJump) > 0 {
+		var hops []string
+		for _, j := range s.ProxyJump {
+			hops = append(hops, j.Alias)
+		}
+		a += " via " + strings.Join(hops, ",")
+	}
+	return a
+}
+
+// Report is the outcome of probing one host.
+type Report struct {
+	Host     inventory.Host
+	Address  string
+	Snapshot probe.Snapshot
+	Err      error         // transport or probe error; Snapshot.State says which kind
+	Connect  time.Duration // dial + handshake (0 when local or reused)
+	RTT      time.Duration // one SSH request round trip after connecting (0 when local)
+	Took     time.Duration // the whole probe of this host
+}
+
+// Probed reports whether the host's GPUs could be read. A host without
+// GPUs, or with some GPU broken, was probed; one whose driver is not loaded
+// or that could not be reached was not.
+func (r Report) Probed() bool {
+	switch r.Snapshot.State {
+	case probe.HostOK, probe.HostDegraded, probe.HostNoDevices:
+		return true
+	}
+	return false
+}
+
+// ProbeOptions bound a fan-out.
+type ProbeOptions struct {
+	Timeout time.Duration // per host, after connecting (0 = DefaultProbeTimeout)
+	Ping    bool          // measure RTT with one keepalive round trip
+}
+
+// Probe probes hosts in parallel, one goroutine per host, and returns one
+// report per host in the order given. It never fails as a whole: each
+// host's failure is in its report.
+func (f *Fleet) Probe(ctx context.Context, hosts []inventory.Host, opt ProbeOptions) []Report {
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultProbeTimeout
+	}
+	out := make([]Report, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = f.probeOne(ctx, h, opt)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions) Report {
+	start := time.Now()
+	r := Report{Host: h, Address: f.Address(h)}
+	defer func() { r.Took = time.Since(start) }()
+	if !h.Local {
+		d, err := f.Remote.Connect(ctx, h.Name)
+		if err != nil {
+			r.Err = err
+			r.Snapshot = failed(h.Name, err)
+			r.Took = time.Since(start)
+			return r
+		}
+		r.Connect = d
+		if opt.Ping {
+			if rtt, err := f.Remote.Ping(ctx, h.Name); err == nil {
+				r.RTT = rtt
+			}
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, opt.Timeout)
+	defer cancel()
+	src := f.Source
+	if src == nil {
+		src = probe.SMI
+	}
+	snap, err := src(f.Runner(h), h.Name).Snapshot(pctx)
+	snap.Host = h.Name
+	r.Snapshot, r.Err = snap, err
+	if err != nil && snap.State == "" {
+		r.Snapshot = failed(h.Name, err)
+	}
+	r.Took = time.Since(start)
+	return r
+}
+
+// failed is the snapshot of a host that could not be probed at all.
+func failed(host string, err error) probe.Snapshot {
+	state := probe.HostState(sshexec.Reason(err))
+	switch {
+	case errors.Is(err, sshexec.ErrUnknownHost), errors.Is(err, sshexec.ErrNoOutcome):
+		state = probe.HostProbeError
+	case state == "error" || state == "command failed":
+		state = probe.HostProbeError
+	}
+	return probe.Snapshot{Host: host, State: state, Error: err.Error(), Warnings: []string{}, GPUs: []probe.GPU{}}
+}

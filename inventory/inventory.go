@@ -1,0 +1,371 @@
+// Package inventory loads gssh's host list (hosts.yaml): which hosts form the
+// fleet, how to reach each one (merged later with ~/.ssh/config), and the
+// scheduling facts that belong to a host (labels, memory reserve, drain).
+//
+// The file format:
+//
+//	defaults:            # optional; every key may also be set per host
+//	  user: ml
+//	  reserve: 10%
+//	hosts:
+//	  - name: gpu01      # also the alias looked up in ~/.ssh/config
+//	  - name: gpu02
+//	    address: 10.0.0.12
+//	    port: 2222
+//	    user: alice
+//	    identity_file: ~/.ssh/lab_ed25519
+//	    labels: [a100, nvlink]
+//	    reserve: 20%
+//	    drain: false
+//	  - name: ctl
+//	    local: true      # the controller itself: no SSH
+//
+// Every error names the file and line and says what to change.
+package inventory
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gssh/gssh/sshconfig"
+)
+
+// DefaultReservePct is the share of each GPU's memory kept back when neither
+// the host nor the defaults block sets `reserve`.
+const DefaultReservePct = 10
+
+// Host is one entry of the inventory, with the defaults block applied.
+type Host struct {
+	Name         string   // unique; the ssh_config alias
+	Address      string   // HostName override; "" = ssh_config's, else Name
+	Port         int      // 0 = ssh_config's, else 22
+	User         string   // "" = ssh_config's, else the local user
+	IdentityFile string   // offered first when set
+	Labels       []string // free-form tags used by --label
+	ReservePct   float64  // GPU memory kept back, percent of total, in [0, 100)
+	Drain        bool     // no new jobs are placed on a drained host
+	Local        bool     // the controller itself: probed and run without SSH
+	Line         int      // line of the entry in File (0 for the implicit local host)
+}
+
+// HasLabel reports whether h carries label l.
+func (h Host) HasLabel(l string) bool {
+	for _, x := range h.Labels {
+		if x == l {
+			return true
+		}
+	}
+	return false
+}
+
+// Overrides returns the values of h that win over ~/.ssh/config, as options
+// on the ssh command line do.
+func (h Host) Overrides() sshconfig.Overrides {
+	return sshconfig.Overrides{HostName: h.Address, Port: h.Port, User: h.User, IdentityFile: h.IdentityFile}
+}
+
+// Inventory is a loaded hosts file.
+type Inventory struct {
+	File  string // where it was read from; "" for the implicit local-only inventory
+	Hosts []Host // in file order
+}
+
+// Lookup returns the host named name.
+func (inv *Inventory) Lookup(name string) (Host, bool) {
+	for _, h := range inv.Hosts {
+		if h.Name == name {
+			return h, true
+		}
+	}
+	return Host{}, false
+}
+
+// Names lists the host names in file order.
+func (inv *Inventory) Names() []string {
+	out := make([]string, len(inv.Hosts))
+	for i, h := range inv.Hosts {
+		out[i] = h.Name
+	}
+	return out
+}
+
+// LocalOnly is the inventory gssh uses when no hosts file exists: the
+// controller alone, named name (the short host name).
+func LocalOnly(name string) *Inventory {
+	return &Inventory{Hosts: []Host{{Name: name, Local: true, ReservePct: DefaultReservePct}}}
+}
+
+// ErrNotFound is returned by Locate when no inventory file exists anywhere.
+var ErrNotFound = errors.New("no inventory file")
+
+// Locate picks the hosts file: flag (--inventory), then env
+// ($GSSH_INVENTORY), then home/.config/gssh/hosts.yaml, then
+// /etc/gssh/hosts.yaml. A path given by flag or env must exist. It returns
+// ErrNotFound when none of the default places holds a file.
+func Locate(flag, env, home string) (string, error) {
+	for _, given := range []struct{ path, from string }{{flag, "--inventory"}, {env, "$GSSH_INVENTORY"}} {
+		if given.path == "" {
+			continue
+		}
+		if _, err := os.Stat(given.path); err != nil {
+			return "", fmt.Errorf("inventory %s (from %s): %w", given.path, given.from, err)
+		}
+		return given.path, nil
+	}
+	candidates := []string{"/etc/gssh/hosts.yaml"}
+	if home != "" {
+		candidates = append([]string{filepath.Join(home, ".config", "gssh", "hosts.yaml")}, candidates...)
+	}
+	for _, p := range candidates {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", ErrNotFound
+}
+
+// Load reads and validates the hosts file at path.
+func Load(path string) (*Inventory, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
+	}
+	return Parse(path, bytes.NewReader(b))
+}
+
+// Parse reads a hosts file from r; name is used in error messages. Errors
+// carry "name:line:" and say what is expected. Unknown keys, duplicate host
+// names, invalid names, ports and reserves are errors.
+func Parse(name string, r io.Reader) (*Inventory, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(r)
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: the file is empty; it needs a `hosts:` list (see hosts.example.yaml)", name)
+		}
+		return nil, fmt.Errorf("%s%s", name, yamlErr(err))
+	}
+	p := parser{file: name}
+	inv, err := p.document(&doc)
+	if err != nil {
+		return nil, err
+	}
+	inv.File = name
+	return inv, nil
+}
+
+// yamlErr turns "yaml: line 3: did not find expected key" into
+// ":3: did not find expected key (invalid YAML)", to follow a file name.
+func yamlErr(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		return ":" + rest + " (invalid YAML; check indentation and that tabs are not used)"
+	}
+	return ": " + msg + " (invalid YAML)"
+}
+
+type parser struct{ file string }
+
+func (p parser) errf(n *yaml.Node, format string, args ...any) error {
+	return fmt.Errorf("%s:%d: %s", p.file, n.Line, fmt.Sprintf(format, args...))
+}
+
+var hostKeys = []string{"name", "address", "port", "user", "identity_file", "labels", "reserve", "drain", "local"}
+
+func (p parser) document(doc *yaml.Node) (*Inventory, error) {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, fmt.Errorf("%s: the file is empty; it needs a `hosts:` list", p.file)
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, p.errf(root, "expected a mapping with `defaults:` and `hosts:`, found %s", kindName(root))
+	}
+	defaults := Host{ReservePct: DefaultReservePct}
+	var hostsNode *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		switch k.Value {
+		case "defaults":
+			if v.Kind != yaml.MappingNode {
+				return nil, p.errf(v, "`defaults` must be a mapping, found %s", kindName(v))
+			}
+			if err := p.fields(v, &defaults, true); err != nil {
+				return nil, err
+			}
+		case "hosts":
+			hostsNode = v
+		default:
+			return nil, p.errf(k, "unknown key %q at top level; expected `defaults` or `hosts`", k.Value)
+		}
+	}
+	if hostsNode == nil {
+		return nil, fmt.Errorf("%s: no `hosts:` list; add one (see hosts.example.yaml)", p.file)
+	}
+	if hostsNode.Kind != yaml.SequenceNode {
+		return nil, p.errf(hostsNode, "`hosts` must be a list of hosts (`- name: gpu01`), found %s", kindName(hostsNode))
+	}
+	if len(hostsNode.Content) == 0 {
+		return nil, p.errf(hostsNode, "`hosts` is empty; list at least one host (`- name: gpu01`)")
+	}
+	inv := &Inventory{}
+	seen := map[string]int{}
+	for _, hn := range hostsNode.Content {
+		if hn.Kind != yaml.MappingNode {
+			return nil, p.errf(hn, "each host must be a mapping with at least `name:`, found %s", kindName(hn))
+		}
+		h := defaults
+		h.Labels = append([]string(nil), defaults.Labels...)
+		h.Line = hn.Line
+		h.Name = ""
+		if err := p.fields(hn, &h, false); err != nil {
+			return nil, err
+		}
+		if h.Name == "" {
+			return nil, p.errf(hn, "host without `name:`")
+		}
+		if prev, dup := seen[h.Name]; dup {
+			return nil, p.errf(hn, "duplicate host name %q (first defined at line %d); names must be unique", h.Name, prev)
+		}
+		seen[h.Name] = hn.Line
+		inv.Hosts = append(inv.Hosts, h)
+	}
+	return inv, nil
+}
+
+// validName accepts what OpenSSH accepts as a Host alias and what is safe to
+// print and to use in file names: letters, digits, '.', '-', '_'.
+var validName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
+
+func (p parser) fields(m *yaml.Node, h *Host, isDefaults bool) error {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if isDefaults && (k.Value == "name" || k.Value == "address" || k.Value == "local") {
+			return p.errf(k, "`%s` cannot be a default; set it per host", k.Value)
+		}
+		switch k.Value {
+		case "name":
+			s, err := p.str(v, k.Value)
+			if err != nil {
+				return err
+			}
+			if !validName.MatchString(s) {
+				return p.errf(v, "host name %q: use letters, digits, '.', '-' and '_' only", s)
+			}
+			h.Name = s
+		case "address":
+			s, err := p.str(v, k.Value)
+			if err != nil {
+				return err
+			}
+			if strings.ContainsAny(s, " \t\n/@") {
+				return p.errf(v, "address %q: give a host name or IP, without user@ or spaces (user and port have their own keys)", s)
+			}
+			h.Address = s
+		case "user":
+			s, err := p.str(v, k.Value)
+			if err != nil {
+				return err
+			}
+			h.User = s
+		case "identity_file":
+			s, err := p.str(v, k.Value)
+			if err != nil {
+				return err
+			}
+			h.IdentityFile = s
+		case "port":
+			n, err := strconv.Atoi(v.Value)
+			if v.Kind != yaml.ScalarNode || err != nil || n < 1 || n > 65535 {
+				return p.errf(v, "port %q: expected a number from 1 to 65535", v.Value)
+			}
+			h.Port = n
+		case "labels":
+			if v.Kind != yaml.SequenceNode {
+				return p.errf(v, "`labels` must be a list, e.g. [a100, nvlink]")
+			}
+			h.Labels = h.Labels[:0:0]
+			for _, l := range v.Content {
+				s, err := p.str(l, "label")
+				if err != nil {
+					return err
+				}
+				h.Labels = append(h.Labels, s)
+			}
+		case "reserve":
+			pct, err := ParsePercent(v.Value)
+			if v.Kind != yaml.ScalarNode || err != nil {
+				return p.errf(v, "reserve %q: expected a percentage from 0%% to 99%%, e.g. 10%%", v.Value)
+			}
+			h.ReservePct = pct
+		case "drain", "local":
+			b, err := p.boolean(v, k.Value)
+			if err != nil {
+				return err
+			}
+			if k.Value == "drain" {
+				h.Drain = b
+			} else {
+				h.Local = b
+			}
+		default:
+			return p.errf(k, "unknown key %q; a host takes %s", k.Value, strings.Join(hostKeys, ", "))
+		}
+	}
+	return nil
+}
+
+func (p parser) str(v *yaml.Node, what string) (string, error) {
+	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" || strings.TrimSpace(v.Value) == "" {
+		return "", p.errf(v, "`%s` must be a non-empty string", what)
+	}
+	return v.Value, nil
+}
+
+func (p parser) boolean(v *yaml.Node, what string) (bool, error) {
+	if v.Kind == yaml.ScalarNode {
+		switch strings.ToLower(v.Value) {
+		case "true", "yes", "on":
+			return true, nil
+		case "false", "no", "off":
+			return false, nil
+		}
+	}
+	return false, p.errf(v, "`%s` must be true or false, found %q", what, v.Value)
+}
+
+// ParsePercent reads "10%", "10" or "12.5%" as a percentage in [0, 100).
+func ParsePercent(s string) (float64, error) {
+	t := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "%"))
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f >= 100 {
+		return 0, fmt.Errorf("percentage %q: expected a number from 0 to 99, e.g. 10%%", s)
+	}
+	return f, nil
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "nothing"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return "something else"
+}

@@ -1,0 +1,111 @@
+// Package probe finds out what GPUs a host has and what runs on them. A
+// Source produces a Snapshot of one host; SMI reads it from nvidia-smi's CSV
+// output over a Runner (one session per probe). The helper-based NVML source
+// comes with the helper (issue 3) and plugs in behind the same Source
+// interface.
+//
+// Facts a tool could not read are nil or a state, never a zero: a GPU that
+// reports `[N/A]` memory has nil MemTotal, and a GPU that fails with `ERR!`
+// is Health "error" even when it shows 0 MiB used.
+package probe
+
+import "context"
+
+// Source produces a snapshot of one host.
+type Source interface {
+	Snapshot(ctx context.Context) (Snapshot, error)
+}
+
+// HostState says whether a host's GPUs could be read, and if not, why.
+// The JSON and table output print these strings.
+type HostState string
+
+// Host states. Transport states come from sshexec.Reason; the rest from the probe.
+const (
+	HostOK              HostState = "ok"
+	HostUnreachable     HostState = "unreachable"
+	HostTimeout         HostState = "timeout"
+	HostAuthFailed      HostState = "auth failed"
+	HostKeyMismatch     HostState = "host key mismatch"
+	HostKeyUnknown      HostState = "host key unknown"
+	HostConfigError     HostState = "ssh config error"
+	HostDriverNotLoaded HostState = "driver not loaded"  // nvidia-smi exit 9: cannot talk to the driver
+	HostDriverMismatch  HostState = "driver mismatch"    // exit 18: Driver/library version mismatch
+	HostNVMLNotFound    HostState = "nvml not found"     // libnvidia-ml.so cannot be loaded (e.g. non-interactive SSH env)
+	HostSMIMissing      HostState = "nvidia-smi missing" // exit 127 / command not found
+	HostNoDevices       HostState = "no devices"         // "No devices were found": a host without GPUs
+	HostDegraded        HostState = "degraded"           // some GPU lost or failed: the others are listed
+	HostProbeError      HostState = "probe error"        // output gssh could not understand
+	HostUnknownHost     HostState = "unknown host"       // sshexec.ErrUnknownHost: not in the inventory, not resolvable
+	HostConnectionLost  HostState = "connection lost"    // sshexec.ErrNoOutcome: the session ended without an exit status
+	HostTransportError  HostState = "error"              // a transport failure sshexec could not classify
+)
+
+// Snapshot is one host's GPUs at one moment.
+type Snapshot struct {
+	Host      string    `json:"name"`
+	State     HostState `json:"state"`
+	Error     string    `json:"error,omitempty"`  // the text behind a state other than ok
+	Source    string    `json:"source,omitempty"` // "nvidia-smi" or "nvml": who answered
+	SourceWhy string    `json:"source_reason,omitempty"`
+	Driver    string    `json:"driver_version,omitempty"` // a string: "418.87.01" is not a number
+	CUDA      string    `json:"cuda_version,omitempty"`
+	Warnings  []string  `json:"warnings"`
+	GPUs      []GPU     `json:"gpus"`
+}
+
+// Health of one GPU.
+type Health string
+
+// GPU health states. Only HealthOK GPUs are schedulable.
+const (
+	HealthOK            Health = "ok"
+	HealthLost          Health = "lost"           // listed before or by -L / an error line, but unreadable now
+	HealthRequiresReset Health = "requires reset" // `[GPU requires reset]`
+	HealthError         Health = "error"          // `ERR!` or `[Unknown Error]` in an identity field
+)
+
+// GPU is one physical GPU. Memory is in bytes (nvidia-smi reports MiB; the
+// parser converts). Nil means the tool could not say; see MemoryState.
+type GPU struct {
+	Index       int     `json:"index"`
+	UUID        string  `json:"uuid"` // "" when the driver reports `GPU-` alone (corpus 020)
+	BusID       string  `json:"pci_bus_id"`
+	Name        string  `json:"name"`
+	MemTotal    *uint64 `json:"memory_total_bytes"`     // nvidia-smi memory.total
+	MemUsed     *uint64 `json:"memory_used_bytes"`      // memory.used
+	MemFree     *uint64 `json:"memory_free_bytes"`      // memory.free (read, never total-used: reserved memory exists)
+	MemoryState string  `json:"memory_state,omitempty"` // why memory is nil: "not supported", "insufficient permissions", "unified memory"...
+	UtilPct     *int    `json:"utilization_pct"`        // utilization.gpu; nil on MIG, [N/A]
+	TempC       *int    `json:"temperature_c"`          // temperature.gpu
+	Health      Health  `json:"health"`
+	HealthWhy   string  `json:"health_reason,omitempty"`
+	MIGMode     string  `json:"mig_mode,omitempty"` // mig.mode.current: "Enabled", "Disabled", "" when not supported
+	MIG         []MIG   `json:"mig_devices,omitempty"`
+	// Procs are the compute processes on this GPU. ProcsKnown is false when
+	// the list could not be read (permissions): an empty list then does not
+	// mean the GPU is idle.
+	Procs      []Proc `json:"processes"`
+	ProcsKnown bool   `json:"processes_known"`
+}
+
+// MIG is one MIG device of a GPU (from `nvidia-smi -L`, or NVML).
+type MIG struct {
+	Index    int     `json:"index"`   // the "Device N" number within its parent
+	UUID     string  `json:"uuid"`    // "MIG-..."; what CUDA_VISIBLE_DEVICES takes
+	Profile  string  `json:"profile"` // e.g. "3g.40gb"
+	MemTotal *uint64 `json:"memory_total_bytes"`
+	MemUsed  *uint64 `json:"memory_used_bytes"`
+}
+
+// Proc is one compute process on a GPU.
+type Proc struct {
+	PID       int     `json:"pid"`
+	Name      string  `json:"name"`
+	User      string  `json:"user,omitempty"`    // from ps on the host; "" when unknown
+	UsedBytes *uint64 `json:"used_memory_bytes"` // used_gpu_memory; nil when [N/A] (Windows/WDDM)
+	GPUUUID   string  `json:"gpu_uuid"`
+}
+
+// Schedulable reports whether a job may be placed on g.
+func (g GPU) Schedulable() bool { return g.Health == HealthOK }

@@ -1,0 +1,72 @@
+package sshexec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"syscall"
+)
+
+// Local runs commands on the controller itself with `sh -c`, for hosts
+// marked `local: true`. The host argument only labels errors.
+type Local struct {
+	// Env, when non-nil, replaces the environment of the commands (tests).
+	Env []string
+}
+
+var _ Runner = Local{}
+
+// Run runs cmd under `sh -c` in its own process group; when ctx ends the
+// whole group is killed.
+func (l Local) Run(ctx context.Context, host, cmd string, stdin io.Reader) (Result, error) {
+	c := exec.Command("/bin/sh", "-c", cmd)
+	c.Env = l.Env
+	c.Stdin = stdin
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		return Result{}, fmt.Errorf("%s: start sh: %w", host, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		<-done
+		return Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()},
+			fmt.Errorf("%s: %w: command did not finish in time: %v", host, ErrTimeout, ctx.Err())
+	}
+	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	var xe *exec.ExitError
+	if errors.As(err, &xe) {
+		e := &ExitError{Host: host, Cmd: cmd, Code: xe.ExitCode(), Stderr: stderr.String()}
+		if ws, ok := xe.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			e.Code, e.Signal = -1, signalName(ws.Signal())
+		}
+		return res, e
+	}
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", host, err)
+	}
+	return res, nil
+}
+
+// signalName gives the SSH-style name of a signal ("KILL", "TERM").
+func signalName(s syscall.Signal) string {
+	names := map[syscall.Signal]string{
+		syscall.SIGABRT: "ABRT", syscall.SIGALRM: "ALRM", syscall.SIGFPE: "FPE", syscall.SIGHUP: "HUP",
+		syscall.SIGILL: "ILL", syscall.SIGINT: "INT", syscall.SIGKILL: "KILL", syscall.SIGPIPE: "PIPE",
+		syscall.SIGQUIT: "QUIT", syscall.SIGSEGV: "SEGV", syscall.SIGTERM: "TERM", syscall.SIGUSR1: "USR1",
+		syscall.SIGUSR2: "USR2",
+	}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("%d", int(s))
+}

@@ -1,0 +1,529 @@
+package sshexec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/gssh/gssh/sshconfig"
+)
+
+// Defaults used when ssh_config says nothing.
+const (
+	DefaultConnectTimeout = 10 * time.Second
+	// DefaultMaxSessions is OpenSSH's MaxSessions default. Hardened hosts use
+	// fewer; the pool learns the real limit from the first refusal.
+	DefaultMaxSessions = 10
+	// DefaultKeepalive is used when ServerAliveInterval is unset: a pool may
+	// live as long as `gssh serve`, and a dead connection must be noticed.
+	DefaultKeepalive = 30 * time.Second
+)
+
+// PoolOptions configure a Pool.
+type PoolOptions struct {
+	// Resolve gives the SSH settings of a host name; an error wrapping
+	// ErrUnknownHost when there is no such host.
+	Resolve func(host string) (sshconfig.Settings, error)
+	// AgentSock is $SSH_AUTH_SOCK ("" = no agent).
+	AgentSock string
+	// ConnectTimeout applies when ssh_config has no ConnectTimeout (0 = DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+	// MaxSessions caps concurrent sessions per connection (0 = DefaultMaxSessions).
+	MaxSessions int
+	// Warn receives notices such as a host key added under accept-new. May be nil.
+	Warn func(string)
+}
+
+// Pool keeps one SSH client per host and runs every command of the process
+// over it, one session per command. It is safe for concurrent use.
+type Pool struct {
+	opt      PoolOptions
+	mu       sync.Mutex
+	hosts    map[string]*hostConn
+	appendMu sync.Mutex // serialises known_hosts appends
+	closed   bool
+}
+
+var _ Runner = (*Pool)(nil)
+
+// NewPool returns an empty pool; connections open on first use.
+func NewPool(opt PoolOptions) *Pool {
+	if opt.ConnectTimeout <= 0 {
+		opt.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opt.MaxSessions <= 0 {
+		opt.MaxSessions = DefaultMaxSessions
+	}
+	return &Pool{opt: opt, hosts: map[string]*hostConn{}}
+}
+
+// hostConn is the pooled connection of one host.
+type hostConn struct {
+	dialMu chan struct{} // a 1-slot lock held while dialling; ctx-aware
+	mu     sync.Mutex
+	client *ssh.Client
+	closer []io.Closer // the client and the jump clients under it
+	fatal  error       // a host key or configuration error: never retried
+	gate   gate
+}
+
+func (p *Pool) host(name string) (*hostConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errors.New("ssh pool is closed")
+	}
+	hc := p.hosts[name]
+	if hc == nil {
+		hc = &hostConn{dialMu: make(chan struct{}, 1)}
+		hc.gate.limit = p.opt.MaxSessions
+		p.hosts[name] = hc
+	}
+	return hc, nil
+}
+
+// Connect opens (or reuses) the connection to host and returns how long the
+// dial and handshake took (0 when reused).
+func (p *Pool) Connect(ctx context.Context, host string) (time.Duration, error) {
+	hc, err := p.host(host)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	c, fresh, err := p.client(ctx, host, hc)
+	if err != nil {
+		return 0, err
+	}
+	_ = c
+	if !fresh {
+		return 0, nil
+	}
+	return time.Since(start), nil
+}
+
+// client returns the live client of host, dialling it if needed. fresh
+// reports whether this call dialled.
+func (p *Pool) client(ctx context.Context, host string, hc *hostConn) (*ssh.Client, bool, error) {
+	select {
+	case hc.dialMu <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false, fmt.Errorf("%s: %w: waiting for the connection: %v", host, ErrTimeout, ctx.Err())
+	}
+	defer func() { <-hc.dialMu }()
+	hc.mu.Lock()
+	c, fatal := hc.client, hc.fatal
+	hc.mu.Unlock()
+	if c != nil {
+		return c, false, nil
+	}
+	if fatal != nil {
+		return nil, false, fatal
+	}
+	s, err := p.opt.Resolve(host)
+	if err != nil {
+		return nil, false, err
+	}
+	c, closers, err := p.dial(ctx, s)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", host, err)
+		if errors.Is(err, ErrHostKey) || errors.Is(err, ErrConfig) {
+			hc.mu.Lock()
+			hc.fatal = err
+			hc.mu.Unlock()
+		}
+		return nil, false, err
+	}
+	hc.mu.Lock()
+	hc.client, hc.closer = c, closers
+	hc.mu.Unlock()
+	go p.watch(hc, c, s)
+	return c, true, nil
+}
+
+// watch sends keepalives on c (x/crypto does not implement
+// ServerAliveInterval) and drops c from the pool when it dies or misses
+// ServerAliveCountMax replies in a row.
+func (p *Pool) watch(hc *hostConn, c *ssh.Client, s sshconfig.Settings) {
+	interval := s.ServerAliveInterval
+	if interval <= 0 {
+		interval = DefaultKeepalive
+	}
+	maxMiss := s.ServerAliveCountMax
+	if maxMiss <= 0 {
+		maxMiss = 3
+	}
+	done := make(chan struct{})
+	go func() { c.Wait(); close(done) }()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	missed := 0
+loop:
+	for {
+		select {
+		case <-done:
+			break loop
+		case <-t.C:
+			reply := make(chan error, 1)
+			go func() { _, _, err := c.SendRequest("keepalive@openssh.com", true, nil); reply <- err }()
+			select {
+			case err := <-reply:
+				if err != nil {
+					break loop
+				}
+				missed = 0
+			case <-time.After(interval):
+				if missed++; missed >= maxMiss {
+					break loop
+				}
+			case <-done:
+				break loop
+			}
+		}
+	}
+	hc.mu.Lock()
+	if hc.client == c {
+		p.dropLocked(hc)
+	}
+	hc.mu.Unlock()
+}
+
+func (p *Pool) dropLocked(hc *hostConn) {
+	for i := len(hc.closer) - 1; i >= 0; i-- {
+		hc.closer[i].Close()
+	}
+	hc.client, hc.closer = nil, nil
+}
+
+// dial connects to s, through its ProxyJump hops when it has some. The
+// returned closers must be closed in reverse order.
+func (p *Pool) dial(ctx context.Context, s sshconfig.Settings) (*ssh.Client, []io.Closer, error) {
+	if s.ProxyCommand != "" {
+		return nil, nil, fmt.Errorf("%w: ProxyCommand %q is not supported by gssh; use ProxyJump", ErrConfig, s.ProxyCommand)
+	}
+	var via *ssh.Client
+	var closers []io.Closer
+	fail := func(err error) (*ssh.Client, []io.Closer, error) {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i].Close()
+		}
+		return nil, nil, err
+	}
+	for i, hop := range s.ProxyJump {
+		c, err := p.dialOne(ctx, via, hop)
+		if err != nil {
+			return fail(fmt.Errorf("jump host %d (%s): %w", i+1, hop.Alias, err))
+		}
+		closers = append(closers, c)
+		via = c
+	}
+	c, err := p.dialOne(ctx, via, s)
+	if err != nil {
+		return fail(err)
+	}
+	return c, append(closers, c), nil
+}
+
+// dialOne opens TCP (directly, or as a channel of via) and runs the SSH
+// handshake, both under the connect timeout.
+func (p *Pool) dialOne(ctx context.Context, via *ssh.Client, s sshconfig.Settings) (*ssh.Client, error) {
+	timeout := s.ConnectTimeout
+	if timeout <= 0 {
+		timeout = p.opt.ConnectTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	addr := net.JoinHostPort(s.HostName, strconv.Itoa(s.Port))
+
+	hk, err := newHostKeys(s, p.opt.Warn, &p.appendMu)
+	if err != nil {
+		return nil, err
+	}
+	kr := loadKeyring(s, p.opt.AgentSock)
+	defer kr.close()
+	if len(kr.signers) == 0 {
+		why := "no key to offer: no ssh-agent key and no readable identity file"
+		if len(kr.notes) > 0 {
+			why = strings.Join(kr.notes, "; ")
+		}
+		return nil, fmt.Errorf("%w for %s@%s: %s", ErrAuth, s.User, addr, why)
+	}
+	cfg := &ssh.ClientConfig{
+		User:              s.User,
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(kr.signers...)},
+		HostKeyCallback:   hk.check,
+		HostKeyAlgorithms: hk.algorithms(),
+		Timeout:           timeout,
+	}
+
+	var conn net.Conn
+	if via != nil {
+		conn, err = via.DialContext(ctx, "tcp", addr)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return nil, classifyDial(addr, err, timeout)
+	}
+	// The handshake must not outlive the timeout nor the caller's context.
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	cc, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
+	stopped := stop()
+	if err != nil {
+		conn.Close()
+		var ne net.Error
+		if !stopped || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
+			return nil, fmt.Errorf("%w: ssh handshake with %s did not finish within %s (the port answers but does not speak SSH, or the host is overloaded)", ErrTimeout, addr, timeout)
+		}
+		return nil, classifyHandshake(addr, s.User, err, kr.notes)
+	}
+	conn.SetDeadline(time.Time{})
+	return ssh.NewClient(cc, chans, reqs), nil
+}
+
+// Run runs cmd on host over the pooled connection. See Runner.
+func (p *Pool) Run(ctx context.Context, host, cmd string, stdin io.Reader) (Result, error) {
+	hc, err := p.host(host)
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	redialed, refusals := false, 0
+	for {
+		c, _, err := p.client(ctx, host, hc)
+		if err != nil {
+			return res, err
+		}
+		if err := hc.gate.acquire(ctx); err != nil {
+			return res, fmt.Errorf("%s: %w: waiting for a free session: %v", host, ErrTimeout, err)
+		}
+		sess, err := c.NewSession()
+		if err == nil {
+			res, err = runSession(ctx, host, cmd, sess, stdin)
+			hc.gate.release()
+			return res, err
+		}
+		var oce *ssh.OpenChannelError
+		if errors.As(err, &oce) {
+			// The server refused the session: MaxSessions reached. The gate
+			// learns the real limit; a refusal with no other session open
+			// comes from a slot the server has not freed yet, so back off a
+			// little, a few times.
+			alone := hc.gate.refused()
+			hc.gate.release()
+			if alone {
+				if refusals++; refusals > 5 {
+					return res, fmt.Errorf("%s: open session: %v", host, err)
+				}
+				select {
+				case <-time.After(time.Duration(refusals*refusals) * 10 * time.Millisecond):
+				case <-ctx.Done():
+					return res, fmt.Errorf("%s: %w: waiting for a free session: %v", host, ErrTimeout, ctx.Err())
+				}
+			}
+			continue
+		}
+		hc.gate.release()
+		// The connection died under us: drop it and redial once.
+		hc.mu.Lock()
+		if hc.client == c {
+			p.dropLocked(hc)
+		}
+		hc.mu.Unlock()
+		if redialed {
+			return res, fmt.Errorf("%s: %w: open session: %v", host, ErrUnreachable, err)
+		}
+		redialed = true
+	}
+}
+
+func runSession(ctx context.Context, host, cmd string, sess *ssh.Session, stdin io.Reader) (Result, error) {
+	defer sess.Close()
+	var stdout, stderr bytes.Buffer
+	sess.Stdout, sess.Stderr = &stdout, &stderr
+	if stdin != nil {
+		sess.Stdin = stdin
+	}
+	done := make(chan error, 1)
+	if err := sess.Start(cmd); err != nil {
+		return Result{}, fmt.Errorf("%s: %w: start command: %v", host, ErrUnreachable, err)
+	}
+	go func() { done <- sess.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// Best effort: OpenSSH delivers signals only with privilege
+		// separation; closing the channel also closes the command's pipes.
+		// Do not wait for the command: the caller's deadline is over.
+		sess.Signal(ssh.SIGKILL)
+		sess.Close()
+		return Result{}, fmt.Errorf("%s: %w: command did not finish in time: %v", host, ErrTimeout, ctx.Err())
+	}
+	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	if err == nil {
+		return res, nil
+	}
+	var ee *ssh.ExitError
+	var em *ssh.ExitMissingError
+	switch {
+	case errors.As(err, &ee):
+		xe := &ExitError{Host: host, Cmd: cmd, Code: ee.ExitStatus(), Stderr: stderr.String()}
+		if sig := ee.Signal(); sig != "" {
+			xe.Code, xe.Signal = -1, strings.TrimPrefix(sig, "SIG")
+		}
+		return res, xe
+	case errors.As(err, &em):
+		return res, fmt.Errorf("%s: %w: the session ended without an exit status", host, ErrNoOutcome)
+	}
+	return res, fmt.Errorf("%s: %w: %v", host, ErrNoOutcome, err)
+}
+
+// Close closes every connection. Runs in flight fail.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, hc := range p.hosts {
+		hc.mu.Lock()
+		if hc.client != nil {
+			p.dropLocked(hc)
+		}
+		hc.mu.Unlock()
+	}
+	return nil
+}
+
+// gate is a semaphore whose limit can shrink when the server refuses a
+// session: the per-host session cap.
+type gate struct {
+	mu       sync.Mutex
+	limit    int
+	inflight int
+	changed  chan struct{}
+}
+
+func (g *gate) acquire(ctx context.Context) error {
+	for {
+		g.mu.Lock()
+		if g.inflight < g.limit {
+			g.inflight++
+			g.mu.Unlock()
+			return nil
+		}
+		if g.changed == nil {
+			g.changed = make(chan struct{})
+		}
+		ch := g.changed
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (g *gate) release() {
+	g.mu.Lock()
+	g.inflight--
+	if g.changed != nil {
+		close(g.changed)
+		g.changed = nil
+	}
+	g.mu.Unlock()
+}
+
+// refused records that the server refused a session while the caller held
+// one slot: the limit drops to the sessions open besides it (at least 1). It
+// reports whether no other session was open.
+func (g *gate) refused() (alone bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	others := g.inflight - 1
+	if others < g.limit {
+		g.limit = max(others, 1)
+	}
+	return others < 1
+}
+
+// classifyDial maps a TCP connect error to a sentinel.
+func classifyDial(addr string, err error, timeout time.Duration) error {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return fmt.Errorf("%w: connect to %s: no answer within %s", ErrTimeout, addr, timeout)
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return fmt.Errorf("%w: %s: cannot resolve %q: %v (check the name or set `address:` in the inventory)", ErrUnreachable, addr, dnsErr.Name, dnsErr.Err)
+	}
+	return fmt.Errorf("%w: connect to %s: %v", ErrUnreachable, addr, unwrapOpErr(err))
+}
+
+// classifyHandshake maps an ssh.NewClientConn error to a sentinel. x/crypto
+// reports authentication failure only as text, so this is the one place
+// that reads error text.
+func classifyHandshake(addr, user string, err error, notes []string) error {
+	if errors.Is(err, ErrHostKey) || errors.Is(err, ErrUnknownHostKey) || errors.Is(err, ErrConfig) {
+		return err
+	}
+	msg := err.Error()
+	hint := ""
+	if len(notes) > 0 {
+		hint = " (" + strings.Join(notes, "; ") + ")"
+	}
+	switch {
+	case strings.Contains(msg, "unable to authenticate"):
+		return fmt.Errorf("%w for %s@%s: the server refused every key offered%s", ErrAuth, user, addr, hint)
+	case strings.Contains(msg, "Too many authentication failures"):
+		return fmt.Errorf("%w for %s@%s: too many authentication failures: the agent offers more keys than the server's MaxAuthTries allows; set IdentityFile and IdentitiesOnly yes for this host%s", ErrAuth, user, addr, hint)
+	case strings.Contains(msg, "no common algorithm for host key"):
+		return fmt.Errorf("%w: %s offers none of the key types known_hosts holds for it: %v", ErrHostKey, addr, err)
+	}
+	return fmt.Errorf("%w: ssh handshake with %s: %v", ErrUnreachable, addr, err)
+}
+
+func unwrapOpErr(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err
+	}
+	return err
+}
+
+// Ping sends one keepalive@openssh.com request over host's connection
+// (dialling it if needed) and returns the round-trip time.
+func (p *Pool) Ping(ctx context.Context, host string) (time.Duration, error) {
+	hc, err := p.host(host)
+	if err != nil {
+		return 0, err
+	}
+	c, _, err := p.client(ctx, host, hc)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { _, _, err := c.SendRequest("keepalive@openssh.com", true, nil); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w: keepalive: %v", host, ErrUnreachable, err)
+		}
+		return time.Since(start), nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("%s: %w: keepalive: %v", host, ErrTimeout, ctx.Err())
+	}
+}

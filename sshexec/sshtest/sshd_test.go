@@ -1,0 +1,208 @@
+package sshtest_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/gssh/gssh/sshexec/sshtest"
+)
+
+func TestStartSSHDEnvironment(t *testing.T) {
+	key := sshtest.NewKey(t, "", "")
+	bin := t.TempDir()
+	tool := "#!/bin/sh\necho fake-smi \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(tool), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tricky := `a "b" \c $HOME %h 'd' #e`
+	s := sshtest.StartSSHD(t, sshtest.SSHDOptions{
+		AuthorizedKeys: []string{key.AuthorizedLine},
+		SetEnv:         map[string]string{"PATH": bin + ":/usr/bin:/bin", "TRICKY": tricky},
+	})
+	c := mustDial(t, s.Addr, s.User, key, s.KnownHostsLine)
+	for cmd, want := range map[string]string{
+		"nvidia-smi -L":        "fake-smi -L\n",
+		`printf %s "$HOME"`:    s.Home,
+		`printf %s "$TRICKY"`:  tricky,
+		"id -un":               s.User + "\n",
+		"touch ~/x && ls ~":    "x\n",
+		`printf %s "$SSH_TTY"`: "",
+		"echo $SSHTEST_SSHD":   s.Dir + "\n",
+	} {
+		out, errOut, err := run(c, cmd, "")
+		if out != want || err != nil {
+			t.Errorf("%s: got %q, %v (stderr %q); want %q", cmd, out, err, errOut, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.Home, "x")); err != nil {
+		t.Errorf("HOME is not s.Home: %v", err)
+	}
+}
+
+func TestStartSSHDHostKeyTypes(t *testing.T) {
+	for kind, want := range map[string]string{"": ssh.KeyAlgoED25519, "ecdsa": ssh.KeyAlgoECDSA256, "rsa": ssh.KeyAlgoRSA} {
+		t.Run(want, func(t *testing.T) {
+			key := sshtest.NewKey(t, "", "")
+			s := sshtest.StartSSHD(t, sshtest.SSHDOptions{AuthorizedKeys: []string{key.AuthorizedLine}, HostKeyType: kind})
+			if s.HostKey.Type() != want {
+				t.Errorf("HostKey type %s, want %s", s.HostKey.Type(), want)
+			}
+			if out, _, err := run(mustDial(t, s.Addr, s.User, key, s.KnownHostsLine), "echo ok", ""); out != "ok\n" || err != nil {
+				t.Errorf("got %q, %v", out, err)
+			}
+		})
+	}
+}
+
+func TestStartSSHDExtraConfig(t *testing.T) {
+	key := sshtest.NewKey(t, "", "")
+	s := sshtest.StartSSHD(t, sshtest.SSHDOptions{
+		AuthorizedKeys: []string{key.AuthorizedLine},
+		ExtraConfig:    "ForceCommand echo forced",
+	})
+	if out, _, err := run(mustDial(t, s.Addr, s.User, key, s.KnownHostsLine), "echo asked", ""); out != "forced\n" || err != nil {
+		t.Errorf("got %q, %v; want \"forced\\n\"", out, err)
+	}
+}
+
+// TestStartSSHDStopKillsSessions checks that Stop leaves no process behind,
+// even one detached from the session with setsid.
+func TestStartSSHDStopKillsSessions(t *testing.T) {
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Skip("no /proc")
+	}
+	key := sshtest.NewKey(t, "", "")
+	s := sshtest.StartSSHD(t, sshtest.SSHDOptions{AuthorizedKeys: []string{key.AuthorizedLine}})
+	c := mustDial(t, s.Addr, s.User, key, s.KnownHostsLine)
+	arg := fmt.Sprintf("%d.%d", 900+os.Getpid()%99, time.Now().UnixNano()%1e6) // a unique sleep
+	if _, errOut, err := run(c, "setsid -f sleep "+arg+" </dev/null >/dev/null 2>&1", ""); err != nil {
+		t.Fatalf("start detached sleep: %v (%s)", err, errOut)
+	}
+	if len(procsWith(t, arg)) == 0 {
+		t.Fatal("detached sleep not found before Stop: the check cannot work")
+	}
+	s.Stop()
+	deadline := time.Now().Add(2 * time.Second)
+	for len(procsWith(t, arg)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left after Stop: %v", procsWith(t, arg))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// procsWith lists the live processes (not zombies) with arg on their
+// command line.
+func procsWith(t *testing.T, arg string) []string {
+	t.Helper()
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var found []string
+	for _, d := range dirs {
+		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte("\x00"+arg)) {
+			found = append(found, filepath.Base(d))
+		}
+	}
+	return found
+}
+
+// TestStartSSHDMany starts 32 servers, on as many loopback addresses, and
+// runs a command on each (only 4 with -short).
+func TestStartSSHDMany(t *testing.T) {
+	const n = 32
+	key := sshtest.NewKey(t, "", "")
+	start := time.Now()
+	var servers []*sshtest.SSHD
+	for i := range n {
+		ip := fmt.Sprintf("127.0.1.%d", i+1)
+		s := sshtest.StartSSHD(t, sshtest.SSHDOptions{ListenIP: ip, AuthorizedKeys: []string{key.AuthorizedLine}})
+		if s.Host != ip || !strings.HasPrefix(s.Addr, ip+":") {
+			t.Fatalf("server %d: Host %q Addr %q, want IP %s", i, s.Host, s.Addr, ip)
+		}
+		servers = append(servers, s)
+	}
+	t.Logf("started %d sshd in %v", n, time.Since(start))
+	if testing.Short() {
+		servers = servers[:4]
+	}
+	start = time.Now()
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Go(func() {
+			c, err := dial(t, s.Addr, s.User, key, s.KnownHostsLine)
+			if err != nil {
+				t.Errorf("dial %s: %v", s.Addr, err)
+				return
+			}
+			defer c.Close()
+			if out, _, err := run(c, fmt.Sprintf("echo %d", i), ""); out != fmt.Sprintf("%d\n", i) || err != nil {
+				t.Errorf("%s: got %q, %v", s.Addr, out, err)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("dialed %d and ran a command in %v", len(servers), time.Since(start))
+}
+
+func TestNewKeyPassphrase(t *testing.T) {
+	dir := t.TempDir()
+	plain, secret := sshtest.NewKey(t, dir, ""), sshtest.NewKey(t, dir, "s3cret")
+	if plain.Path == secret.Path {
+		t.Fatal("two keys in one dir share a path")
+	}
+	for _, k := range []sshtest.Key{plain, secret} {
+		st, err := os.Stat(k.Path)
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", k.Path, st.Mode(), err)
+		}
+		pub, err := os.ReadFile(k.PubPath)
+		if err != nil || !strings.HasPrefix(string(pub), k.AuthorizedLine+" ") {
+			t.Errorf("%s: %q, %v; want it to start with %q", k.PubPath, pub, err, k.AuthorizedLine)
+		}
+	}
+	pem, err := os.ReadFile(secret.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ssh.ParsePrivateKey(pem); err == nil {
+		t.Error("encrypted key parsed without a passphrase")
+	}
+	signer, err := ssh.ParsePrivateKeyWithPassphrase(pem, []byte("s3cret"))
+	if err != nil || !bytes.Equal(signer.PublicKey().Marshal(), secret.Signer.PublicKey().Marshal()) {
+		t.Errorf("parse with passphrase: %v, or the key differs from Signer", err)
+	}
+	// OpenSSH itself reads both files.
+	if _, err := exec.LookPath("ssh-keygen"); err != nil {
+		t.Skip("no ssh-keygen")
+	}
+	for _, k := range []struct {
+		key  sshtest.Key
+		pass string
+	}{{plain, ""}, {secret, "s3cret"}} {
+		out, err := exec.Command("ssh-keygen", "-y", "-P", k.pass, "-f", k.key.Path).CombinedOutput()
+		if got := strings.Fields(string(out)); err != nil || len(got) < 2 || strings.Join(got[:2], " ") != k.key.AuthorizedLine {
+			t.Errorf("ssh-keygen -y %s: %q, %v; want %q", k.key.Path, out, err, k.key.AuthorizedLine)
+		}
+	}
+}
+
+func TestRequireSSHD(t *testing.T) {
+	if p := sshtest.RequireSSHD(t); !filepath.IsAbs(p) {
+		t.Errorf("RequireSSHD = %q, want an absolute path", p)
+	}
+}
+
+func BenchmarkStartSSHD(b *testing.B) {
+	for b.Loop() {
+		sshtest.StartSSHD(b, sshtest.SSHDOptions{})
+	}
+}
