@@ -231,12 +231,24 @@ func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions
 
 // failed is the snapshot of a host that could not be probed at all.
 func failed(host string, err error) probe.Snapshot {
-	state := probe.HostState(sshexec.Reason(err))
-	switch {
-	case errors.Is(err, sshexec.ErrUnknownHost), errors.Is(err, sshexec.ErrNoOutcome):
-		state = probe.HostProbeError
-	case state == "error" || state == "command failed":
-		state = probe.HostProbeError
+	state := probe.TransportState(err)
+	return probe.Snapshot{Host: host, State: state, Error: detail(host, state, err), Warnings: []string{}, GPUs: []probe.GPU{}}
+}
+
+// detail is err's text without what the row already says: the host name
+// and the state ("gpu01: timed out: connect..." under state "timeout" is
+// "connect...").
+func detail(host string, state probe.HostState, err error) string {
+	msg := strings.TrimPrefix(err.Error(), host+": ")
+	for _, s := range []error{sshexec.ErrUnreachable, sshexec.ErrTimeout, sshexec.ErrAuth, sshexec.ErrHostKey,
+		sshexec.ErrUnknownHostKey, sshexec.ErrConfig, sshexec.ErrNoOutcome, sshexec.ErrUnknownHost} {
+		if rest, ok := strings.CutPrefix(msg, s.Error()); ok && errors.Is(err, s) {
+			msg = strings.TrimLeft(rest, ": ")
+			break
+		}
 	}
-	return probe.Snapshot{Host: host, State: state, Error: err.Error(), Warnings: []string{}, GPUs: []probe.GPU{}}
+	if msg == "" {
+		return string(state)
+	}
+	return msg
 }

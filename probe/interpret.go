@@ -6,6 +6,10 @@ import (
 	"strings"
 )
 
+// maxGPUs bounds GPU indices: no host has this many GPUs, and a lost-GPU
+// gap up to a bogus index must not list millions.
+const maxGPUs = 1024
+
 // GPUs reads t's rows as GPUs: one per row, from whichever of these
 // --query-gpu fields t has: index, uuid, pci.bus_id, name, memory.total,
 // memory.used, memory.free (MiB, converted to bytes), utilization.gpu (%),
@@ -35,7 +39,7 @@ func (t Table) gpu(r Row, pos int) (GPU, error) {
 	g := GPU{Index: pos, Health: HealthOK, Procs: []Proc{}}
 	if v, ok := t.Get(r, "index"); ok {
 		n, err := v.Int()
-		if err == nil && n < 0 {
+		if err == nil && (n < 0 || n >= maxGPUs) {
 			err = fmt.Errorf("%d is not a GPU index", n)
 		}
 		if err != nil {

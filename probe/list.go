@@ -66,7 +66,7 @@ func parseList(lines []line) ([]ListedGPU, []error) {
 func parseListGPU(s string) (ListedGPU, error) {
 	idx, rest, ok := strings.Cut(strings.TrimPrefix(s, "GPU "), ": ")
 	n, err := strconv.Atoi(idx)
-	if !ok || err != nil || n < 0 {
+	if !ok || err != nil || n < 0 || n >= maxGPUs {
 		return ListedGPU{}, fmt.Errorf("GPU line without an index: %q", clip(s))
 	}
 	name, uuid := cutUUID(rest)

@@ -55,10 +55,11 @@ type Value struct {
 func (v Value) Known() bool { return v.State == "" }
 
 // Int returns v as a whole number (a utilization in %, a temperature in °C,
-// a pid).
+// a pid). Without a value the error is the state ("insufficient
+// permissions").
 func (v Value) Int() (int, error) {
 	if !v.Known() {
-		return 0, fmt.Errorf("no value: %s", v.State)
+		return 0, errors.New(v.State)
 	}
 	n, err := strconv.Atoi(v.Text)
 	if err != nil {
@@ -71,7 +72,7 @@ func (v Value) Int() (int, error) {
 // a value without a unit (csv,nounits) is taken as MiB.
 func (v Value) Bytes() (uint64, error) {
 	if !v.Known() {
-		return 0, fmt.Errorf("no value: %s", v.State)
+		return 0, errors.New(v.State)
 	}
 	var scale uint64
 	switch v.Unit {
@@ -337,9 +338,10 @@ func readHeader(fields []string, s string) (names, units []string, ok bool) {
 }
 
 // isFieldName reports whether s can be a query field name
-// ("memory.total", "clocks_event_reasons.sw_power_cap").
+// ("memory.total", "clocks_event_reasons.sw_power_cap"): a letter, then
+// letters, digits, dots and underscores.
 func isFieldName(s string) bool {
-	if s == "" {
+	if s == "" || !(s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z') {
 		return false
 	}
 	for _, r := range s {

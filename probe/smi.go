@@ -46,11 +46,13 @@ const (
 //	@@gssh end@@                 the script ran to its end
 //
 // stdout is captured and printed after the command exits, so the two never
-// interleave. The script always exits 0: outcomes are in the markers.
-// Nothing in it comes from user input.
+// interleave, and a space goes before any stdout line starting with "@",
+// so that no output (a process name with a newline in it) can pass for a
+// marker. The script always exits 0: outcomes are in the markers. Nothing
+// in it comes from user input.
 const SMIScript = `exec 2>&1; LC_ALL=C; export LC_ALL
 N=$(command -v nvidia-smi) || for N in /usr/lib/wsl/lib/nvidia-smi /usr/bin/nvidia-smi nvidia-smi; do [ -x "$N" ] && break; done
-q() { echo "@@gssh section=$1@@"; s=$1; shift; o=$("$@"); r=$?; printf '\n@@gssh section=%s rc=%d@@\n%s\n' "$s" $r "$o"; return $r; }
+q() { echo "@@gssh section=$1@@"; s=$1; shift; o=$("$@"); r=$?; printf '\n@@gssh section=%s rc=%d@@\n' "$s" $r; printf '%s\n' "$o" | sed 's/^@/ @/'; return $r; }
 q gpu "$N" --query-gpu=` + smiGPUFields + ` --format=csv,noheader,nounits
 case $r,$o in 0,*|*,*,*)
 q list "$N" -L
@@ -83,7 +85,7 @@ func (s smiSource) Snapshot(ctx context.Context) (Snapshot, error) {
 	if err != nil && !errors.As(err, &exit) {
 		return Snapshot{
 			Host:     s.host,
-			State:    transportState(err),
+			State:    TransportState(err),
 			Error:    err.Error(),
 			Source:   SourceSMI,
 			Warnings: []string{},
@@ -103,9 +105,9 @@ func (s smiSource) Snapshot(ctx context.Context) (Snapshot, error) {
 	return snap, perr
 }
 
-// transportState names a transport failure in HostState's words
+// TransportState names a transport failure in HostState's words
 // (sshexec.Reason's).
-func transportState(err error) HostState {
+func TransportState(err error) HostState {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return HostTimeout
 	}

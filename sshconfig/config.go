@@ -55,6 +55,7 @@ const (
 
 type file struct {
 	name  string
+	from  origin
 	lines []*directive
 }
 
@@ -73,7 +74,7 @@ func Load(env Env, userFile, systemFile string) (*Config, error) {
 		from origin
 		base string
 	}{
-		{userFile, fromUser, filepath.Join(env.Home, ".ssh")},
+		{userFile, fromUser, userBase(env)},
 		{systemFile, fromSystem, filepath.Dir(systemFile)},
 	} {
 		if top.path == "" {
@@ -110,13 +111,21 @@ func Parse(env Env, name string, r io.Reader) (*Config, error) {
 // parseWith is Parse with the file system calls made replaceable (tests, fuzzing).
 func parseWith(env Env, name string, data []byte, read func(string) ([]byte, error), glob func(string) ([]string, error)) *Config {
 	c := &Config{env: env}
-	l := loader{cfg: c, readFile: read, glob: glob, from: fromUser, base: filepath.Join(env.Home, ".ssh")}
+	l := loader{cfg: c, readFile: read, glob: glob, from: fromUser, base: userBase(env)}
 	if len(data) > maxFileSize {
 		c.warn(name, 0, errTooLarge.Error())
 		return c
 	}
 	c.files = append(c.files, l.parse(name, data, 0, nil))
 	return c
+}
+
+// userBase is the directory of relative Include paths in user files: ~/.ssh.
+func userBase(env Env) string {
+	if env.Home == "" {
+		return ""
+	}
+	return filepath.Join(env.Home, ".ssh")
 }
 
 // Warnings lists, in file order, what the files hold that gssh could not use:
@@ -160,7 +169,7 @@ type loader struct {
 // parse splits data into directives. stack holds the files being included
 // around this one, to stop include loops.
 func (l *loader) parse(name string, data []byte, depth int, stack []string) *file {
-	f := &file{name: name}
+	f := &file{name: name, from: l.from}
 	stack = append(stack, name)
 	for i, text := range bytes.Split(data, []byte("\n")) {
 		if d := l.parseLine(name, i+1, string(text), depth, stack); d != nil {
@@ -187,7 +196,7 @@ func (l *loader) parseLine(name string, line int, text string, depth int, stack 
 		d.err = errors.New("missing value")
 	default:
 		d.args = args
-		d.err = d.parseValue(l.cfg.env)
+		d.err = d.parseValue()
 	}
 	if d.key == "match" && d.match != nil && d.match.hasFinal {
 		l.cfg.hasFinal = true
@@ -230,6 +239,10 @@ func (l *loader) include(d *directive, depth int, stack []string) {
 				continue
 			}
 		case !filepath.IsAbs(arg):
+			if l.base == "" {
+				l.cfg.warn(d.file, d.line, fmt.Sprintf("Include %s: relative path, but the home directory is unknown", arg))
+				continue
+			}
 			path = filepath.Join(l.base, arg)
 		}
 		matches, err := l.glob(path)
@@ -291,7 +304,7 @@ func splitKeyword(line string) (key, rest string) {
 }
 
 // splitArgs splits the rest of a line into words as OpenSSH's argv_split does:
-// words are separated by spaces or tabs; '"' and '\'' quote; a backslash
+// words are separated by spaces or tabs; double and single quotes quote; a backslash
 // escapes a quote, a backslash, or (outside quotes) a space, and is kept
 // before anything else; a '#' that starts a word starts a comment.
 func splitArgs(s string) ([]string, error) {

@@ -1,8 +1,3 @@
-// Package sshconfig resolves a host name through OpenSSH client configuration
-// files (~/.ssh/config, /etc/ssh/ssh_config) with OpenSSH's own meaning, as
-// `ssh -G HOST` prints it. It parses with github.com/kevinburke/ssh_config and
-// evaluates the result itself, because that library neither expands tokens,
-// nor resolves ProxyJump chains, nor survives a Match form it does not know.
 package sshconfig
 
 import (
@@ -14,33 +9,43 @@ import (
 type Settings struct {
 	// Alias is the name that was resolved (OpenSSH's %n): the inventory name.
 	Alias string
-	// HostName is the address to dial (%h), after token expansion. Defaults to Alias.
+	// HostName is the address to dial (%h), after token expansion, lower
+	// case as ssh uses it. Defaults to Alias.
 	HostName string
 	// Port defaults to 22.
 	Port int
 	// User is the login user; defaults to the local user.
 	User string
-	// IdentityFiles are the private key paths in OpenSSH's order: every
-	// IdentityFile value of every matching block, ~ and tokens expanded.
-	// When none is configured it holds OpenSSH's defaults
-	// (~/.ssh/id_rsa, id_ecdsa, id_ecdsa_sk, id_ed25519, id_ed25519_sk, id_xmss
-	// as `ssh -G` prints them) and IdentitiesExplicit is false.
+	// IdentityFiles are the private key paths in OpenSSH's order:
+	// Overrides.IdentityFile, then every IdentityFile value of every matching
+	// block (a repeated value dropped), ~ and tokens expanded. When none is
+	// configured it holds OpenSSH's defaults as OpenSSH 9.2's `ssh -G` prints
+	// them (~/.ssh/id_rsa, id_ecdsa, id_ecdsa_sk, id_ed25519, id_ed25519_sk,
+	// id_xmss, id_dsa) and IdentitiesExplicit is false.
 	IdentityFiles      []string
 	IdentitiesExplicit bool
 	// IdentitiesOnly: offer only IdentityFiles, never other agent keys.
 	IdentitiesOnly bool
-	// IdentityAgent overrides SSH_AUTH_SOCK when set ("none" disables the agent).
+	// IdentityAgent overrides SSH_AUTH_SOCK when set ("none" disables the
+	// agent): a socket path, ~ and tokens expanded, or a "$VARIABLE" name
+	// left as it is. "SSH_AUTH_SOCK" in the file gives "" (the default).
 	IdentityAgent string
-	// ProxyJump lists the jump hosts in the order they are crossed, each one
-	// resolved through the same configuration. Empty when direct.
+	// ProxyJump lists the jump hosts in the order they are crossed (the first
+	// is dialled directly), each one resolved through the same configuration
+	// with the user and port its ProxyJump entry gives. As with OpenSSH, the
+	// first hop's own ProxyJump chain comes before it; the later hops are
+	// reached through the earlier ones, so their own ProxyJump and ProxyCommand
+	// do not apply. The hops' own ProxyJump fields are empty. Empty when direct.
 	ProxyJump []Settings
-	// ProxyCommand is kept so gssh can say it is unsupported; "" when unset or "none".
+	// ProxyCommand is kept so gssh can say it is unsupported, tokens (%h %p
+	// %r %n %k) expanded; "" when unset or "none".
 	ProxyCommand string
-	// HostKeyAlias replaces HostName for known_hosts look-ups when set.
+	// HostKeyAlias replaces HostName for known_hosts look-ups when set; lower case.
 	HostKeyAlias string
-	// UserKnownHostsFiles and GlobalKnownHostsFiles, ~ expanded, OpenSSH's
-	// defaults when unset (~/.ssh/known_hosts ~/.ssh/known_hosts2;
-	// /etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2).
+	// UserKnownHostsFiles and GlobalKnownHostsFiles, ~ expanded (and tokens
+	// in UserKnownHostsFiles, as OpenSSH), OpenSSH's defaults when unset
+	// (~/.ssh/known_hosts ~/.ssh/known_hosts2; /etc/ssh/ssh_known_hosts
+	// /etc/ssh/ssh_known_hosts2), empty for "none".
 	UserKnownHostsFiles   []string
 	GlobalKnownHostsFiles []string
 	// StrictHostKeyChecking is "yes", "accept-new", "no" or "ask" (OpenSSH's
@@ -70,6 +75,7 @@ type Warning struct {
 	Msg  string
 }
 
+// String formats w as "FILE:LINE: MSG" ("FILE: MSG" without a line).
 func (w Warning) String() string {
 	if w.Line > 0 {
 		return w.File + ":" + strconv.Itoa(w.Line) + ": " + w.Msg

@@ -476,8 +476,15 @@ func classifyDial(addr string, err error, timeout time.Duration) error {
 // reports authentication failure only as text, so this is the one place
 // that reads error text.
 func classifyHandshake(addr, user string, err error, notes []string) error {
-	if errors.Is(err, ErrHostKey) || errors.Is(err, ErrUnknownHostKey) || errors.Is(err, ErrConfig) {
-		return err
+	for _, own := range []error{ErrHostKey, ErrUnknownHostKey, ErrConfig} {
+		if errors.Is(err, own) {
+			// Our own host key callback's error, without x/crypto's
+			// "ssh: handshake failed:" in front.
+			for u := errors.Unwrap(err); u != nil && u != own && errors.Is(u, own); u = errors.Unwrap(u) {
+				err = u
+			}
+			return err
+		}
 	}
 	msg := err.Error()
 	hint := ""

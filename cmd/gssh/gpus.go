@@ -193,11 +193,16 @@ func memory(used, total *uint64, state string) string {
 	return size(used) + " / " + size(total)
 }
 
+// size prints bytes in IEC units with one decimal from GiB up ("39.6 GiB"),
+// whole MiB below, as nvidia-smi users read them.
 func size(b *uint64) string {
 	if b == nil {
 		return "?"
 	}
-	return humanize.IBytes(*b)
+	if *b >= 1<<30 {
+		return humanize.FtoaWithDigits(float64(*b)/(1<<30), 1) + " GiB"
+	}
+	return fmt.Sprintf("%d MiB", *b>>20)
 }
 
 func pct(p *int) string {

@@ -72,7 +72,7 @@ func shellExec(ctx context.Context) sshtest.ExecFunc {
 	return func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int {
 		c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
 		c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
-		c.WaitDelay = time.Second
+		c.WaitDelay = 100 * time.Millisecond
 		err := c.Run()
 		var ee *exec.ExitError
 		switch {

@@ -9,6 +9,11 @@ import (
 
 func setProcessGroup(*exec.Cmd) {}
 
-func killProcessGroup(p *os.Process) { p.Kill() }
-
-func killMarked(string) {}
+// killAll kills the leaders only: there are no process groups here.
+func killAll(leaders []int, _ string) {
+	for _, pid := range leaders {
+		if p, err := os.FindProcess(pid); err == nil {
+			p.Kill()
+		}
+	}
+}

@@ -25,12 +25,14 @@ const markerVar = "SSHTEST_SSHD"
 // SSHD is a real OpenSSH sshd serving on a loopback TCP address. The test
 // owns the listener; each accepted connection gets its own `sshd -i`.
 type SSHD struct {
-	Addr           string // "127.0.0.1:PORT" (or the requested loopback IP)
-	Host           string
-	Port           int
-	User           string // the user running the test, the only one who can log in
-	Dir            string // temp dir holding sshd_config, keys, home and log
-	Home           string // HOME of sessions, a fresh dir per server unless SetEnv sets HOME
+	Addr string // "127.0.0.1:PORT" (or the requested loopback IP)
+	Host string
+	Port int
+	User string // the user running the test, the only one who can log in
+	Dir  string // temp dir holding sshd_config, keys, home and log
+	// Home is HOME in sessions: a fresh dir, unless SetEnv sets HOME. The
+	// working directory stays the user's home from passwd.
+	Home           string
 	HostKey        ssh.PublicKey
 	KnownHostsLine string // known_hosts line pinning HostKey for Addr
 	LogPath        string // sshd's stderr (-e), logged by t.Log when the test failed
@@ -43,7 +45,7 @@ type SSHD struct {
 	mu       sync.Mutex
 	stopped  bool
 	accepted bool                     // some connection got an sshd
-	procs    map[*os.Process]struct{} // live sshd -i processes
+	procs    map[*os.Process]struct{} // live sshd -i processes, each leading a process group
 }
 
 // SSHDOptions configures StartSSHD.
@@ -141,6 +143,7 @@ func StartSSHD(tb testing.TB, opt SSHDOptions) *SSHD {
 	if s.log, err = os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 		tb.Fatalf("sshtest: %v", err)
 	}
+	tb.Cleanup(func() { s.log.Close() }) // after the cleanup below: LIFO
 
 	s.ln, s.Host, s.Port = listen(tb, opt.ListenIP)
 	s.Addr = s.ln.Addr().String()
@@ -148,8 +151,10 @@ func StartSSHD(tb testing.TB, opt SSHDOptions) *SSHD {
 	tb.Cleanup(func() {
 		s.Stop()
 		s.wg.Wait()
-		s.log.Close()
-		if b, _ := os.ReadFile(s.LogPath); tb.Failed() && len(b) > 0 {
+		if !tb.Failed() {
+			return
+		}
+		if b, _ := os.ReadFile(s.LogPath); len(b) > 0 {
 			tb.Logf("sshtest: sshd %s log:\n%s", s.Addr, b)
 		}
 	})
@@ -261,14 +266,15 @@ func (s *SSHD) Stop() {
 		s.mu.Unlock()
 		return
 	}
-	s.stopped = true
+	s.stopped = true // no new sshd from here
 	s.ln.Close()
+	var leaders []int
 	for p := range s.procs {
-		killProcessGroup(p)
+		leaders = append(leaders, p.Pid)
 	}
 	accepted := s.accepted
 	s.mu.Unlock()
 	if accepted {
-		killMarked(markerVar + "=" + s.Dir)
+		killAll(leaders, markerVar+"="+s.Dir)
 	}
 }

@@ -74,36 +74,52 @@ func TestStartSSHDExtraConfig(t *testing.T) {
 	}
 }
 
-// TestStartSSHDStopKillsSessions checks that Stop leaves no process behind,
-// even one detached from the session with setsid.
+// TestStartSSHDStopKillsSessions checks that Stop leaves no process behind:
+// neither one detached from its session with setsid, nor one whose exec
+// request has just been accepted (sshd may not have exec'd it yet).
 func TestStartSSHDStopKillsSessions(t *testing.T) {
 	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
 		t.Skip("no /proc")
 	}
 	key := sshtest.NewKey(t, "", "")
-	s := sshtest.StartSSHD(t, sshtest.SSHDOptions{AuthorizedKeys: []string{key.AuthorizedLine}})
-	c := mustDial(t, s.Addr, s.User, key, s.KnownHostsLine)
-	arg := fmt.Sprintf("%d.%d", 900+os.Getpid()%99, time.Now().UnixNano()%1e6) // a unique sleep
-	if _, errOut, err := run(c, "setsid -f sleep "+arg+" </dev/null >/dev/null 2>&1", ""); err != nil {
-		t.Fatalf("start detached sleep: %v (%s)", err, errOut)
-	}
-	if len(procsWith(t, arg)) == 0 {
-		t.Fatal("detached sleep not found before Stop: the check cannot work")
-	}
-	s.Stop()
-	deadline := time.Now().Add(2 * time.Second)
-	for len(procsWith(t, arg)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("processes left after Stop: %v", procsWith(t, arg))
+	for i := range 10 {
+		s := sshtest.StartSSHD(t, sshtest.SSHDOptions{AuthorizedKeys: []string{key.AuthorizedLine}})
+		c := mustDial(t, s.Addr, s.User, key, s.KnownHostsLine)
+		detached, inFlight := uniqueSleep(), uniqueSleep()
+		if i == 0 {
+			if _, errOut, err := run(c, "setsid -f sleep "+detached+" </dev/null >/dev/null 2>&1", ""); err != nil {
+				t.Fatalf("start detached sleep: %v (%s)", err, errOut)
+			}
+			if len(procsWith(detached)) == 0 {
+				t.Fatal("detached sleep not found before Stop: the check cannot work")
+			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		sess, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sess.Start("sleep " + inFlight); err != nil {
+			t.Fatal(err)
+		}
+		s.Stop()
+		deadline := time.Now().Add(2 * time.Second)
+		for len(procsWith(detached))+len(procsWith(inFlight)) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: processes left after Stop: %v %v", i, procsWith(detached), procsWith(inFlight))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
+}
+
+// uniqueSleep is a sleep duration that no other process uses.
+func uniqueSleep() string {
+	return fmt.Sprintf("%d.%09d", 100+os.Getpid()%800, time.Now().UnixNano()%1e9)
 }
 
 // procsWith lists the live processes (not zombies) with arg on their
 // command line.
-func procsWith(t *testing.T, arg string) []string {
-	t.Helper()
+func procsWith(arg string) []string {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	var found []string
 	for _, d := range dirs {

@@ -42,7 +42,8 @@ type Key struct {
 
 // NewKey generates an ed25519 key pair and writes it to a new file in dir
 // (a fresh temp dir when dir is ""). A non-empty passphrase encrypts the
-// private key file; the Signer is usable either way.
+// private key file (bcrypt KDF: about 0.1s, 1s under -race); the Signer is
+// usable either way.
 func NewKey(tb testing.TB, dir, passphrase string) Key {
 	tb.Helper()
 	if dir == "" {

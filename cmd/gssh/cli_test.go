@@ -1,0 +1,168 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/gssh/gssh/sshexec/sshtest"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"gssh": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ())) },
+	})
+}
+
+// fleetHost is one test host: a real sshd whose nvidia-smi replays a
+// fixture of probe/testdata/fleet, or a failure of a kind.
+type fleetHost struct {
+	name    string
+	fixture string // probe/testdata/fleet/<fixture>; "" = no nvidia-smi on PATH
+	kind    string // "" (sshd), "down", "silent", "badkey", "noauth", "local"
+	labels  string
+}
+
+var testFleet = []fleetHost{
+	{name: "a100", fixture: "a100x4", labels: "[a100, nvlink]"},
+	{name: "mig", fixture: "h100-mig", labels: "[h100]"},
+	{name: "lost", fixture: "lost-gpu"},
+	{name: "errgpu", fixture: "err-gpu"},
+	{name: "reset", fixture: "requires-reset"},
+	{name: "gb10", fixture: "gb10-unified"},
+	{name: "nouuid", fixture: "empty-uuid"},
+	{name: "perm", fixture: "perm-denied"},
+	{name: "nodriver", fixture: "driver-not-loaded"},
+	{name: "mismatch", fixture: "driver-mismatch"},
+	{name: "nonvml", fixture: "nvml-missing"},
+	{name: "nogpu", fixture: "no-devices"},
+	{name: "garbage", fixture: "garbage"},
+	{name: "warn", fixture: "warning-mixed"},
+	{name: "hang", fixture: "hang"},
+	{name: "nosmi"},
+	{name: "down", kind: "down"},
+	{name: "silent", kind: "silent"},
+	{name: "badkey", fixture: "a100x4", kind: "badkey"},
+	{name: "noauth", fixture: "a100x4", kind: "noauth"},
+	{name: "ctl", fixture: "a100x4", kind: "local"},
+}
+
+// TestScripts runs testdata/script/*.txtar against a fleet of real OpenSSH
+// hosts on loopback. Each script gets $INV (an inventory of every host),
+// $SSHCFG (the ssh_config reaching them) and HOME with the key and
+// known_hosts.
+func TestScripts(t *testing.T) {
+	sshtest.RequireSSHD(t)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(root, "probe", "testdata", "fake-nvidia-smi")
+	fixtures := filepath.Join(root, "probe", "testdata", "fleet")
+	dir := t.TempDir()
+	withSMI := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(withSMI, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// nvidia-smi and ps replay the fixture named by GSSH_FAKE_SMI_DIR.
+	for name, target := range map[string]string{"nvidia-smi": fake, "ps": filepath.Join(root, "probe", "testdata", "fake-ps")} {
+		if err := os.Symlink(target, filepath.Join(withSMI, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := sshtest.NewKey(t, dir, "")
+	stranger := sshtest.NewKey(t, "", "")
+
+	var inv, cfg, known strings.Builder
+	inv.WriteString("hosts:\n")
+	for i, h := range testFleet {
+		fmt.Fprintf(&inv, "  - name: %s\n", h.name)
+		if h.labels != "" {
+			fmt.Fprintf(&inv, "    labels: %s\n", h.labels)
+		}
+		var addr string
+		switch h.kind {
+		case "local":
+			inv.WriteString("    local: true\n")
+			continue
+		case "down":
+			addr = "127.0.0.1:1" // nothing listens on port 1
+		case "silent":
+			addr = sshtest.Silent(t)
+		default:
+			path := "/usr/bin:/bin"
+			env := map[string]string{}
+			if h.fixture != "" {
+				path = withSMI + ":" + path
+				env["GSSH_FAKE_SMI_DIR"] = filepath.Join(fixtures, h.fixture)
+			}
+			env["PATH"] = path
+			authorized := key.AuthorizedLine
+			if h.kind == "noauth" {
+				authorized = stranger.AuthorizedLine
+			}
+			s := sshtest.StartSSHD(t, sshtest.SSHDOptions{ListenIP: fmt.Sprintf("127.0.2.%d", i+1), AuthorizedKeys: []string{authorized}, SetEnv: env})
+			addr = s.Addr
+			line := s.KnownHostsLine
+			if h.kind == "badkey" {
+				other := sshtest.NewServer(t, sshtest.ServerOptions{})
+				line = strings.Replace(other.KnownHostsLine, hostPort(other.Addr), hostPort(s.Addr), 1)
+			}
+			known.WriteString(line + "\n")
+		}
+		host, port, _ := strings.Cut(addr, ":")
+		fmt.Fprintf(&cfg, "Host %s\n  HostName %s\n  Port %s\n", h.name, host, port)
+	}
+	user := sshdUser(t)
+	fmt.Fprintf(&cfg, "Host *\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  ConnectTimeout 10\n", user, key.Path)
+
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		Setup: func(e *testscript.Env) error {
+			home := filepath.Join(e.WorkDir, "home")
+			sshDir := filepath.Join(home, ".ssh")
+			if err := os.MkdirAll(sshDir, 0o700); err != nil {
+				return err
+			}
+			files := map[string]string{
+				filepath.Join(e.WorkDir, "hosts.yaml"): inv.String(),
+				filepath.Join(sshDir, "config"):        cfg.String(),
+				filepath.Join(sshDir, "known_hosts"):   known.String(),
+			}
+			for p, data := range files {
+				if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+					return err
+				}
+			}
+			e.Setenv("HOME", home)
+			e.Setenv("INV", filepath.Join(e.WorkDir, "hosts.yaml"))
+			e.Setenv("SSH_AUTH_SOCK", "")
+			e.Setenv("GSSH_INVENTORY", "")
+			// The local host `ctl` probes through the same fake.
+			e.Setenv("PATH", withSMI+":"+os.Getenv("PATH"))
+			e.Setenv("GSSH_FAKE_SMI_DIR", filepath.Join(fixtures, "a100x4"))
+			e.Setenv("FIXTURES", fixtures)
+			return nil
+		},
+	})
+}
+
+func hostPort(addr string) string {
+	host, port, _ := strings.Cut(addr, ":")
+	return "[" + host + "]:" + port
+}
+
+// sshdUser is the login user of the test sshd hosts: the user running the test.
+func sshdUser(t *testing.T) string {
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
+}
