@@ -3,7 +3,6 @@ module github.com/gssh/gssh
 go 1.26.0
 
 require (
-	github.com/dustin/go-humanize v1.1.0
 	github.com/olekukonko/tablewriter v1.1.5
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/spf13/cobra v1.10.2

@@ -222,8 +222,14 @@ func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions
 	snap, err := src(f.Runner(h), h.Name).Snapshot(pctx)
 	snap.Host = h.Name
 	r.Snapshot, r.Err = snap, err
-	if err != nil && snap.State == "" {
+	var xe *sshexec.ExitError
+	switch {
+	case err != nil && snap.State == "":
 		r.Snapshot = failed(h.Name, err)
+	case err != nil && errors.Is(err, sshexec.ErrTimeout) && pctx.Err() != nil && ctx.Err() == nil:
+		r.Snapshot.Error = fmt.Sprintf("the GPU probe did not finish within %s (nvidia-smi may hang on a stuck GPU; raise --probe-timeout if the host is only slow)", opt.Timeout)
+	case err != nil && !errors.As(err, &xe) && snap.Error == err.Error():
+		r.Snapshot.Error = detail(h.Name, snap.State, err)
 	}
 	r.Took = time.Since(start)
 	return r

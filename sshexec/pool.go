@@ -254,7 +254,7 @@ func (p *Pool) dialOne(ctx context.Context, via *ssh.Client, s sshconfig.Setting
 		if len(kr.notes) > 0 {
 			why = strings.Join(kr.notes, "; ")
 		}
-		return nil, fmt.Errorf("%w for %s@%s: %s", ErrAuth, s.User, addr, why)
+		return nil, fmt.Errorf("%w: %s@%s: %s", ErrAuth, s.User, addr, why)
 	}
 	cfg := &ssh.ClientConfig{
 		User:              s.User,
@@ -493,9 +493,9 @@ func classifyHandshake(addr, user string, err error, notes []string) error {
 	}
 	switch {
 	case strings.Contains(msg, "unable to authenticate"):
-		return fmt.Errorf("%w for %s@%s: the server refused every key offered%s", ErrAuth, user, addr, hint)
+		return fmt.Errorf("%w: %s@%s refused every key offered%s", ErrAuth, user, addr, hint)
 	case strings.Contains(msg, "Too many authentication failures"):
-		return fmt.Errorf("%w for %s@%s: too many authentication failures: the agent offers more keys than the server's MaxAuthTries allows; set IdentityFile and IdentitiesOnly yes for this host%s", ErrAuth, user, addr, hint)
+		return fmt.Errorf("%w: %s@%s: too many authentication failures: the agent offers more keys than the server's MaxAuthTries allows; set IdentityFile and IdentitiesOnly yes for this host%s", ErrAuth, user, addr, hint)
 	case strings.Contains(msg, "no common algorithm for host key"):
 		return fmt.Errorf("%w: %s offers none of the key types known_hosts holds for it: %v", ErrHostKey, addr, err)
 	}

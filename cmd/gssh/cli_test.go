@@ -117,9 +117,12 @@ func TestScripts(t *testing.T) {
 		}
 		host, port, _ := strings.Cut(addr, ":")
 		fmt.Fprintf(&cfg, "Host %s\n  HostName %s\n  Port %s\n", h.name, host, port)
+		if h.kind == "silent" {
+			cfg.WriteString("  ConnectTimeout 1\n")
+		}
 	}
 	user := sshdUser(t)
-	fmt.Fprintf(&cfg, "Host *\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  ConnectTimeout 10\n", user, key.Path)
+	fmt.Fprintf(&cfg, "Host *\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  ConnectTimeout 20\n", user, key.Path)
 
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",

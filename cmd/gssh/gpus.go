@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/gssh/gssh/fleet"
@@ -200,7 +199,7 @@ func size(b *uint64) string {
 		return "?"
 	}
 	if *b >= 1<<30 {
-		return humanize.FtoaWithDigits(float64(*b)/(1<<30), 1) + " GiB"
+		return fmt.Sprintf("%.1f GiB", float64(*b)/(1<<30))
 	}
 	return fmt.Sprintf("%d MiB", *b>>20)
 }
