@@ -77,6 +77,7 @@ func TestScripts(t *testing.T) {
 	}
 	key := sshtest.NewKey(t, dir, "")
 	stranger := sshtest.NewKey(t, "", "")
+	encrypted := sshtest.NewKey(t, "", "passphrase")
 
 	var inv, cfg, known strings.Builder
 	inv.WriteString("hosts:\n")
@@ -151,6 +152,7 @@ func TestScripts(t *testing.T) {
 			e.Setenv("PATH", withSMI+":"+os.Getenv("PATH"))
 			e.Setenv("GSSH_FAKE_SMI_DIR", filepath.Join(fixtures, "a100x4"))
 			e.Setenv("FIXTURES", fixtures)
+			e.Setenv("ENCKEY", encrypted.Path)
 			return nil
 		},
 	})
