@@ -247,23 +247,6 @@ func (p *Pool) dialOne(ctx context.Context, via *ssh.Client, s sshconfig.Setting
 	if err != nil {
 		return nil, err
 	}
-	kr := loadKeyring(s, p.opt.AgentSock)
-	defer kr.close()
-	if len(kr.signers) == 0 {
-		why := "no key to offer: no ssh-agent key and no readable identity file"
-		if len(kr.notes) > 0 {
-			why = strings.Join(kr.notes, "; ")
-		}
-		return nil, fmt.Errorf("%w: %s@%s: %s", ErrAuth, s.User, addr, why)
-	}
-	cfg := &ssh.ClientConfig{
-		User:              s.User,
-		Auth:              []ssh.AuthMethod{ssh.PublicKeys(kr.signers...)},
-		HostKeyCallback:   hk.check,
-		HostKeyAlgorithms: hk.algorithms(),
-		Timeout:           timeout,
-	}
-
 	var conn net.Conn
 	if via != nil {
 		conn, err = via.DialContext(ctx, "tcp", addr)
@@ -274,6 +257,24 @@ func (p *Pool) dialOne(ctx context.Context, via *ssh.Client, s sshconfig.Setting
 	if err != nil {
 		return nil, classifyDial(addr, err, timeout)
 	}
+	kr := loadKeyring(s, p.opt.AgentSock)
+	defer kr.close()
+	if len(kr.signers) == 0 {
+		why := "no key to offer: no ssh-agent key and no readable identity file"
+		if len(kr.notes) > 0 {
+			why = strings.Join(kr.notes, "; ")
+		}
+		conn.Close()
+		return nil, fmt.Errorf("%w: %s@%s: %s", ErrAuth, s.User, addr, why)
+	}
+	cfg := &ssh.ClientConfig{
+		User:              s.User,
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(kr.signers...)},
+		HostKeyCallback:   hk.check,
+		HostKeyAlgorithms: hk.algorithms(),
+		Timeout:           timeout,
+	}
+
 	// The handshake must not outlive the timeout nor the caller's context.
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	if dl, ok := ctx.Deadline(); ok {

@@ -1,0 +1,162 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/inventory"
+	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/sshconfig"
+	"github.com/gssh/gssh/sshexec"
+)
+
+func parseInv(t *testing.T, yaml string) *inventory.Inventory {
+	t.Helper()
+	inv, err := inventory.Parse("hosts.yaml", strings.NewReader(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
+// barrierSource answers only once every host's probe has started: a fan-out
+// that probed hosts one after another would never get there.
+type barrierSource struct {
+	wg   *sync.WaitGroup
+	host string
+}
+
+func (b barrierSource) Snapshot(ctx context.Context) (probe.Snapshot, error) {
+	b.wg.Done()
+	done := make(chan struct{})
+	go func() { b.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return probe.Snapshot{Host: b.host, State: probe.HostOK}, nil
+	case <-ctx.Done():
+		return probe.Snapshot{}, fmt.Errorf("%s: %w: %v", b.host, sshexec.ErrTimeout, ctx.Err())
+	}
+}
+
+func TestProbeIsParallel(t *testing.T) {
+	const n = 32
+	var b strings.Builder
+	b.WriteString("hosts:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - name: h%02d\n    local: true\n", i)
+	}
+	inv := parseInv(t, b.String())
+	var wg sync.WaitGroup
+	wg.Add(n)
+	f := &fleet.Fleet{Inv: inv, Local: sshexec.Local{}, Source: func(_ probe.Runner, host string) probe.Source {
+		return barrierSource{wg: &wg, host: host}
+	}}
+	reports := f.Probe(context.Background(), inv.Hosts, fleet.ProbeOptions{Timeout: 20 * time.Second})
+	for i, r := range reports {
+		if r.Host.Name != inv.Hosts[i].Name || r.Snapshot.State != probe.HostOK || !r.Probed() {
+			t.Fatalf("report %d: %+v %v", i, r.Snapshot, r.Err)
+		}
+	}
+}
+
+type fakeResolver map[string]sshconfig.Settings
+
+func (f fakeResolver) Resolve(alias string, ov sshconfig.Overrides) (sshconfig.Settings, error) {
+	s, ok := f[alias]
+	if !ok {
+		s = sshconfig.Settings{Alias: alias, HostName: alias, Port: 22, User: "me"}
+	}
+	if ov.HostName != "" {
+		s.HostName = ov.HostName
+	}
+	if ov.Port != 0 {
+		s.Port = ov.Port
+	}
+	if ov.User != "" {
+		s.User = ov.User
+	}
+	return s, nil
+}
+
+func TestSelectAndAddress(t *testing.T) {
+	inv := parseInv(t, `
+hosts:
+  - name: a
+    labels: [a100, nvlink]
+  - name: b
+    address: 10.0.0.2
+    port: 2222
+    user: alice
+    labels: [a100]
+  - name: c
+    local: true
+`)
+	f := &fleet.Fleet{Inv: inv, SSH: fakeResolver{"a": {Alias: "a", HostName: "gpu-a", Port: 22, User: "ml",
+		ProxyJump: []sshconfig.Settings{{Alias: "bastion"}, {Alias: "inner"}}}}}
+	names := func(hs []inventory.Host) string {
+		var out []string
+		for _, h := range hs {
+			out = append(out, h.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct {
+		hosts, labels []string
+		want          string
+	}{
+		{nil, nil, "a,b,c"},
+		{[]string{"c", "a"}, nil, "a,c"},
+		{nil, []string{"a100"}, "a,b"},
+		{nil, []string{"a100", "nvlink"}, "a"},
+		{[]string{"b"}, []string{"nvlink"}, ""},
+	} {
+		got, err := f.Select(c.hosts, c.labels)
+		if c.want == "" {
+			if err == nil || !strings.Contains(err.Error(), "labels in use: a100, nvlink") {
+				t.Errorf("Select(%v,%v) = %v, %v; want an error", c.hosts, c.labels, names(got), err)
+			}
+			continue
+		}
+		if err != nil || names(got) != c.want {
+			t.Errorf("Select(%v,%v) = %s, %v; want %s", c.hosts, c.labels, names(got), err, c.want)
+		}
+	}
+	if _, err := f.Select([]string{"zz"}, nil); !errors.Is(err, sshexec.ErrUnknownHost) || !strings.Contains(err.Error(), "lists: a, b, c") {
+		t.Errorf("unknown host: %v", err)
+	}
+	if got := f.Address(inv.Hosts[0]); got != "ml@gpu-a:22 via bastion,inner" {
+		t.Errorf("address a = %q", got)
+	}
+	if got := f.Address(inv.Hosts[1]); got != "alice@10.0.0.2:2222" {
+		t.Errorf("address b = %q", got)
+	}
+	if got := f.Address(inv.Hosts[2]); got != "local" {
+		t.Errorf("address c = %q", got)
+	}
+}
+
+// A host that cannot be reached is a report with its state and a message
+// that does not repeat the host name or the state.
+func TestProbeUnreachableReport(t *testing.T) {
+	inv := parseInv(t, "hosts:\n  - name: gone\n    address: 127.0.0.1\n    port: 1\n")
+	f := &fleet.Fleet{Inv: inv, SSH: fakeResolver{}}
+	f.Remote = sshexec.NewPool(sshexec.PoolOptions{Resolve: f.Settings, ConnectTimeout: 2 * time.Second})
+	defer f.Remote.Close()
+	r := f.Probe(context.Background(), inv.Hosts, fleet.ProbeOptions{})[0]
+	if r.Probed() || r.Snapshot.State != probe.HostUnreachable || !errors.Is(r.Err, sshexec.ErrUnreachable) {
+		t.Fatalf("report %+v, err %v", r.Snapshot, r.Err)
+	}
+	if strings.HasPrefix(r.Snapshot.Error, "gone") || strings.Contains(r.Snapshot.Error, "host unreachable") {
+		t.Errorf("error text repeats the row: %q", r.Snapshot.Error)
+	}
+	doc := fleet.NewGPUsDoc(time.Unix(0, 0), []fleet.Report{r})
+	if doc.Schema != fleet.GPUsSchema || len(doc.Hosts) != 1 || doc.Hosts[0].GPUs == nil || doc.Hosts[0].Labels == nil {
+		t.Errorf("doc %+v", doc)
+	}
+}
