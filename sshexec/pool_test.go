@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/gssh/gssh/sshconfig"
 	"github.com/gssh/gssh/sshexec"
@@ -488,5 +489,40 @@ func TestExitErrorMessageTruncated(t *testing.T) {
 	e := &sshexec.ExitError{Host: "h", Code: 1, Stderr: strings.Repeat("x", 5000)}
 	if len(e.Error()) > 600 || len(e.Stderr) != 5000 {
 		t.Errorf("Error() is %d bytes; Stderr %d", len(e.Error()), len(e.Stderr))
+	}
+}
+
+// Hashed known_hosts entries (HashKnownHosts yes) match, in [host]:port form.
+func TestHashedKnownHosts(t *testing.T) {
+	dir := t.TempDir()
+	key := sshtest.NewKey(t, dir, "")
+	srv := sshtest.NewServer(t, sshtest.ServerOptions{AuthorizedKeys: []ssh.PublicKey{key.Signer.PublicKey()}, Exec: shExec})
+	hashed := knownhosts.Line([]string{knownhosts.HashHostname(knownhosts.Normalize(srv.Addr))}, srv.HostKey)
+	kh := sshtest.KnownHosts(t, dir, hashed)
+	p := newPool(t, map[string]sshconfig.Settings{"h": target(srv.Addr, "u", key.Path, kh)})
+	if _, err := p.Run(context.Background(), "h", "true", nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// HostKeyAlias replaces the address in known_hosts look-ups.
+func TestHostKeyAlias(t *testing.T) {
+	dir := t.TempDir()
+	key := sshtest.NewKey(t, dir, "")
+	srv := sshtest.NewServer(t, sshtest.ServerOptions{AuthorizedKeys: []ssh.PublicKey{key.Signer.PublicKey()}, Exec: shExec})
+	kh := sshtest.KnownHosts(t, dir, knownhosts.Line([]string{"gpu-alias"}, srv.HostKey))
+	s := target(srv.Addr, "u", key.Path, kh)
+	p := newPool(t, map[string]sshconfig.Settings{"h": s})
+	if _, err := p.Run(context.Background(), "h", "true", nil); !errors.Is(err, sshexec.ErrUnknownHostKey) {
+		t.Fatalf("without alias: %v", err)
+	}
+	s.HostKeyAlias = "gpu-alias"
+	_, port, _ := net.SplitHostPort(srv.Addr)
+	// OpenSSH looks the alias up with the port unless it is 22: [alias]:port.
+	kh2 := sshtest.KnownHosts(t, dir, knownhosts.Line([]string{knownhosts.Normalize("gpu-alias:" + port)}, srv.HostKey))
+	s.UserKnownHostsFiles = []string{kh2}
+	p2 := newPool(t, map[string]sshconfig.Settings{"h": s})
+	if _, err := p2.Run(context.Background(), "h", "true", nil); err != nil {
+		t.Fatalf("with alias: %v", err)
 	}
 }

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/inventory"
+	"github.com/gssh/gssh/probe"
+)
+
+func u64(v uint64) *uint64 { return &v }
+func ip(v int) *int        { return &v }
+
+func TestGPURowsOrderAndCells(t *testing.T) {
+	reports := []fleet.Report{
+		{Host: inventory.Host{Name: "zeta"}, Snapshot: probe.Snapshot{State: probe.HostUnreachable, Error: "connect to 10.0.0.9:22: no route to host"}},
+		{Host: inventory.Host{Name: "alpha"}, Snapshot: probe.Snapshot{State: probe.HostOK, Warnings: []string{"infoROM"}, GPUs: []probe.GPU{
+			{Index: 2, Name: "A", MemUsed: u64(512 << 20), MemTotal: u64(80 << 30), UtilPct: ip(3), TempC: ip(30), Health: probe.HealthOK, ProcsKnown: true},
+			{Index: 0, Name: "A", MemTotal: nil, MemoryState: "unified memory", Health: probe.HealthOK, ProcsKnown: true,
+				Procs: []probe.Proc{{PID: 1, User: "bob"}, {PID: 2, User: "alice"}, {PID: 3, User: "bob"}, {PID: 4}}},
+			{Index: 1, Health: probe.HealthLost, HealthWhy: "gone\n  away"},
+		}}},
+	}
+	rows, warnings := gpuRows(reports)
+	want := [][]string{
+		{"alpha", "0", "A", "? (unified memory)", "-", "-", "4 (?, alice, bob)", "ok"},
+		{"alpha", "1", "-", "-", "-", "-", "?", "lost: gone away"},
+		{"alpha", "2", "A", "512 MiB / 80.0 GiB", "3%", "30C", "0", "ok"},
+		{"zeta", "-", "-", "-", "-", "-", "-", "unreachable: connect to 10.0.0.9:22: no route to host"},
+	}
+	if !reflect.DeepEqual(rows, want) {
+		t.Errorf("rows:\n got %q\nwant %q", rows, want)
+	}
+	if len(warnings) != 1 || warnings[0] != "alpha: infoROM" {
+		t.Errorf("warnings %q", warnings)
+	}
+}
+
+func TestPrintTablePlainWhenNotTTY(t *testing.T) {
+	var b bytes.Buffer
+	printTable(&b, false, []string{"A", "B"}, [][]string{{"x y", "1"}})
+	if b.String() != "A\tB\nx y\t1\n" {
+		t.Errorf("plain table %q", b.String())
+	}
+	b.Reset()
+	printTable(&b, true, []string{"A", "B"}, [][]string{{"x y", "1"}})
+	if strings.Contains(b.String(), "\t") || strings.Contains(b.String(), "\x1b[") || !strings.Contains(b.String(), "x y") {
+		t.Errorf("terminal table %q", b.String())
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for err, want := range map[error]int{
+		nil:                               exitOK,
+		partialError{failed: 1, total: 3}: exitPartial,
+		errors.New("bad flag"):            exitUsage,
+	} {
+		if got := exitCode(err); got != want {
+			t.Errorf("exitCode(%v) = %d, want %d", err, got, want)
+		}
+	}
+}
