@@ -68,20 +68,25 @@ const (
 // GPU is one physical GPU. Memory is in bytes (nvidia-smi reports MiB; the
 // parser converts). Nil means the tool could not say; see MemoryState.
 type GPU struct {
-	Index       int     `json:"index"`
-	UUID        string  `json:"uuid"` // "" when the driver reports `GPU-` alone (corpus 020)
-	BusID       string  `json:"pci_bus_id"`
-	Name        string  `json:"name"`
-	MemTotal    *uint64 `json:"memory_total_bytes"`     // nvidia-smi memory.total
-	MemUsed     *uint64 `json:"memory_used_bytes"`      // memory.used
-	MemFree     *uint64 `json:"memory_free_bytes"`      // memory.free (read, never total-used: reserved memory exists)
-	MemoryState string  `json:"memory_state,omitempty"` // why memory is nil: "not supported", "insufficient permissions", "unified memory"...
-	UtilPct     *int    `json:"utilization_pct"`        // utilization.gpu; nil on MIG, [N/A]
-	TempC       *int    `json:"temperature_c"`          // temperature.gpu
-	Health      Health  `json:"health"`
-	HealthWhy   string  `json:"health_reason,omitempty"`
-	MIGMode     string  `json:"mig_mode,omitempty"` // mig.mode.current: "Enabled", "Disabled", "" when not supported
-	MIG         []MIG   `json:"mig_devices,omitempty"`
+	Index       int      `json:"index"`
+	UUID        string   `json:"uuid"` // "" when the driver reports `GPU-` alone (corpus 020)
+	BusID       string   `json:"pci_bus_id"`
+	Name        string   `json:"name"`
+	MemTotal    *uint64  `json:"memory_total_bytes"`              // nvidia-smi memory.total
+	MemUsed     *uint64  `json:"memory_used_bytes"`               // memory.used
+	MemFree     *uint64  `json:"memory_free_bytes"`               // memory.free (read, never total-used: reserved memory exists)
+	MemReserved *uint64  `json:"memory_reserved_bytes,omitempty"` // NVML only (nvmlMemory_v2_t.reserved): held by the driver
+	MemoryState string   `json:"memory_state,omitempty"`          // why memory is nil: "not supported", "insufficient permissions", "unified memory"...
+	UtilPct     *int     `json:"utilization_pct"`                 // utilization.gpu; nil on MIG, [N/A]
+	TempC       *int     `json:"temperature_c"`                   // temperature.gpu
+	PowerW      *float64 `json:"power_w,omitempty"`               // NVML only: nvmlDeviceGetPowerUsage, milliwatts / 1000
+	Health      Health   `json:"health"`
+	HealthWhy   string   `json:"health_reason,omitempty"`
+	// NVMLCode is the NVML return code behind a Health other than ok when
+	// NVML answered (e.g. 15 = NVML_ERROR_GPU_IS_LOST); 0 otherwise.
+	NVMLCode int    `json:"nvml_error_code,omitempty"`
+	MIGMode  string `json:"mig_mode,omitempty"` // mig.mode.current: "Enabled", "Disabled", "" when not supported
+	MIG      []MIG  `json:"mig_devices,omitempty"`
 	// Procs are the compute processes on this GPU. ProcsKnown is false when
 	// the list could not be read (permissions): an empty list then does not
 	// mean the GPU is idle.
@@ -91,20 +96,28 @@ type GPU struct {
 
 // MIG is one MIG device of a GPU (from `nvidia-smi -L`, or NVML).
 type MIG struct {
-	Index    int     `json:"index"`   // the "Device N" number within its parent
-	UUID     string  `json:"uuid"`    // "MIG-..."; what CUDA_VISIBLE_DEVICES takes
-	Profile  string  `json:"profile"` // e.g. "3g.40gb"
-	MemTotal *uint64 `json:"memory_total_bytes"`
+	Index    int     `json:"index"`              // the "Device N" number within its parent
+	UUID     string  `json:"uuid"`               // "MIG-..."; what CUDA_VISIBLE_DEVICES takes
+	Profile  string  `json:"profile"`            // e.g. "3g.40gb"
+	MemTotal *uint64 `json:"memory_total_bytes"` // NVML only; nil from nvidia-smi -L
 	MemUsed  *uint64 `json:"memory_used_bytes"`
+	MemFree  *uint64 `json:"memory_free_bytes,omitempty"`
+	// MemoryState says why memory is nil (e.g. "insufficient permissions", corpus 055).
+	MemoryState string `json:"memory_state,omitempty"`
 }
 
 // Proc is one compute process on a GPU.
 type Proc struct {
 	PID       int     `json:"pid"`
 	Name      string  `json:"name"`
-	User      string  `json:"user,omitempty"`    // from ps on the host; "" when unknown
+	User      string  `json:"user,omitempty"`    // from ps (nvidia-smi path) or /proc/PID's owner (helper); "" when unknown
 	UsedBytes *uint64 `json:"used_memory_bytes"` // used_gpu_memory; nil when [N/A] (Windows/WDDM)
-	GPUUUID   string  `json:"gpu_uuid"`
+	GPUUUID   string  `json:"gpu_uuid"`          // the GPU's UUID, or the MIG device's "MIG-..." UUID when NVML knows it
+	// Helper only, where /proc/PID allows (nil / "" otherwise):
+	UID       *int   `json:"uid,omitempty"`         // real uid (/proc/PID/status Uid:)
+	SessionID *int   `json:"session_id,omitempty"`  // sid (/proc/PID/stat field 6)
+	StartTime *int64 `json:"start_ticks,omitempty"` // starttime in clock ticks since boot (/proc/PID/stat field 22)
+	JobID     string `json:"gssh_job_id,omitempty"` // GSSH_JOB_ID from /proc/PID/environ
 }
 
 // Schedulable reports whether a job may be placed on g.
