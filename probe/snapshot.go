@@ -52,6 +52,8 @@ type Snapshot struct {
 	CUDA      string    `json:"cuda_version,omitempty"`
 	Warnings  []string  `json:"warnings"`
 	GPUs      []GPU     `json:"gpus"`
+
+	procsBogus bool // the helper dropped NVML's process records; Fallback fills them from nvidia-smi
 }
 
 // Health of one GPU.
