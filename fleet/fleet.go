@@ -40,7 +40,40 @@ type Fleet struct {
 	SSH    Resolver
 	Remote *sshexec.Pool  // runner of SSH hosts
 	Local  sshexec.Runner // runner of `local: true` hosts
-	Source SourceFunc     // nil = probe.SMI
+	// Helper is the gssh-helper pushed to hosts (NVML); nil when gssh has
+	// none, and every host is probed through nvidia-smi for NoHelperWhy.
+	Helper      *probe.HelperBinary
+	NoHelperWhy string
+	Memo        probe.Memo // where hosts that cannot run the helper are remembered; may be nil
+	Source      SourceFunc // replaces the helper/nvidia-smi choice (tests); nil = that choice
+}
+
+// source picks how host h is probed: the helper with nvidia-smi as the
+// fallback, or nvidia-smi alone when gssh carries no helper.
+func (f *Fleet) source(h inventory.Host) probe.Source {
+	run := f.Runner(h)
+	if f.Source != nil {
+		return f.Source(run, h.Name)
+	}
+	smi := probe.SMI(run, h.Name)
+	if f.Helper == nil {
+		return because{smi, f.NoHelperWhy}
+	}
+	return probe.Fallback(probe.Helper(run, h.Name, f.Helper, f.Memo, h.Local), smi)
+}
+
+// because sets SourceWhy on what src answers.
+type because struct {
+	src probe.Source
+	why string
+}
+
+func (b because) Snapshot(ctx context.Context) (probe.Snapshot, error) {
+	s, err := b.src.Snapshot(ctx)
+	if s.Source != "" && s.SourceWhy == "" {
+		s.SourceWhy = b.why
+	}
+	return s, err
 }
 
 // Settings resolves how to reach the inventory host name: ssh_config
@@ -215,11 +248,7 @@ func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions
 	}
 	pctx, cancel := context.WithTimeout(ctx, opt.Timeout)
 	defer cancel()
-	src := f.Source
-	if src == nil {
-		src = probe.SMI
-	}
-	snap, err := src(f.Runner(h), h.Name).Snapshot(pctx)
+	snap, err := f.source(h).Snapshot(pctx)
 	snap.Host = h.Name
 	r.Snapshot, r.Err = snap, err
 	var xe *sshexec.ExitError

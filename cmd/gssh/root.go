@@ -18,6 +18,7 @@ import (
 
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/inventory"
+	"github.com/gssh/gssh/probe"
 	"github.com/gssh/gssh/sshconfig"
 	"github.com/gssh/gssh/sshexec"
 )
@@ -149,6 +150,36 @@ func (a *app) localUser() string {
 	return a.getenv("USER")
 }
 
+// findHelper locates gssh-helper: $GSSH_HELPER, else beside the gssh
+// executable (where `make` puts it). Without one, hosts are probed through
+// nvidia-smi and the reason says so.
+func (a *app) findHelper() (*probe.HelperBinary, string) {
+	path := a.getenv("GSSH_HELPER")
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, "gssh-helper not found: " + err.Error()
+		}
+		path = filepath.Join(filepath.Dir(exe), "gssh-helper")
+		if _, err := os.Stat(path); err != nil {
+			return nil, "no gssh-helper beside " + exe + " (a `go install` build?): build it with `make`, or set $GSSH_HELPER"
+		}
+	}
+	bin, err := probe.LoadHelperBinary(path)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return bin, ""
+}
+
+// cacheDir is $XDG_CACHE_HOME/gssh or ~/.cache/gssh on the controller.
+func (a *app) cacheDir(home string) string {
+	if x := a.getenv("XDG_CACHE_HOME"); x != "" {
+		return filepath.Join(x, "gssh")
+	}
+	return filepath.Join(home, ".cache", "gssh")
+}
+
 // loadFleet reads the inventory and ssh_config and returns a fleet ready to
 // reach hosts. Warnings about ssh_config go to stderr once. The caller
 // closes the fleet's pool.
@@ -185,6 +216,8 @@ func (a *app) loadFleet() (*fleet.Fleet, error) {
 		fmt.Fprintln(a.stderr, "gssh: warning:", w)
 	}
 	f := &fleet.Fleet{Inv: inv, SSH: cfg, Local: sshexec.Local{Env: a.environ}}
+	f.Helper, f.NoHelperWhy = a.findHelper()
+	f.Memo = fleet.NewFileMemo(filepath.Join(a.cacheDir(home), "helper-fallback.json"), time.Now)
 	f.Remote = sshexec.NewPool(sshexec.PoolOptions{
 		Resolve:        f.Settings,
 		AgentSock:      a.getenv("SSH_AUTH_SOCK"),
