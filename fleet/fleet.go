@@ -116,6 +116,9 @@ func (f *Fleet) Runner(h inventory.Host) sshexec.Runner {
 func (f *Fleet) Select(names, labels []string) ([]inventory.Host, error) {
 	want := map[string]bool{}
 	for _, n := range names {
+		if strings.TrimSpace(n) == "" {
+			return nil, errors.New("--host was given an empty name")
+		}
 		if _, ok := f.Inv.Lookup(n); !ok {
 			return nil, f.unknown(n)
 		}
@@ -135,7 +138,11 @@ func (f *Fleet) Select(names, labels []string) ([]inventory.Host, error) {
 		}
 	}
 	if len(out) == 0 && len(labels) > 0 {
-		return nil, fmt.Errorf("no host carries label(s) %s; labels in use: %s", strings.Join(labels, ", "), strings.Join(f.labels(), ", "))
+		scope := "no host"
+		if len(names) > 0 {
+			scope = "none of " + strings.Join(names, ", ")
+		}
+		return nil, fmt.Errorf("%s carries all of the labels %s; labels in use: %s", scope, strings.Join(labels, ", "), strings.Join(f.labels(), ", "))
 	}
 	return out, nil
 }

@@ -155,6 +155,10 @@ func Parse(name string, r io.Reader) (*Inventory, error) {
 		}
 		return nil, fmt.Errorf("%s%s", name, yamlErr(err))
 	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fmt.Errorf("%s:%d: a second YAML document (after ---); put every host in one `hosts:` list", name, extra.Line)
+	}
 	p := parser{file: name}
 	inv, err := p.document(&doc)
 	if err != nil {
@@ -219,6 +223,7 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 	}
 	inv := &Inventory{}
 	seen := map[string]int{}
+	local := ""
 	for _, hn := range hostsNode.Content {
 		if hn.Kind != yaml.MappingNode {
 			return nil, p.errf(hn, "each host must be a mapping with at least `name:`, found %s", kindName(hn))
@@ -237,6 +242,12 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 			return nil, p.errf(hn, "duplicate host name %q (first defined at line %d); names must be unique", h.Name, prev)
 		}
 		seen[h.Name] = hn.Line
+		if h.Local {
+			if local != "" {
+				return nil, p.errf(hn, "host %q is `local: true` but %q already is; the controller can be listed once", h.Name, local)
+			}
+			local = h.Name
+		}
 		inv.Hosts = append(inv.Hosts, h)
 	}
 	return inv, nil
@@ -267,8 +278,8 @@ func (p parser) fields(m *yaml.Node, h *Host, isDefaults bool) error {
 			if err != nil {
 				return err
 			}
-			if strings.ContainsAny(s, " \t\n/@") {
-				return p.errf(v, "address %q: give a host name or IP, without user@ or spaces (user and port have their own keys)", s)
+			if strings.ContainsAny(s, " \t\n/@[]") {
+				return p.errf(v, "address %q: give a host name or IP (IPv6 without brackets), without user@ or spaces (user and port have their own keys)", s)
 			}
 			h.Address = s
 		case "user":

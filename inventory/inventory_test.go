@@ -80,6 +80,9 @@ func TestParseErrors(t *testing.T) {
 		{"name default", "defaults:\n  name: x\nhosts:\n  - name: a\n", "h.yaml:2: `name` cannot be a default"},
 		{"labels scalar", "hosts:\n  - name: a\n    labels: a100\n", "h.yaml:3: `labels` must be a list"},
 		{"not mapping", "- a\n- b\n", "h.yaml:1: expected a mapping"},
+		{"two documents", "hosts:\n  - name: a\n---\nhosts:\n  - name: b\n", "h.yaml:3: a second YAML document"},
+		{"ipv6 brackets", "hosts:\n  - name: a\n    address: \"[::1]\"\n", "h.yaml:3: address \"[::1]\""},
+		{"two local", "hosts:\n  - name: a\n    local: true\n  - name: b\n    local: true\n", "h.yaml:4: host \"b\" is `local: true` but \"a\" already is"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

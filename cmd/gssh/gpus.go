@@ -14,6 +14,10 @@ import (
 	"github.com/gssh/gssh/probe"
 )
 
+// Bounds of --watch, in seconds: faster than twice a second would only load
+// the hosts; a day apart is cron's job.
+const minWatch, maxWatch = 0.5, 86400.0
+
 type gpusOptions struct {
 	hosts  []string
 	labels []string
@@ -42,8 +46,11 @@ in bytes.
   gssh gpus --label a100 --watch 2`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if opts.watch < 0 {
-				return fmt.Errorf("--watch %v: give a number of seconds greater than 0", opts.watch)
+			if err := checkHostFlag(c, opts.hosts); err != nil {
+				return err
+			}
+			if w := opts.watch; w != 0 && !(w >= minWatch && w <= maxWatch) {
+				return fmt.Errorf("--watch %v: give a number of seconds from %v to %v", w, minWatch, maxWatch)
 			}
 			if runF != nil {
 				return runF(opts)
@@ -71,8 +78,14 @@ func (a *app) gpusRun(ctx context.Context, opts *gpusOptions) error {
 	}
 	for {
 		reports := f.Probe(ctx, hosts, fleet.ProbeOptions{Timeout: a.probeTimeout})
+		if ctx.Err() != nil {
+			return errInterrupted // what was cut short is not a timeout to report
+		}
 		if opts.watch > 0 && a.tty && !opts.json {
 			fmt.Fprint(a.stdout, "\x1b[H\x1b[2J")
+		}
+		if opts.watch > 0 && !a.tty && !opts.json {
+			fmt.Fprintf(a.stdout, "# %s\n", time.Now().Format(time.RFC3339))
 		}
 		if opts.json {
 			if err := a.printJSON(fleet.NewGPUsDoc(time.Now(), reports)); err != nil {
@@ -87,7 +100,7 @@ func (a *app) gpusRun(ctx context.Context, opts *gpusOptions) error {
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return errInterrupted
 		case <-time.After(time.Duration(opts.watch * float64(time.Second))):
 		}
 	}

@@ -29,6 +29,9 @@ version, the GPU count, the SSH round-trip time and the connect time.
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := checkHostFlag(c, opts.hosts); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -69,6 +72,9 @@ func (a *app) hostsRun(ctx context.Context, opts *hostsOptions) error {
 		return err
 	}
 	reports := f.Probe(ctx, hosts, fleet.ProbeOptions{Timeout: a.probeTimeout, Ping: true})
+	if ctx.Err() != nil {
+		return errInterrupted
+	}
 	docs := make([]hostDoc, len(reports))
 	for i, r := range reports {
 		s := r.Snapshot
@@ -81,7 +87,11 @@ func (a *app) hostsRun(ctx context.Context, opts *hostsOptions) error {
 			GPUs: len(s.GPUs), RTTMS: ms(r.RTT), ConnectMS: ms(r.Connect)}
 	}
 	if opts.json {
-		if err := a.printJSON(map[string]any{"schema": "gssh.hosts/v1", "hosts": docs}); err != nil {
+		doc := struct {
+			Schema string    `json:"schema"`
+			Hosts  []hostDoc `json:"hosts"`
+		}{"gssh.hosts/v1", docs}
+		if err := a.printJSON(doc); err != nil {
 			return err
 		}
 		return partial(reports)
@@ -112,4 +122,16 @@ func dur(d time.Duration) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1fms", ms(d))
+}
+
+// checkHostFlag refuses `--host ”`, which pflag reads as no host at all and
+// would otherwise select every host.
+func checkHostFlag(c *cobra.Command, hosts []string) error {
+	if !c.Flags().Changed("host") {
+		return nil
+	}
+	if len(hosts) == 0 {
+		return fmt.Errorf("--host was given an empty name; name a host of the inventory")
+	}
+	return nil
 }

@@ -29,16 +29,22 @@ var version = "dev"
 // Exit codes, the contract listed in --help.
 const (
 	exitOK      = 0
-	exitUsage   = 1 // usage or input error
-	exitPartial = 2 // some hosts could not be reached or probed
-	exitState   = 3 // state busy or unreadable
+	exitUsage   = 1   // usage or input error
+	exitPartial = 2   // some hosts could not be reached or probed
+	exitState   = 3   // state busy or unreadable
+	exitSignal  = 130 // interrupted (SIGINT/SIGTERM), as shells report 128+2
 )
+
+// errInterrupted ends a command cut short by Ctrl-C or SIGTERM: nothing
+// half-probed is printed.
+var errInterrupted = errors.New("interrupted")
 
 const exitCodesHelp = `Exit status:
   0  success
   1  usage or input error (bad flag, malformed inventory, unknown host)
   2  some hosts could not be reached or probed (the others are still listed)
-  3  state busy or unreadable`
+  3  state busy or unreadable (job commands)
+  130 interrupted (Ctrl-C)`
 
 // partialError means the command did its work but some hosts failed.
 type partialError struct{ failed, total int }
@@ -55,6 +61,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &pe):
 		return exitPartial
+	case errors.Is(err, errInterrupted):
+		return exitSignal
 	}
 	return exitUsage
 }
@@ -93,7 +101,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 	err := root.ExecuteContext(ctx)
 	if err != nil {
 		var pe partialError
-		if !errors.As(err, &pe) {
+		if !errors.As(err, &pe) && !errors.Is(err, errInterrupted) {
 			fmt.Fprintln(stderr, "gssh:", err)
 		}
 	}
@@ -128,6 +136,12 @@ local host alone.
 	pf.StringVar(&a.sshConfigPath, "ssh-config", "", "OpenSSH client config (default ~/.ssh/config; /etc/ssh/ssh_config is read after it)")
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", 0, "SSH connect and handshake timeout when ssh_config sets no ConnectTimeout (default 10s)")
 	pf.DurationVar(&a.probeTimeout, "probe-timeout", fleet.DefaultProbeTimeout, "how long one host's GPU probe may take once connected")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if a.connectTimeout < 0 || a.probeTimeout <= 0 {
+			return fmt.Errorf("--connect-timeout and --probe-timeout take a positive duration such as 10s (got %v and %v)", a.connectTimeout, a.probeTimeout)
+		}
+		return nil
+	}
 	root.AddCommand(a.newGPUsCmd(nil), a.newHostsCmd(nil))
 	return root
 }
@@ -207,6 +221,10 @@ func (a *app) loadFleet() (*fleet.Fleet, error) {
 	userCfg := a.sshConfigPath
 	if userCfg == "" {
 		userCfg = filepath.Join(home, ".ssh", "config")
+	} else if fi, err := os.Stat(userCfg); err != nil {
+		return nil, fmt.Errorf("--ssh-config: %w", err)
+	} else if fi.IsDir() {
+		return nil, fmt.Errorf("--ssh-config %s is a directory; give the config file", userCfg)
 	}
 	cfg, err := sshconfig.Load(env, userCfg, "/etc/ssh/ssh_config")
 	if err != nil {

@@ -1,0 +1,182 @@
+package nvmlsnap
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// ProcInfo reads what the host allows about a pid. Collect asks it about
+// every pid NVML reports; NewProcFS reads /proc, tests use a fake.
+type ProcInfo interface {
+	// Lookup returns what is known about pid, and false when the pid is
+	// not there (exited, or in another pid namespace).
+	Lookup(pid int) (ProcDetails, bool)
+}
+
+// ProcDetails is what /proc says about one process. A fact that could not
+// be read is nil or "", never a zero.
+type ProcDetails struct {
+	// Name is argv[0] from /proc/PID/cmdline (what nvidia-smi shows as
+	// process_name), or the kernel's comm (/proc/PID/status Name:) when
+	// the command line is empty or unreadable.
+	Name string
+	// UID is the real uid (/proc/PID/status Uid:, first field).
+	UID *int
+	// User is UID's login name (getpwuid through os/user, else
+	// /etc/passwd); "" when unknown.
+	User string
+	// SessionID is the session id (/proc/PID/stat field 6).
+	SessionID *int
+	// StartTicks is the start time in clock ticks since boot
+	// (/proc/PID/stat field 22).
+	StartTicks *int64
+	// JobID is GSSH_JOB_ID from /proc/PID/environ; "" when unset or
+	// unreadable (another user's process).
+	JobID string
+}
+
+// JobIDVar is the environment variable that marks a process as a gssh job.
+const JobIDVar = "GSSH_JOB_ID"
+
+// NewProcFS returns a ProcInfo that reads the proc filesystem mounted at
+// root ("/proc" in the helper). User names come from os/user.LookupId, and
+// from /etc/passwd when that fails.
+func NewProcFS(root string) ProcInfo { return newProcFS(root, "/etc/passwd") }
+
+func newProcFS(root, passwd string) *procFS {
+	return &procFS{root: root, passwd: passwd, users: map[int]string{}}
+}
+
+type procFS struct {
+	root   string
+	passwd string
+
+	mu    sync.Mutex
+	users map[int]string // uid → name ("" for unknown), asked once each
+}
+
+func (p *procFS) Lookup(pid int) (ProcDetails, bool) {
+	if pid <= 0 {
+		return ProcDetails{}, false
+	}
+	dir := filepath.Join(p.root, strconv.Itoa(pid))
+	var d ProcDetails
+	found := false
+	if b, err := os.ReadFile(filepath.Join(dir, "status")); err == nil {
+		found = true
+		d.Name, d.UID = parseStatus(b)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "stat")); err == nil {
+		found = true
+		d.SessionID, d.StartTicks = parseStat(b)
+	}
+	if !found {
+		return ProcDetails{}, false
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
+		if argv0, _, _ := bytes.Cut(b, []byte{0}); len(argv0) > 0 {
+			d.Name = string(argv0)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "environ")); err == nil {
+		d.JobID = envValue(b, JobIDVar)
+	}
+	if d.UID != nil {
+		d.User = p.userName(*d.UID)
+	}
+	return d, true
+}
+
+// parseStatus reads Name: and the real uid from /proc/PID/status.
+func parseStatus(b []byte) (name string, uid *int) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		switch key {
+		case "Name":
+			name = strings.TrimSpace(val)
+		case "Uid":
+			if f := strings.Fields(val); len(f) > 0 {
+				if n, err := strconv.Atoi(f[0]); err == nil {
+					uid = &n
+				}
+			}
+		}
+	}
+	return name, uid
+}
+
+// parseStat reads the session id (field 6) and start time (field 22) from
+// /proc/PID/stat. comm (field 2) may hold spaces and parentheses, so the
+// fields are counted after the last ')'.
+func parseStat(b []byte) (sid *int, start *int64) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, nil
+	}
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3 (state)
+	if len(f) > 6-3 {
+		if n, err := strconv.Atoi(f[6-3]); err == nil {
+			sid = &n
+		}
+	}
+	if len(f) > 22-3 {
+		if n, err := strconv.ParseInt(f[22-3], 10, 64); err == nil {
+			start = &n
+		}
+	}
+	return sid, start
+}
+
+// envValue finds key in a NUL-separated environment block.
+func envValue(b []byte, key string) string {
+	prefix := []byte(key + "=")
+	for kv := range bytes.SplitSeq(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, prefix); ok {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+// userName maps uid to a login name, once per uid.
+func (p *procFS) userName(uid int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if name, ok := p.users[uid]; ok {
+		return name
+	}
+	name := ""
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		name = u.Username
+	} else {
+		name = passwdName(p.passwd, uid)
+	}
+	p.users[uid] = name
+	return name
+}
+
+// passwdName finds uid in a passwd(5) file; "" when it is not there.
+func passwdName(path string, uid int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	want := strconv.Itoa(uid)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 3 && f[2] == want && !strings.HasPrefix(f[0], "#") {
+			return f[0]
+		}
+	}
+	return ""
+}
