@@ -164,6 +164,8 @@ type loader struct {
 	glob     func(string) ([]string, error)
 	from     origin
 	base     string // directory of relative Include paths
+	// ignoreUnknown holds the IgnoreUnknown patterns read so far.
+	ignoreUnknown []string
 }
 
 // parse splits data into directives. stack holds the files being included
@@ -186,7 +188,17 @@ func (l *loader) parseLine(name string, line int, text string, depth int, stack 
 	}
 	d := &directive{file: name, line: line, key: strings.ToLower(key), raw: rest}
 	if keyName(d.key) == "" {
-		return nil // a keyword gssh does not use
+		// A keyword gssh does not use. OpenSSH refuses unknown ones: say so,
+		// since a typo (`Prot 2222`) would otherwise pass unnoticed.
+		switch {
+		case d.key == "ignoreunknown":
+			for _, a := range strings.FieldsFunc(rest, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '"' }) {
+				l.ignoreUnknown = append(l.ignoreUnknown, a)
+			}
+		case !openSSHKeywords[d.key] && !ignored(l.ignoreUnknown, d.key):
+			l.cfg.warn(name, line, fmt.Sprintf("unknown keyword %q: OpenSSH refuses this file; gssh ignores the line (a typo? list it in IgnoreUnknown if it is meant for another client)", key))
+		}
+		return nil
 	}
 	args, err := splitArgs(rest)
 	switch {

@@ -23,7 +23,9 @@
 //     OpenSSH refuse the whole configuration. Here it is a Warning; a bad
 //     value makes Resolve fail only for hosts the line applies to, and a
 //     malformed Host or Match line starts a block that never applies.
-//     Keywords gssh does not use are ignored, unknown ones included.
+//     Keywords gssh does not use are ignored; keywords OpenSSH does not know
+//     either (a typo such as `Prot`) are ignored with a warning, unless
+//     IgnoreUnknown lists them.
 //   - CanonicalizeHostname is not implemented (as if "no"): no DNS look-up;
 //     Match canonical holds only in the second pass that Match final makes.
 //   - Port takes numbers only (OpenSSH also takes /etc/services names).

@@ -585,3 +585,24 @@ func TestConcurrentResolve(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A keyword OpenSSH does not know is ignored with a warning naming file and
+// line, unless IgnoreUnknown lists it; keywords OpenSSH knows but gssh does
+// not use are silent.
+func TestUnknownKeywords(t *testing.T) {
+	c := mustParse(t, `IgnoreUnknown UseKeychain,Foo*
+Host a
+  Prot 2222
+  UseKeychain yes
+  FooBar 1
+  ForwardAgent yes
+  Port 2200
+`)
+	w := c.Warnings()
+	if len(w) != 1 || w[0].Line != 3 || !strings.Contains(w[0].Msg, `unknown keyword "Prot"`) {
+		t.Fatalf("warnings %v", w)
+	}
+	if s, err := c.Resolve("a", Overrides{}); err != nil || s.Port != 2200 {
+		t.Errorf("resolve: %+v %v", s.Port, err)
+	}
+}

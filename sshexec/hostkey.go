@@ -28,6 +28,7 @@ import (
 // commands unattended and does not.
 type hostKeys struct {
 	lookup   string // knownhosts.Normalize(host:port) of HostKeyAlias or HostName
+	keyscan  string // the ssh-keyscan command that fetches the key
 	strict   string
 	files    []string // existing files, user then global
 	addTo    string   // where accept-new writes
@@ -50,6 +51,7 @@ func newHostKeys(s sshconfig.Settings, warn func(string), appendMu *sync.Mutex) 
 	if len(s.UserKnownHostsFiles) > 0 {
 		hk.addTo = s.UserKnownHostsFiles[0]
 	}
+	hk.keyscan = fmt.Sprintf("ssh-keyscan -p %d %s >> %s", s.Port, s.HostName, orDefault(hk.addTo, "~/.ssh/known_hosts"))
 	for _, f := range append(append([]string(nil), s.UserKnownHostsFiles...), s.GlobalKnownHostsFiles...) {
 		if _, err := os.Stat(f); err == nil {
 			hk.files = append(hk.files, f)
@@ -122,8 +124,8 @@ func (hk *hostKeys) check(_ string, _ net.Addr, key ssh.PublicKey) error {
 	case "accept-new", "no":
 		return hk.add(key)
 	}
-	return fmt.Errorf("%w: no known_hosts entry for %s (%s %s) and StrictHostKeyChecking is %s; add it with `ssh-keyscan -p PORT HOST >> ~/.ssh/known_hosts` after checking the fingerprint, connect once with ssh, or set StrictHostKeyChecking accept-new for this host in ~/.ssh/config",
-		ErrUnknownHostKey, hk.lookup, key.Type(), ssh.FingerprintSHA256(key), orDefault(hk.strict, "ask"))
+	return fmt.Errorf("%w: no known_hosts entry for %s (%s %s) and StrictHostKeyChecking is %s; check the fingerprint and add it with `%s`, connect once with ssh, or set StrictHostKeyChecking accept-new for this host in your ssh config",
+		ErrUnknownHostKey, hk.lookup, key.Type(), ssh.FingerprintSHA256(key), orDefault(hk.strict, "ask"), hk.keyscan)
 }
 
 func (hk *hostKeys) add(key ssh.PublicKey) error {
