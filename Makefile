@@ -5,12 +5,18 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 FUZZ_TIME ?= 10s
 PKGS     := ./...
 
-.PHONY: all build test vet fmt-check tidy-check unit bench fuzz clean
+.PHONY: all build helper test vet fmt-check tidy-check unit bench fuzz gpu-test clean
 
-all: build
+all: build helper
 
+# gssh itself: static, no cgo, starts on any Linux machine.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/gssh ./cmd/gssh
+
+# gssh-helper: cgo against go-nvml, lazily bound (never -z now, never -static:
+# both break on hosts without a driver). gssh finds it beside itself.
+helper:
+	CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations $(GO) build -trimpath -ldflags "-s -w" -o bin/gssh-helper ./cmd/gssh-helper
 
 # Everything CI runs. Tests start real OpenSSH sshd on loopback: with CI=true a
 # missing sshd fails the run instead of skipping (.ci/run installs it).
@@ -41,6 +47,13 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZ_TIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# On a machine with an NVIDIA GPU: compare the helper with nvidia-smi (UUIDs,
+# memory totals, processes) and time both. The test binary is built here
+# (the GPU machine has no Go toolchain); bench/gpu-test.sh runs it there.
+gpu-test: helper
+	CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations $(GO) test -c -tags gpu -o bin/nvmlsnap-gpu.test ./nvmlsnap/
+	bash bench/gpu-test.sh
 
 clean:
 	rm -rf bin

@@ -1,7 +1,6 @@
 package sshexec
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,7 @@ import (
 // Local runs commands on the controller itself with `sh -c`, for hosts
 // marked `local: true`. The host argument only labels errors.
 type Local struct {
-	// Env, when non-nil, replaces the environment of the commands (tests).
+	// Env, when non-nil, replaces the environment of the commands.
 	Env []string
 }
 
@@ -22,14 +21,23 @@ var _ Runner = Local{}
 // Run runs cmd under `sh -c` in its own process group; when ctx ends the
 // whole group is killed.
 func (l Local) Run(ctx context.Context, host, cmd string, stdin io.Reader) (Result, error) {
+	var stdout, stderr syncBuffer
+	err := l.Stream(ctx, host, cmd, stdin, &stdout, &stderr)
+	return Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, err
+}
+
+// Stream runs cmd like Run, copying its output to stdout and stderr as it
+// comes. A non-zero exit is an *ExitError with up to 64 KiB of stderr.
+func (l Local) Stream(ctx context.Context, host, cmd string, stdin io.Reader, stdout, stderr io.Writer) error {
 	c := exec.Command("/bin/sh", "-c", cmd)
 	c.Env = l.Env
 	c.Stdin = stdin
-	var stdout, stderr bytes.Buffer
-	c.Stdout, c.Stderr = &stdout, &stderr
+	var kept limitedBuffer
+	kept.max = maxKeptStderr
+	c.Stdout, c.Stderr = stdout, io.MultiWriter(stderr, &kept)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
-		return Result{}, fmt.Errorf("%s: start sh: %w", host, err)
+		return fmt.Errorf("%s: start sh: %w", host, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
@@ -39,22 +47,20 @@ func (l Local) Run(ctx context.Context, host, cmd string, stdin io.Reader) (Resu
 	case <-ctx.Done():
 		syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 		<-done
-		return Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()},
-			fmt.Errorf("%s: %w: command did not finish in time: %v", host, ErrTimeout, ctx.Err())
+		return fmt.Errorf("%s: %w: command did not finish in time: %v", host, ErrTimeout, ctx.Err())
 	}
-	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	var xe *exec.ExitError
 	if errors.As(err, &xe) {
-		e := &ExitError{Host: host, Cmd: cmd, Code: xe.ExitCode(), Stderr: stderr.String()}
+		e := &ExitError{Host: host, Cmd: cmd, Code: xe.ExitCode(), Stderr: kept.String()}
 		if ws, ok := xe.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			e.Code, e.Signal = -1, signalName(ws.Signal())
 		}
-		return res, e
+		return e
 	}
 	if err != nil {
-		return res, fmt.Errorf("%s: %w", host, err)
+		return fmt.Errorf("%s: %w", host, err)
 	}
-	return res, nil
+	return nil
 }
 
 // signalName gives the SSH-style name of a signal ("KILL", "TERM").

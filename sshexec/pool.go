@@ -1,7 +1,6 @@
 package sshexec
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -296,25 +295,34 @@ func (p *Pool) dialOne(ctx context.Context, via *ssh.Client, s sshconfig.Setting
 
 // Run runs cmd on host over the pooled connection. See Runner.
 func (p *Pool) Run(ctx context.Context, host, cmd string, stdin io.Reader) (Result, error) {
+	var stdout, stderr syncBuffer
+	err := p.Stream(ctx, host, cmd, stdin, &stdout, &stderr)
+	return Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, err
+}
+
+// Stream runs cmd on host like Run but copies its output to stdout and
+// stderr as it comes (for `gssh logs -f`). A non-zero exit is an
+// *ExitError carrying up to 64 KiB of stderr. When ctx ends, Stream returns
+// at once and nothing more is written to the writers.
+func (p *Pool) Stream(ctx context.Context, host, cmd string, stdin io.Reader, stdout, stderr io.Writer) error {
 	hc, err := p.host(host)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
-	var res Result
 	redialed, refusals := false, 0
 	for {
 		c, _, err := p.client(ctx, host, hc)
 		if err != nil {
-			return res, err
+			return err
 		}
 		if err := hc.gate.acquire(ctx); err != nil {
-			return res, fmt.Errorf("%s: %w: waiting for a free session: %v", host, ErrTimeout, err)
+			return fmt.Errorf("%s: %w: waiting for a free session: %v", host, ErrTimeout, err)
 		}
 		sess, err := c.NewSession()
 		if err == nil {
-			res, err = runSession(ctx, host, cmd, sess, stdin)
+			err = runSession(ctx, host, cmd, sess, stdin, stdout, stderr)
 			hc.gate.release()
-			return res, err
+			return err
 		}
 		var oce *ssh.OpenChannelError
 		if errors.As(err, &oce) {
@@ -326,12 +334,12 @@ func (p *Pool) Run(ctx context.Context, host, cmd string, stdin io.Reader) (Resu
 			hc.gate.release()
 			if alone {
 				if refusals++; refusals > 5 {
-					return res, fmt.Errorf("%s: open session: %v", host, err)
+					return fmt.Errorf("%s: open session: %v", host, err)
 				}
 				select {
 				case <-time.After(time.Duration(refusals*refusals) * 10 * time.Millisecond):
 				case <-ctx.Done():
-					return res, fmt.Errorf("%s: %w: waiting for a free session: %v", host, ErrTimeout, ctx.Err())
+					return fmt.Errorf("%s: %w: waiting for a free session: %v", host, ErrTimeout, ctx.Err())
 				}
 			}
 			continue
@@ -344,22 +352,27 @@ func (p *Pool) Run(ctx context.Context, host, cmd string, stdin io.Reader) (Resu
 		}
 		hc.mu.Unlock()
 		if redialed {
-			return res, fmt.Errorf("%s: %w: open session: %v", host, ErrUnreachable, err)
+			return fmt.Errorf("%s: %w: open session: %v", host, ErrUnreachable, err)
 		}
 		redialed = true
 	}
 }
 
-func runSession(ctx context.Context, host, cmd string, sess *ssh.Session, stdin io.Reader) (Result, error) {
+// maxKeptStderr bounds the stderr an ExitError keeps from a streamed command.
+const maxKeptStderr = 64 << 10
+
+func runSession(ctx context.Context, host, cmd string, sess *ssh.Session, stdin io.Reader, stdout, stderr io.Writer) error {
 	defer sess.Close()
-	var stdout, stderr bytes.Buffer
-	sess.Stdout, sess.Stderr = &stdout, &stderr
+	out, errw := &guardedWriter{w: stdout}, &guardedWriter{w: stderr}
+	var kept limitedBuffer
+	kept.max = maxKeptStderr
+	sess.Stdout, sess.Stderr = out, io.MultiWriter(errw, &kept)
 	if stdin != nil {
 		sess.Stdin = stdin
 	}
 	done := make(chan error, 1)
 	if err := sess.Start(cmd); err != nil {
-		return Result{}, fmt.Errorf("%s: %w: start command: %v", host, ErrUnreachable, err)
+		return fmt.Errorf("%s: %w: start command: %v", host, ErrUnreachable, err)
 	}
 	go func() { done <- sess.Wait() }()
 	var err error
@@ -368,28 +381,30 @@ func runSession(ctx context.Context, host, cmd string, sess *ssh.Session, stdin 
 	case <-ctx.Done():
 		// Best effort: OpenSSH delivers signals only with privilege
 		// separation; closing the channel also closes the command's pipes.
-		// Do not wait for the command: the caller's deadline is over.
+		// Do not wait for the command: the caller's deadline is over, and
+		// the guards keep late output out of the caller's writers.
+		out.close()
+		errw.close()
 		sess.Signal(ssh.SIGKILL)
 		sess.Close()
-		return Result{}, fmt.Errorf("%s: %w: command did not finish in time: %v", host, ErrTimeout, ctx.Err())
+		return fmt.Errorf("%s: %w: command did not finish in time: %v", host, ErrTimeout, ctx.Err())
 	}
-	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	if err == nil {
-		return res, nil
+		return nil
 	}
 	var ee *ssh.ExitError
 	var em *ssh.ExitMissingError
 	switch {
 	case errors.As(err, &ee):
-		xe := &ExitError{Host: host, Cmd: cmd, Code: ee.ExitStatus(), Stderr: stderr.String()}
+		xe := &ExitError{Host: host, Cmd: cmd, Code: ee.ExitStatus(), Stderr: kept.String()}
 		if sig := ee.Signal(); sig != "" {
 			xe.Code, xe.Signal = -1, strings.TrimPrefix(sig, "SIG")
 		}
-		return res, xe
+		return xe
 	case errors.As(err, &em):
-		return res, fmt.Errorf("%s: %w: the session ended without an exit status", host, ErrNoOutcome)
+		return fmt.Errorf("%s: %w: the session ended without an exit status", host, ErrNoOutcome)
 	}
-	return res, fmt.Errorf("%s: %w: %v", host, ErrNoOutcome, err)
+	return fmt.Errorf("%s: %w: %v", host, ErrNoOutcome, err)
 }
 
 // Close closes every connection. Runs in flight fail.

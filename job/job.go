@@ -1,0 +1,106 @@
+// Package job holds the job record shared by the queue (state), the
+// scheduler (sched) and the launcher: what was asked, where it runs, how it
+// ended. It has no behaviour beyond small helpers: no I/O.
+package job
+
+import "time"
+
+// ID is a job id: the state store's sequence, so ids sort in submit order.
+type ID uint64
+
+// State is where a job is in its life:
+//
+//	queued -> launching -> running -> succeeded | failed | cancelled | timeout | lost
+//
+// `launching` is written before the remote launch, so a crash between the
+// claim and the launch is found and resolved by the next pass.
+type State string
+
+// Job states.
+const (
+	Queued    State = "queued"
+	Launching State = "launching"
+	Running   State = "running"
+	Succeeded State = "succeeded" // exit status 0
+	Failed    State = "failed"    // non-zero exit status, killed by a signal, or could not start (workdir missing)
+	Cancelled State = "cancelled" // gssh cancel
+	Timeout   State = "timeout"   // ran past Spec.Timeout (walltime)
+	Lost      State = "lost"      // pid gone with no exit file: reboot, OOM killer, kill -9
+)
+
+// Terminal reports whether s is an end state.
+func (s State) Terminal() bool {
+	switch s {
+	case Succeeded, Failed, Cancelled, Timeout, Lost:
+		return true
+	}
+	return false
+}
+
+// Active reports whether s holds or may soon hold GPUs.
+func (s State) Active() bool { return s == Launching || s == Running }
+
+// Spec is what the user asked for at submit time. It never changes.
+type Spec struct {
+	// Argv is the command. With Shell set it has one element, the user's own
+	// shell command line, run by `sh -c` on the worker (as `ssh host 'cmd'`
+	// would); otherwise each word reaches the job literally.
+	Argv  []string `json:"argv"`
+	Shell bool     `json:"shell,omitempty"`
+	Name  string   `json:"name,omitempty"`
+	// Host is an inventory host name, or "auto" (any host).
+	Host   string   `json:"host"`
+	Labels []string `json:"labels,omitempty"` // the host must carry all of them
+	GPUs   int      `json:"gpus"`             // >= 1
+	// MemPerGPU is GPU memory per GPU in bytes (--mem, rounded up to whole
+	// MiB); 0 means the GPUs are taken exclusively.
+	MemPerGPU uint64            `json:"mem_per_gpu_bytes,omitempty"`
+	Workdir   string            `json:"workdir"` // "~" means the worker's home
+	Env       []EnvVar          `json:"env,omitempty"`
+	Timeout   time.Duration     `json:"timeout,omitempty"` // walltime; 0 = none
+	Priority  int               `json:"priority"`          // 0 (highest) to 10; default 5
+	Extra     map[string]string `json:"extra,omitempty"`   // for later fields without a schema bump
+}
+
+// EnvVar is one --env K=V, in the order given.
+type EnvVar struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Placement is where a job was put.
+type Placement struct {
+	Host string `json:"host"`
+	// GPUs are the GPU (or MIG device) UUIDs given in CUDA_VISIBLE_DEVICES;
+	// Indexes the matching nvidia-smi indices, for display (and for GPUs
+	// without a UUID, with CUDA_DEVICE_ORDER=PCI_BUS_ID).
+	GPUs    []string `json:"gpus"`
+	Indexes []int    `json:"indexes"`
+}
+
+// Remote is what the launcher learnt on the worker.
+type Remote struct {
+	Dir        string `json:"dir"`                   // ~/.gssh/jobs/<cluster-id>-<job-id>, as an absolute path
+	PID        int    `json:"pid,omitempty"`         // session leader of the job
+	StartTicks int64  `json:"start_ticks,omitempty"` // /proc/PID/stat starttime: tells a reused pid apart
+}
+
+// Job is one job record.
+type Job struct {
+	ID    ID     `json:"id"`
+	User  string `json:"user"` // the OS user who ran gssh submit
+	Spec  Spec   `json:"spec"`
+	State State  `json:"state"`
+	// Reason says why the job is queued (pending reason), or why it ended
+	// as it did ("exit status 3", "killed by signal KILL", "workdir /x does
+	// not exist on gpu01").
+	Reason    string    `json:"reason,omitempty"`
+	Placement Placement `json:"placement,omitzero"`
+	Remote    Remote    `json:"remote,omitzero"`
+	ExitCode  *int      `json:"exit_code,omitempty"`
+	Signal    string    `json:"signal,omitempty"` // e.g. "KILL", when killed by one
+
+	SubmittedAt time.Time `json:"submitted_at"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	EndedAt     time.Time `json:"ended_at,omitzero"`
+}
