@@ -1,0 +1,272 @@
+package launch_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/launch"
+	"github.com/gssh/gssh/sshconfig"
+	"github.com/gssh/gssh/sshexec"
+	"github.com/gssh/gssh/sshexec/sshtest"
+)
+
+const cluster = "0123456789abcdef"
+
+// worker is one real OpenSSH host on loopback with its own HOME.
+type worker struct {
+	sshd     *sshtest.SSHD
+	settings sshconfig.Settings
+}
+
+func startWorker(t *testing.T, env map[string]string) worker {
+	t.Helper()
+	sshtest.RequireSSHD(t)
+	dir := t.TempDir()
+	key := sshtest.NewKey(t, dir, "")
+	if env == nil {
+		env = map[string]string{}
+	}
+	s := sshtest.StartSSHD(t, sshtest.SSHDOptions{AuthorizedKeys: []string{key.AuthorizedLine}, SetEnv: env})
+	kh := sshtest.KnownHosts(t, dir, s.KnownHostsLine)
+	host, port, _ := net.SplitHostPort(s.Addr)
+	p, _ := strconv.Atoi(port)
+	return worker{sshd: s, settings: sshconfig.Settings{Alias: "w", HostName: host, Port: p, User: s.User,
+		IdentityFiles: []string{key.Path}, IdentitiesExplicit: true, IdentitiesOnly: true,
+		UserKnownHostsFiles: []string{kh}, StrictHostKeyChecking: "yes"}}
+}
+
+// pool opens a fresh pool to w: a new controller process would.
+func (w worker) pool(t *testing.T) *sshexec.Pool {
+	p := sshexec.NewPool(sshexec.PoolOptions{Resolve: func(string) (sshconfig.Settings, error) { return w.settings, nil }})
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func newJob(id job.ID, argv ...string) job.Job {
+	return job.Job{ID: id, Spec: job.Spec{Argv: argv, Workdir: "~", GPUs: 1}, Placement: job.Placement{Host: "w", GPUs: []string{"GPU-a"}, Indexes: []int{0}}}
+}
+
+// waitEnd polls until j is no longer running or starting.
+func waitEnd(t *testing.T, run launch.Runner, j job.Job) launch.Status {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		m, err := launch.Poll(context.Background(), run, "w", cluster, []job.Job{j})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := m[j.ID]; st.State != job.Running && st.State != job.Launching {
+			return st
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("job %d still running after 20s", j.ID)
+	return launch.Status{}
+}
+
+func start(t *testing.T, run launch.Runner, j job.Job) job.Job {
+	t.Helper()
+	r, err := launch.Start(context.Background(), run, "w", cluster, j)
+	if err != nil {
+		t.Fatalf("start job %d: %v", j.ID, err)
+	}
+	j.Remote = r
+	return j
+}
+
+func TestExitCodesAndSignal(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	cases := []struct {
+		j      job.Job
+		state  job.State
+		code   int
+		signal string
+	}{
+		{newJob(1, "true"), job.Succeeded, 0, ""},
+		{newJob(2, "sh", "-c", "exit 3"), job.Failed, 3, ""},
+		{newJob(3, "sh", "-c", "kill -TERM $$"), job.Failed, 143, "TERM"},
+		{job.Job{ID: 4, Spec: job.Spec{Argv: []string{"echo shell; exit 5"}, Shell: true, Workdir: "~"}}, job.Failed, 5, ""},
+	}
+	for _, c := range cases {
+		j := start(t, p, c.j)
+		st := waitEnd(t, p, j)
+		if st.State != c.state || st.ExitCode == nil || *st.ExitCode != c.code || st.Signal != c.signal {
+			t.Errorf("job %d: %+v (code %v), want %s %d %q", j.ID, st, deref(st.ExitCode), c.state, c.code, c.signal)
+		}
+	}
+	// The job directory is private.
+	fi, err := os.Stat(filepath.Join(w.sshd.Home, launch.DirName(cluster, 1)))
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("job dir: %v %v", fi.Mode(), err)
+	}
+	// Launching the same job twice is refused.
+	if _, err := launch.Start(context.Background(), p, "w", cluster, cases[0].j); err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Errorf("second start: %v", err)
+	}
+}
+
+func deref(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// Hostile strings in env values, the workdir and each argv word reach the job
+// literally and never run as shell on the worker.
+func TestHostileStringsReachJobLiterally(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	marker := filepath.Join(t.TempDir(), "pwned")
+	hostile := []string{
+		"$(touch " + marker + ")", "`touch " + marker + "`", "'; touch " + marker + "; '", `"; touch ` + marker + `; "`,
+		"a\nb; touch " + marker, "; touch " + marker, "${HOME}", "*", "-n", "", "\\", "ünï ✓",
+	}
+	wd := filepath.Join(w.sshd.Home, "dir with $(touch "+marker+") and 'quotes'")
+	if err := os.MkdirAll(wd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j := newJob(10, append([]string{"sh", "-c", `for a in "$@"; do printf '[%s]' "$a"; done; printf '{%s}{%s}' "$V" "$PWD"`, "argv0"}, hostile...)...)
+	j.Spec.Workdir = wd
+	j.Spec.Name = "$(touch " + marker + ")"
+	j.Spec.Env = []job.EnvVar{{Key: "V", Value: hostile[0] + hostile[4]}}
+	j = start(t, p, j)
+	if st := waitEnd(t, p, j); st.State != job.Succeeded {
+		t.Fatalf("status %+v", st)
+	}
+	var log bytes.Buffer
+	if err := launch.Logs(context.Background(), p, "w", cluster, j, -1, false, &log); err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for _, a := range hostile {
+		fmt.Fprintf(&want, "[%s]", a)
+	}
+	fmt.Fprintf(&want, "{%s}{%s}", hostile[0]+hostile[4], wd)
+	if log.String() != want.String() {
+		t.Errorf("log:\n got %q\nwant %q", log.String(), want.String())
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a hostile string ran as shell on the worker")
+	}
+}
+
+func TestWorkdirMissingFailsWithReason(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := newJob(20, "true")
+	j.Spec.Workdir = "/nonexistent/dir"
+	j = start(t, p, j)
+	st := waitEnd(t, p, j)
+	if st.State != job.Failed || !strings.Contains(st.Reason, "workdir /nonexistent/dir does not exist") {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// Closing the SSH connection does not kill the job, and a new controller
+// (a new pool, the same records) still tracks it to its end.
+func TestSurvivesConnectionDropAndControllerRestart(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := start(t, p, newJob(30, "sh", "-c", "sleep 1; echo done"))
+	p.Close()
+	p2 := w.pool(t)
+	m, err := launch.Poll(context.Background(), p2, "w", cluster, []job.Job{j})
+	if err != nil || m[j.ID].State != job.Running {
+		t.Fatalf("after reconnect: %+v %v", m, err)
+	}
+	if st := waitEnd(t, p2, j); st.State != job.Succeeded {
+		t.Fatalf("status %+v", st)
+	}
+	var log bytes.Buffer
+	launch.Logs(context.Background(), p2, "w", cluster, j, 10, false, &log)
+	if log.String() != "done\n" {
+		t.Errorf("log %q", log.String())
+	}
+}
+
+// kill -9 of the whole job leaves no exit file: the job is lost.
+func TestKill9IsLost(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := start(t, p, newJob(40, "sleep", "300"))
+	if err := syscall.Kill(-j.Remote.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	st := waitEnd(t, p, j)
+	if st.State != job.Lost || !strings.Contains(st.Reason, "kill -9") {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// Cancel kills a process tree completely, children that left the session included.
+func TestCancelKillsTree(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := start(t, p, newJob(50, "sh", "-c", "sleep 300 & setsid sleep 301 & trap '' TERM; sleep 302"))
+	time.Sleep(300 * time.Millisecond)
+	before := jobProcs(t, j)
+	if len(before) < 4 {
+		t.Fatalf("expected run.sh, sh and 3 sleeps, found %v", before)
+	}
+	start := time.Now()
+	n, err := launch.Cancel(context.Background(), p, "w", cluster, j, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 4 {
+		t.Errorf("signalled %d processes", n)
+	}
+	if left := jobProcs(t, j); len(left) > 0 {
+		t.Errorf("left after cancel: %v", left)
+	}
+	if time.Since(start) > 6*time.Second {
+		t.Errorf("cancel took %v", time.Since(start))
+	}
+	m, _ := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
+	if m[j.ID].State != job.Cancelled && m[j.ID].State != job.Failed {
+		t.Errorf("after cancel: %+v", m[j.ID])
+	}
+}
+
+// jobProcs lists the live processes carrying the job's GSSH_JOB_ID.
+func jobProcs(t *testing.T, j job.Job) []string {
+	out, _ := exec.Command("sh", "-c", fmt.Sprintf(`for f in $(grep -l -z -x GSSH_JOB_ID=%d /proc/[0-9]*/environ 2>/dev/null); do grep -q -z -x GSSH_CLUSTER_ID=%s $f && cat ${f%%environ}comm; done`, j.ID, cluster)).Output()
+	return strings.Fields(string(out))
+}
+
+func TestLogsFollowStreamsUntilEnd(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := start(t, p, newJob(60, "sh", "-c", "for i in 1 2 3; do echo line$i; sleep 0.3; done"))
+	var log bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := launch.Logs(ctx, p, "w", cluster, j, -1, true, &log); err != nil {
+		t.Fatal(err)
+	}
+	if log.String() != "line1\nline2\nline3\n" {
+		t.Errorf("followed log %q", log.String())
+	}
+}
+
+// A worker whose home cannot be written: the launch fails cleanly.
+func TestUnwritableHome(t *testing.T) {
+	w := startWorker(t, map[string]string{"HOME": "/dev/null/home"})
+	_, err := launch.Start(context.Background(), w.pool(t), "w", cluster, newJob(70, "true"))
+	if err == nil || !strings.Contains(err.Error(), "launch on w") {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -1,0 +1,59 @@
+package launch
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/gssh/gssh/job"
+)
+
+func TestRunScriptIsValidShell(t *testing.T) {
+	j := job.Job{ID: 7, Spec: job.Spec{Argv: []string{"echo", "a b", "$(touch x)"}, Workdir: "~/my dir",
+		Env: []job.EnvVar{{Key: "K", Value: "it's `x`\n$y"}}}, Placement: job.Placement{GPUs: []string{"GPU-1", "GPU-2"}}}
+	s, err := RunScript("c0ffee", j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("SHOW") != "" {
+		t.Log("\n" + s)
+	}
+	if out, err := exec.Command("sh", "-n", "-c", s).CombinedOutput(); err != nil {
+		t.Fatalf("sh -n: %v %s\n%s", err, out, s)
+	}
+	if !strings.Contains(s, `export CUDA_VISIBLE_DEVICES=GPU-1,GPU-2`) || !strings.Contains(s, `cd "$HOME"/'my dir'`) {
+		t.Errorf("script:\n%s", s)
+	}
+}
+
+func TestCheckSpec(t *testing.T) {
+	for _, c := range []struct {
+		spec job.Spec
+		want string
+	}{
+		{job.Spec{}, "empty command"},
+		{job.Spec{Argv: []string{"  "}, Shell: true}, "empty command"},
+		{job.Spec{Argv: []string{"x"}, Env: []job.EnvVar{{Key: "1A"}}}, `--env "1A"`},
+		{job.Spec{Argv: []string{"x"}, Env: []job.EnvVar{{Key: "A;B"}}}, `--env "A;B"`},
+		{job.Spec{Argv: []string{"x"}, Env: []job.EnvVar{{Key: "CUDA_VISIBLE_DEVICES"}}}, "gssh sets this one itself"},
+		{job.Spec{Argv: []string{"x"}, Env: []job.EnvVar{{Key: "GSSH_JOB_ID"}}}, "gssh sets this one itself"},
+	} {
+		if err := CheckSpec(c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("CheckSpec(%+v) = %v, want %q", c.spec, err, c.want)
+		}
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	for in, want := range map[string]string{
+		"exit 0": "succeeded exit status 0", "exit 3": "failed exit status 3",
+		"exit 143": "failed exit status 143: killed by signal TERM", "error workdir /x does not exist": "failed workdir /x does not exist",
+		"garbage": "failed unreadable exit file: garbage",
+	} {
+		s := exitStatus(in)
+		if got := string(s.State) + " " + s.Reason; got != want {
+			t.Errorf("exitStatus(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
