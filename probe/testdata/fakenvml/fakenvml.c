@@ -57,6 +57,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,9 +376,9 @@ static nvmlReturn_t load(const char *dir)
 
     if (slurp(dir, "delay") >= 0) {
         double d = strtod(buf, NULL);
-        if (d > 0) {
+        if (d > 0 && d < 86400) {
             struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
-            while (nanosleep(&ts, &ts) != 0) {
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
             }
         }
     }
