@@ -50,16 +50,32 @@ type Fleet struct {
 
 // source picks how host h is probed: the helper with nvidia-smi as the
 // fallback, or nvidia-smi alone when gssh carries no helper.
-func (f *Fleet) source(h inventory.Host) probe.Source {
+//
+// Each attempt gets the probe timeout d of its own, so nvidia-smi still has
+// its full time after the helper could not answer. (Pushing the helper has
+// its own budget, probe.PushTimeout.)
+func (f *Fleet) source(h inventory.Host, d time.Duration) probe.Source {
 	run := f.Runner(h)
 	if f.Source != nil {
-		return f.Source(run, h.Name)
+		return within{f.Source(run, h.Name), d}
 	}
-	smi := probe.SMI(run, h.Name)
+	smi := within{probe.SMI(run, h.Name), d}
 	if f.Helper == nil {
 		return because{smi, f.NoHelperWhy}
 	}
-	return probe.Fallback(probe.Helper(run, h.Name, f.Helper, f.Memo, h.Local), smi)
+	return probe.Fallback(within{probe.Helper(run, h.Name, f.Helper, f.Memo, h.Local), d}, smi)
+}
+
+// within runs src under a timeout of its own.
+type within struct {
+	src probe.Source
+	d   time.Duration
+}
+
+func (w within) Snapshot(ctx context.Context) (probe.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.d)
+	defer cancel()
+	return w.src.Snapshot(ctx)
 }
 
 // because sets SourceWhy on what src answers.
@@ -253,16 +269,14 @@ func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions
 			}
 		}
 	}
-	pctx, cancel := context.WithTimeout(ctx, opt.Timeout)
-	defer cancel()
-	snap, err := f.source(h).Snapshot(pctx)
+	snap, err := f.source(h, opt.Timeout).Snapshot(ctx)
 	snap.Host = h.Name
 	r.Snapshot, r.Err = snap, err
 	var xe *sshexec.ExitError
 	switch {
 	case err != nil && snap.State == "":
 		r.Snapshot = failed(h.Name, err)
-	case err != nil && errors.Is(err, sshexec.ErrTimeout) && pctx.Err() != nil && ctx.Err() == nil:
+	case err != nil && errors.Is(err, sshexec.ErrTimeout) && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		r.Snapshot.Error = fmt.Sprintf("the GPU probe did not finish within %s (nvidia-smi may hang on a stuck GPU; raise --probe-timeout if the host is only slow)", opt.Timeout)
 	case err != nil && !errors.As(err, &xe) && snap.Error == err.Error():
 		r.Snapshot.Error = detail(h.Name, snap.State, err)

@@ -4,10 +4,10 @@
 //
 // Every NVML failure is data in the document, never a zero: a getter that
 // fails leaves its field nil and says why (MemoryState, Health, a warning),
-// and one GPU's failure never affects the others. Collect calls only
-// functions that every driver since R450 exports, and checks with
-// LookupSymbol before calling newer ones, because the helper is linked
-// lazily and a missing symbol would kill it at the call.
+// and one GPU's failure never affects the others. Collect checks with
+// LookupSymbol before calling functions old drivers lack (MIG: R450,
+// nvmlDeviceGetMemoryInfo_v2: R510), because the helper is linked lazily and
+// calling a missing symbol would kill it.
 package nvmlsnap
 
 import (
@@ -128,13 +128,21 @@ func (c *collector) warn(format string, args ...any) {
 	c.doc.Warnings = append(c.doc.Warnings, fmt.Sprintf(format, args...))
 }
 
+// gpuWarn warns about a failed getter unless ret only restates the GPU's
+// health (lost, requires reset), which Health already says.
+func (c *collector) gpuWarn(ret nvml.Return, format string, args ...any) {
+	if ret != nvml.ERROR_GPU_IS_LOST && ret != nvml.ERROR_RESET_REQUIRED {
+		c.warn(format, args...)
+	}
+}
+
 // versions fills Driver (nvmlSystemGetDriverVersion), CUDA
 // (nvmlSystemGetCudaDriverVersion, as "12.2") and NVML
 // (nvmlSystemGetNVMLVersion).
 func (c *collector) versions() {
 	if v, ret := c.lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
 		c.doc.Driver = v
-	} else {
+	} else if !unsupported(ret) {
 		c.warn("driver version: %s", ret.Error())
 	}
 	if v, ret := c.lib.SystemGetCudaDriverVersion(); ret == nvml.SUCCESS {
@@ -144,7 +152,7 @@ func (c *collector) versions() {
 	}
 	if v, ret := c.lib.SystemGetNVMLVersion(); ret == nvml.SUCCESS {
 		c.doc.NVML = v
-	} else {
+	} else if !unsupported(ret) {
 		c.warn("nvml version: %s", ret.Error())
 	}
 }
@@ -280,13 +288,13 @@ func (c *collector) gpu(i int) (probe.GPU, rawProcs) {
 	}
 	migs, listed := c.mig(&g, dev)
 	if g.MIGMode == MIGEnabled {
-		return g, c.migProcs(&g, migs, listed)
+		return g, c.migProcs(&g, dev, migs, listed)
 	}
 	recs, ret := dev.GetComputeRunningProcesses()
 	if ret != nvml.SUCCESS {
 		note(&g, ret, false)
 		if !unsupported(ret) {
-			c.warn("gpu %d: compute processes: %s", i, ret.Error())
+			c.gpuWarn(ret, "gpu %d: compute processes: %s", i, ret.Error())
 		}
 		return g, rawProcs{}
 	}
@@ -391,7 +399,7 @@ func (c *collector) mig(g *probe.GPU, dev nvml.Device) ([]nvml.Device, bool) {
 		return nil, false
 	default:
 		note(g, ret, false)
-		c.warn("gpu %d: mig mode: %s", g.Index, ret.Error())
+		c.gpuWarn(ret, "gpu %d: mig mode: %s", g.Index, ret.Error())
 		return nil, false
 	}
 	g.MIG = []probe.MIG{}
@@ -402,7 +410,7 @@ func (c *collector) mig(g *probe.GPU, dev nvml.Device) ([]nvml.Device, bool) {
 	slots, ret := dev.GetMaxMigDeviceCount()
 	if ret != nvml.SUCCESS {
 		note(g, ret, false)
-		c.warn("gpu %d: mig device count: %s", g.Index, ret.Error())
+		c.gpuWarn(ret, "gpu %d: mig device count: %s", g.Index, ret.Error())
 		return nil, false
 	}
 	var handles []nvml.Device
@@ -415,7 +423,7 @@ func (c *collector) mig(g *probe.GPU, dev nvml.Device) ([]nvml.Device, bool) {
 		m := probe.MIG{Index: len(g.MIG)}
 		if ret != nvml.SUCCESS {
 			note(g, ret, false)
-			c.warn("gpu %d: mig device %d: %s", g.Index, m.Index, ret.Error())
+			c.gpuWarn(ret, "gpu %d: mig device %d: %s", g.Index, m.Index, ret.Error())
 			m.MemoryState, listed = State(ret), false
 			g.MIG, handles = append(g.MIG, m), append(handles, nil)
 			continue
@@ -424,7 +432,7 @@ func (c *collector) mig(g *probe.GPU, dev nvml.Device) ([]nvml.Device, bool) {
 			m.UUID = normUUID(uuid)
 		} else {
 			note(g, ret, false)
-			c.warn("gpu %d: mig device %d: uuid: %s", g.Index, m.Index, ret.Error())
+			c.gpuWarn(ret, "gpu %d: mig device %d: uuid: %s", g.Index, m.Index, ret.Error())
 		}
 		if name, ret := md.GetName(); ret == nvml.SUCCESS {
 			m.Profile = MIGProfile(name)
@@ -455,10 +463,14 @@ func MIGProfile(name string) string {
 
 // migProcs reads the compute processes of each MIG device of g
 // (nvmlDeviceGetComputeRunningProcesses on the MIG handle), tagged with the
-// MIG device's UUID. The list is known only when every MIG device could be
-// listed and read.
-func (c *collector) migProcs(g *probe.GPU, handles []nvml.Device, listed bool) rawProcs {
+// MIG device's UUID. When a MIG device cannot be listed or read, it asks
+// the whole GPU instead (the aggregate list, which needs more privileges)
+// and tags each record with the MIG device whose GPU and compute instance
+// ids (nvmlDeviceGetGpuInstanceId, nvmlDeviceGetComputeInstanceId) it
+// names, or the GPU's UUID. The list is known when either way worked.
+func (c *collector) migProcs(g *probe.GPU, dev nvml.Device, handles []nvml.Device, listed bool) rawProcs {
 	raw := rawProcs{ok: listed}
+	why := "not all listed"
 	for n, md := range handles {
 		if md == nil {
 			raw.ok = false
@@ -466,23 +478,56 @@ func (c *collector) migProcs(g *probe.GPU, handles []nvml.Device, listed bool) r
 		}
 		recs, ret := md.GetComputeRunningProcesses()
 		if ret != nvml.SUCCESS {
-			raw.ok = false
-			c.warn("gpu %d: mig device %d: compute processes: %s", g.Index, n, ret.Error())
+			raw.ok, why = false, ret.Error()
 			continue
 		}
-		uuid := g.MIG[n].UUID
-		if uuid == "" {
-			uuid = g.UUID
-		}
-		limit := g.MIG[n].MemTotal
-		if limit == nil {
-			limit = g.MemTotal
-		}
 		for _, r := range recs {
-			raw.recs = append(raw.recs, rawProc{info: r, uuid: uuid, limit: limit})
+			raw.recs = append(raw.recs, rawProc{info: r, uuid: orUUID(g.MIG[n].UUID, g.UUID), limit: orLimit(g.MIG[n].MemTotal, g.MemTotal)})
 		}
 	}
+	if raw.ok {
+		return raw
+	}
+	recs, ret := dev.GetComputeRunningProcesses()
+	if ret != nvml.SUCCESS {
+		c.gpuWarn(ret, "gpu %d: compute processes: mig devices: %s; whole gpu: %s", g.Index, why, ret.Error())
+		return rawProcs{}
+	}
+	type instance struct{ gi, ci int }
+	byInstance := map[instance]int{}
+	for n, md := range handles {
+		if md == nil {
+			continue
+		}
+		gi, ret1 := md.GetGpuInstanceId()
+		ci, ret2 := md.GetComputeInstanceId()
+		if ret1 == nvml.SUCCESS && ret2 == nvml.SUCCESS {
+			byInstance[instance{gi, ci}] = n
+		}
+	}
+	raw = rawProcs{ok: true}
+	for _, r := range recs {
+		p := rawProc{info: r, uuid: g.UUID, limit: g.MemTotal}
+		if n, ok := byInstance[instance{int(r.GpuInstanceId), int(r.ComputeInstanceId)}]; ok && r.GpuInstanceId != invalidID {
+			p.uuid, p.limit = orUUID(g.MIG[n].UUID, g.UUID), orLimit(g.MIG[n].MemTotal, g.MemTotal)
+		}
+		raw.recs = append(raw.recs, p)
+	}
 	return raw
+}
+
+func orUUID(u, def string) string {
+	if u == "" {
+		return def
+	}
+	return u
+}
+
+func orLimit(l, def *uint64) *uint64 {
+	if l == nil {
+		return def
+	}
+	return l
 }
 
 // processes checks every GPU's records (Bogus); if any GPU's are

@@ -142,10 +142,12 @@ func (h *helperSource) Snapshot(ctx context.Context) (Snapshot, error) {
 			if arch != h.bin.Arch {
 				return Snapshot{}, h.unusable(fmt.Sprintf("the host is %s; this gssh-helper is built for %s", arch, h.bin.Arch), 0)
 			}
-			if err := h.push(ctx); err != nil {
+			pctx, stop, err := h.push(ctx)
+			if err != nil {
 				return Snapshot{}, err
 			}
-			pushed = true
+			defer stop()
+			pushed, ctx = true, pctx // the run after a push has the push's budget
 			continue
 		}
 		doc, derr := decodeHelperDoc(out)
@@ -158,10 +160,12 @@ func (h *helperSource) Snapshot(ctx context.Context) (Snapshot, error) {
 			if damaged, verr := h.damaged(ctx); verr != nil {
 				return Snapshot{}, verr
 			} else if damaged {
-				if err := h.push(ctx); err != nil {
+				pctx, stop, err := h.push(ctx)
+				if err != nil {
 					return Snapshot{}, err
 				}
-				pushed = true
+				defer stop()
+				pushed, ctx = true, pctx
 				continue
 			}
 		}
@@ -179,20 +183,37 @@ func missingMarker(out []byte) (string, bool) {
 	return string(bytes.TrimSuffix(rest, []byte("@@"))), true
 }
 
-func (h *helperSource) push(ctx context.Context) error {
-	_, err := h.run.Run(ctx, h.host, h.pushScript(), bytes.NewReader(h.bin.Data))
+// PushTimeout bounds pushing the helper to a host (and the run that
+// follows), apart from the probe's own deadline: a push happens once per
+// host and helper, and copying a few MB to many hosts at once can take
+// longer than a probe may. Ctrl-C still stops it.
+const PushTimeout = 2 * time.Minute
+
+// push copies the helper to the host. It returns the context the push ran
+// under, for the run that follows, and the function that releases it.
+func (h *helperSource) push(ctx context.Context) (context.Context, func(), error) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PushTimeout)
+	stopAfter := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel() // interrupted, not out of time
+		}
+	})
+	stop := func() { stopAfter(); cancel() }
+	_, err := h.run.Run(pctx, h.host, h.pushScript(), bytes.NewReader(h.bin.Data))
 	var xe *sshexec.ExitError
 	switch {
 	case err == nil:
-		return nil
+		return pctx, stop, nil
 	case errors.As(err, &xe):
+		stop()
 		why := firstTextLine(xe.Stderr)
 		if why == "" {
 			why = xe.Error()
 		}
-		return h.unusable("cannot write the helper to ~/.cache/gssh on the host: "+why, retryAfter)
+		return nil, nil, h.unusable("cannot write the helper to ~/.cache/gssh on the host: "+why, retryAfter)
 	}
-	return err
+	stop()
+	return nil, nil, err
 }
 
 // damaged reports whether the copy on the host differs from the helper.

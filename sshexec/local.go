@@ -47,7 +47,7 @@ func (l Local) Stream(ctx context.Context, host, cmd string, stdin io.Reader, st
 	case <-ctx.Done():
 		syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 		<-done
-		return fmt.Errorf("%s: %w: command did not finish in time: %v", host, ErrTimeout, ctx.Err())
+		return fmt.Errorf("%s: %w: command did not finish in time: %w", host, ErrTimeout, ctx.Err())
 	}
 	var xe *exec.ExitError
 	if errors.As(err, &xe) {

@@ -387,7 +387,7 @@ func runSession(ctx context.Context, host, cmd string, sess *ssh.Session, stdin 
 		errw.close()
 		sess.Signal(ssh.SIGKILL)
 		sess.Close()
-		return fmt.Errorf("%s: %w: command did not finish in time: %v", host, ErrTimeout, ctx.Err())
+		return fmt.Errorf("%s: %w: command did not finish in time: %w", host, ErrTimeout, ctx.Err())
 	}
 	if err == nil {
 		return nil

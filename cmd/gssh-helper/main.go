@@ -3,6 +3,10 @@
 // driver gets a document with init_code 12 (NVML_ERROR_LIBRARY_NOT_FOUND).
 // It exits 0, or 1 when it cannot write the document.
 //
+// A hung driver must not leave the helper hanging: when NVML has not
+// answered within -timeout (default 30s) it prints a document with
+// init_code 10 (NVML_ERROR_TIMEOUT) and exits.
+//
 // Build it with cgo and lazy binding (never -z now, never -static):
 //
 //	CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations go build -trimpath -ldflags '-s -w' ./cmd/gssh-helper
@@ -17,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -31,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gssh-helper", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	version := fs.Bool("version", false, "print the document schema ("+probe.HelperSchema+") and exit")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up on NVML after this long (a hung driver)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -44,7 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	sum, herr := fileSHA256("/proc/self/exe")
-	doc := nvmlsnap.Collect(nvml.New(), nvmlsnap.NewProcFS("/proc"), nvmlsnap.Self{SHA256: sum})
+	doc := collect(nvml.New(), nvmlsnap.Self{SHA256: sum}, *timeout)
 	if herr != nil {
 		doc.Warnings = append(doc.Warnings, "helper sha256: "+herr.Error())
 	}
@@ -53,6 +59,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// collect runs nvmlsnap.Collect, or gives up after timeout: the goroutine
+// stuck in NVML then dies with the process.
+func collect(lib nvml.Interface, self nvmlsnap.Self, timeout time.Duration) probe.HelperDoc {
+	done := make(chan probe.HelperDoc, 1)
+	go func() { done <- nvmlsnap.Collect(lib, nvmlsnap.NewProcFS("/proc"), self) }()
+	select {
+	case doc := <-done:
+		return doc
+	case <-time.After(timeout):
+		return probe.HelperDoc{
+			Schema: probe.HelperSchema, SHA256: self.SHA256,
+			InitError: fmt.Sprintf("nvml did not answer within %v", timeout), InitCode: int(nvml.ERROR_TIMEOUT),
+			GPUs: []probe.GPU{}, Warnings: []string{},
+		}
+	}
 }
 
 // fileSHA256 is the hex sha256 of the file at path.

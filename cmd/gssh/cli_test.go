@@ -10,6 +10,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/gssh/gssh/nvmlfake"
 	"github.com/gssh/gssh/sshexec/sshtest"
 )
 
@@ -75,6 +76,10 @@ func TestScripts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The helper path: the real gssh-helper and the fake libnvidia-ml.so.1
+	// serving the same fixtures (scripts opt in with GSSH_HELPER=$HELPERBIN).
+	lib := nvmlfake.Build(t)
+	helperBin := nvmlfake.BuildHelper(t)
 	key := sshtest.NewKey(t, dir, "")
 	stranger := sshtest.NewKey(t, "", "")
 	encrypted := sshtest.NewKey(t, "", "passphrase")
@@ -103,6 +108,9 @@ func TestScripts(t *testing.T) {
 				env["GSSH_FAKE_SMI_DIR"] = filepath.Join(fixtures, h.fixture)
 			}
 			env["PATH"] = path
+			if h.fixture != "" {
+				env["LD_LIBRARY_PATH"] = lib // a host without nvidia-smi has no driver either
+			}
 			authorized := key.AuthorizedLine
 			if h.kind == "noauth" {
 				authorized = stranger.AuthorizedLine
@@ -153,6 +161,8 @@ func TestScripts(t *testing.T) {
 			e.Setenv("GSSH_FAKE_SMI_DIR", filepath.Join(fixtures, "a100x4"))
 			e.Setenv("FIXTURES", fixtures)
 			e.Setenv("ENCKEY", encrypted.Path)
+			e.Setenv("HELPERBIN", helperBin)
+			e.Setenv("LD_LIBRARY_PATH", lib)
 			return nil
 		},
 	})

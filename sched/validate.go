@@ -1,0 +1,176 @@
+package sched
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gssh/gssh/probe"
+)
+
+// Validate says at submit time whether req can ever fit on nodes: an error
+// for the user, not a pending reason. It turns down a GPU count of less than
+// 1, an unknown host, labels no (requested) host carries, more GPUs than any
+// matching host has, and more memory per GPU than any matching GPU can give
+// (its total less the host's reserve); each error names the largest there
+// is. What may pass (drain, busy GPUs, a host down) is Place's business: a
+// host whose GPUs are not known now (unreachable, degraded) could fit, so
+// it lets the request pass.
+func Validate(nodes []Node, req Request) error {
+	if req.GPUs < 1 {
+		return fmt.Errorf("%d GPUs requested: ask for at least 1", req.GPUs)
+	}
+	if len(nodes) == 0 {
+		return errors.New("no hosts to run on: list some in the inventory")
+	}
+	sorted := byName(nodes)
+	var named, cands []*Node
+	for _, n := range sorted {
+		if checkHost(n, &req) == "" {
+			named = append(named, n)
+		}
+	}
+	if len(named) == 0 {
+		return fmt.Errorf("unknown host %q; the hosts are %s", req.Host, strings.Join(nodeNames(sorted), ", "))
+	}
+	for _, n := range named {
+		if checkLabels(n, &req) == "" {
+			cands = append(cands, n)
+		}
+	}
+	if len(cands) == 0 {
+		return labelError(named, req)
+	}
+	for _, n := range cands {
+		if !gpusKnown(n) {
+			return nil
+		}
+	}
+	return capacityError(cands, req)
+}
+
+// gpusKnown reports whether n's snapshot lists all its GPUs.
+func gpusKnown(n *Node) bool {
+	return n.Snapshot.State == probe.HostOK || n.Snapshot.State == probe.HostNoDevices
+}
+
+func labelError(named []*Node, req Request) error {
+	if !auto(req.Host) {
+		n := named[0]
+		has := "no labels"
+		if len(n.Labels) > 0 {
+			has = plural(len(n.Labels), "label") + " " + strings.Join(n.Labels, ", ")
+		}
+		return fmt.Errorf("host %s %s (it has %s)", n.Name, checkLabels(n, &req), has)
+	}
+	var inUse []string
+	for _, n := range named {
+		for _, l := range n.Labels {
+			if !slices.Contains(inUse, l) {
+				inUse = append(inUse, l)
+			}
+		}
+	}
+	slices.Sort(inUse)
+	msg := fmt.Sprintf("no host has %s %s", plural(len(req.Labels), "label"), strings.Join(req.Labels, ", "))
+	if len(inUse) == 0 {
+		return errors.New(msg + " (no host has any label)")
+	}
+	return fmt.Errorf("%s; the labels in use are %s", msg, strings.Join(inUse, ", "))
+}
+
+// capacityError checks GPU count and memory on hosts whose GPUs are all
+// known; nil when one of them could take req once idle.
+func capacityError(cands []*Node, req Request) error {
+	var (
+		mostGPUs     = -1
+		mostGPUsHost string
+		migSkipped   bool
+		bestMem      uint64 // the most each of req.GPUs units of one host can give
+		bestMemHost  *Node
+		bestTotal    uint64
+		memState     string // why memory is unknown, when no unit knows it
+	)
+	for _, n := range cands {
+		var usable []unit
+		for _, u := range units(n) {
+			switch {
+			case u.broken != "":
+			case u.mig >= 0 && req.GPUs > 1:
+				migSkipped = true
+			default:
+				usable = append(usable, u)
+			}
+		}
+		if len(usable) > mostGPUs {
+			mostGPUs, mostGPUsHost = len(usable), n.Name
+		}
+		if len(usable) < req.GPUs {
+			continue
+		}
+		if req.MemPerGPU == 0 {
+			return nil
+		}
+		var known []unit
+		for _, u := range usable {
+			if u.total != nil {
+				known = append(known, u)
+			} else if memState == "" {
+				memState = u.memState
+			}
+		}
+		if len(known) < req.GPUs {
+			continue
+		}
+		slices.SortStableFunc(known, func(a, b unit) int { return cmp.Compare(*b.total, *a.total) })
+		kth := known[req.GPUs-1]
+		if give := Usable(*kth.total, n.ReservePct); bestMemHost == nil || give > bestMem {
+			bestMem, bestMemHost, bestTotal = give, n, *kth.total
+		}
+	}
+
+	gpus := fmt.Sprintf("%d %s", req.GPUs, plural(req.GPUs, "GPU"))
+	if mostGPUs < req.GPUs {
+		var msg string
+		switch {
+		case !auto(req.Host) && mostGPUs == 0:
+			msg = fmt.Sprintf("%s requested, but %s has none", gpus, req.Host)
+		case !auto(req.Host):
+			msg = fmt.Sprintf("%s requested, but %s has %d", gpus, req.Host, mostGPUs)
+		case mostGPUs == 0:
+			msg = fmt.Sprintf("%s requested, but no host has any", gpus)
+		default:
+			msg = fmt.Sprintf("%s requested, but the most on one host is %d (%s)", gpus, mostGPUs, mostGPUsHost)
+		}
+		if migSkipped {
+			msg += "; MIG devices take 1-GPU jobs only"
+		}
+		return errors.New(msg)
+	}
+	if bestMemHost == nil {
+		why := ""
+		if memState != "" {
+			why = " (" + memState + ")"
+		}
+		return fmt.Errorf("%s per GPU requested, but no GPU reports its memory%s; leave --mem out to take whole GPUs", FormatMem(req.MemPerGPU), why)
+	}
+	if bestMem >= req.MemPerGPU {
+		return nil
+	}
+	most := "the most a GPU can give is"
+	if req.GPUs > 1 {
+		most = fmt.Sprintf("the most %d GPUs of one host can each give is", req.GPUs)
+	}
+	return fmt.Errorf("%s per GPU requested, but %s %s (%s: %s total, %g%% reserved)",
+		FormatMem(req.MemPerGPU), most, FormatMem(bestMem), bestMemHost.Name, FormatMem(bestTotal), max(bestMemHost.ReservePct, 0))
+}
+
+func nodeNames(ns []*Node) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.Name
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+package state
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gssh/gssh/job"
+)
+
+// Mem is an in-memory Store with the semantics of Bolt (ids from 1, JSON
+// copies in and out, the active index, the terminal rule), for tests of
+// other packages. It is safe for concurrent use.
+type Mem struct {
+	mu        sync.Mutex
+	clusterID string
+	now       func() time.Time
+	seq       job.ID
+	jobs      map[job.ID][]byte // JSON records, as Bolt stores them
+	ids       []job.ID          // every id, ascending
+	active    map[job.ID]struct{}
+}
+
+var _ Store = (*Mem)(nil)
+
+// NewMem returns an empty in-memory store with a random cluster id.
+func NewMem() *Mem {
+	var raw [16]byte
+	_, _ = rand.Read(raw[:]) // never fails (crypto/rand, Go >= 1.24)
+	return &Mem{
+		clusterID: hex.EncodeToString(raw[:]),
+		now:       time.Now,
+		jobs:      make(map[job.ID][]byte),
+		active:    make(map[job.ID]struct{}),
+	}
+}
+
+// ClusterID implements Store.
+func (m *Mem) ClusterID() (string, error) { return m.clusterID, nil }
+
+// Submit implements Store.
+func (m *Mem) Submit(j job.Job) (job.Job, error) {
+	j, err := prepareSubmit(j, m.now)
+	if err != nil {
+		return job.Job{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j.ID = m.seq + 1
+	data, back, err := encode(j)
+	if err != nil {
+		return job.Job{}, fmt.Errorf("submit: %w", err)
+	}
+	m.seq = j.ID
+	m.ids = append(m.ids, j.ID)
+	m.put(j.ID, data, back.State)
+	return back, nil
+}
+
+// Get implements Store.
+func (m *Mem) Get(id job.ID) (job.Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	data, ok := m.jobs[id]
+	if !ok {
+		return job.Job{}, notFound(id)
+	}
+	j, err := decode(id, data)
+	if err != nil {
+		return job.Job{}, fmt.Errorf("get: %w", err)
+	}
+	return j, nil
+}
+
+// Update implements Store.
+func (m *Mem) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	data, ok := m.jobs[id]
+	if !ok {
+		return job.Job{}, notFound(id)
+	}
+	j, newData, err := applyUpdate(id, data, fn)
+	if err != nil {
+		return job.Job{}, err
+	}
+	m.put(id, newData, j.State)
+	return j, nil
+}
+
+// Active implements Store.
+func (m *Mem) Active() ([]job.Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []job.Job
+	var errs []error
+	for _, id := range m.ids {
+		if _, ok := m.active[id]; !ok {
+			continue
+		}
+		j, err := decode(id, m.jobs[id])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, j)
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("active: %w", errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// List implements Store.
+func (m *Mem) List(f Filter) ([]job.Job, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []job.Job
+	var errs []error
+	for i := len(m.ids) - 1; i >= 0 && !f.full(len(out)); i-- {
+		id := m.ids[i]
+		j, err := decode(id, m.jobs[id])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if f.match(j) {
+			out = append(out, j)
+		}
+	}
+	reverse(out)
+	if len(errs) > 0 {
+		return out, fmt.Errorf("list: %w", errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// put stores a record and keeps the active index in step; m.mu is held.
+func (m *Mem) put(id job.ID, data []byte, st job.State) {
+	m.jobs[id] = data
+	if st.Terminal() {
+		delete(m.active, id)
+	} else {
+		m.active[id] = struct{}{}
+	}
+}

@@ -1,0 +1,201 @@
+// Package state stores the job queue: the storage contract (Store), a bbolt
+// implementation for the CLI and the daemon (Bolt, see bolt.go for the file
+// layout) and an in-memory one with the same semantics for tests (Mem).
+//
+// Bolt opens the file for each operation and closes it before returning, so
+// no lock is ever held across SSH I/O: a caller reads what it needs, closes,
+// talks to hosts, and writes the outcome with Update.
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/gssh/gssh/job"
+)
+
+// Store is the storage contract of the job queue. Every method is one short
+// atomic operation; jobs are returned as copies the caller may modify.
+type Store interface {
+	// ClusterID returns the id made when the store was created: 32 lowercase
+	// hex characters (16 random bytes). It names worker job dirs
+	// (~/.gssh/jobs/<cluster-id>-<job-id>) and never changes.
+	ClusterID() (string, error)
+	// Submit assigns the next id (a sequence starting at 1, so ids sort in
+	// submit order), sets SubmittedAt to now if zero and State to queued if
+	// empty, stores and indexes the job, and returns it as stored. j.ID must
+	// be zero.
+	Submit(j job.Job) (job.Job, error)
+	// Get returns job id, or an error wrapping ErrNotFound ("no job N").
+	Get(id job.ID) (job.Job, error)
+	// Update loads job id, calls fn on a copy and stores the result
+	// atomically, returning it. fn runs while the store is locked: it must
+	// only change fields, never do I/O. fn returning an error aborts the
+	// update and Update returns that error unchanged. fn may not change the
+	// ID nor empty the State. The active index follows State.Terminal(). A
+	// change of State out of a terminal state is refused with an error
+	// wrapping ErrTerminal; other fields of an ended job may still change.
+	// A missing job gives an error wrapping ErrNotFound.
+	Update(id job.ID, fn func(*job.Job) error) (job.Job, error)
+	// Active returns the non-terminal jobs (queued, launching, running, ...)
+	// in id order, read from the active index.
+	Active() ([]job.Job, error)
+	// List returns the jobs matching f in id order (newest last). If a
+	// record cannot be decoded, List returns the others together with an
+	// error naming each bad record.
+	List(f Filter) ([]job.Job, error)
+}
+
+// Filter selects jobs for List. The zero Filter selects every job.
+type Filter struct {
+	User   string      // "" = any user
+	States []job.State // empty = any state; otherwise any of these
+	Limit  int         // 0 = all; N > 0 = the newest N matching jobs; negative is an error
+}
+
+// Errors of the Store. Match them with errors.Is.
+var (
+	// ErrNotFound: there is no job with that id. Its message is "no job N".
+	ErrNotFound = errors.New("no job")
+	// ErrTerminal: Update tried to move an ended job to another state.
+	ErrTerminal = errors.New("job has already ended")
+	// ErrBusy: another process held the state file past Options.Timeout.
+	// Bolt returns it as a *BusyError naming the holder's pid.
+	ErrBusy = errors.New("state is busy")
+	// ErrCorrupt: the file is not a gssh state file (garbage, a foreign
+	// bbolt file, damaged metadata). The message names the file.
+	ErrCorrupt = errors.New("not a gssh state file")
+	// ErrNewerSchema: the file was written by a newer gssh.
+	ErrNewerSchema = errors.New("state file was written by a newer gssh")
+)
+
+// DefaultPath returns the default state file: $XDG_STATE_HOME/gssh/state.db,
+// or home/.local/state/gssh/state.db when xdgStateHome is empty or not
+// absolute (the XDG spec says to ignore relative paths). The caller passes
+// the environment's values: DefaultPath(home, os.Getenv("XDG_STATE_HOME")).
+func DefaultPath(home, xdgStateHome string) string {
+	base := xdgStateHome
+	if base == "" || !filepath.IsAbs(base) {
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "gssh", "state.db")
+}
+
+// notFound returns the ErrNotFound error for id: "no job N".
+func notFound(id job.ID) error { return fmt.Errorf("%w %d", ErrNotFound, id) }
+
+// prepareSubmit checks a job given to Submit and fills its defaults.
+func prepareSubmit(j job.Job, now func() time.Time) (job.Job, error) {
+	if j.ID != 0 {
+		return job.Job{}, fmt.Errorf("submit: job already has id %d", j.ID)
+	}
+	if j.SubmittedAt.IsZero() {
+		j.SubmittedAt = now().UTC()
+	}
+	if j.State == "" {
+		j.State = job.Queued
+	}
+	return j, nil
+}
+
+// encode marshals j and returns the bytes and j as it will read back, so
+// that what Submit and Update return equals what Get returns later.
+func encode(j job.Job) ([]byte, job.Job, error) {
+	data, err := json.Marshal(j)
+	if err != nil {
+		return nil, job.Job{}, fmt.Errorf("job %d: encode: %w", j.ID, err)
+	}
+	back, err := decode(j.ID, data)
+	if err != nil {
+		return nil, job.Job{}, err
+	}
+	return data, back, nil
+}
+
+// decode unmarshals the record stored under id. The key is the truth for
+// the id.
+func decode(id job.ID, data []byte) (job.Job, error) {
+	var j job.Job
+	if err := json.Unmarshal(data, &j); err != nil {
+		return job.Job{}, fmt.Errorf("job %d: decode: %w", id, err)
+	}
+	j.ID = id
+	return j, nil
+}
+
+// applyUpdate runs fn on a copy of the record data of job id and checks the
+// result. It returns the new job (as it will read back) and its encoding.
+func applyUpdate(id job.ID, data []byte, fn func(*job.Job) error) (job.Job, []byte, error) {
+	cur, err := decode(id, data)
+	if err != nil {
+		return job.Job{}, nil, fmt.Errorf("update: %w", err)
+	}
+	old := cur.State
+	if err := fn(&cur); err != nil {
+		return job.Job{}, nil, err
+	}
+	switch {
+	case cur.ID != id:
+		return job.Job{}, nil, fmt.Errorf("update: job %d: id changed to %d", id, cur.ID)
+	case cur.State == "":
+		return job.Job{}, nil, fmt.Errorf("update: job %d: empty state", id)
+	case old.Terminal() && cur.State != old:
+		return job.Job{}, nil, fmt.Errorf("update: job %d: %s -> %s: %w", id, old, cur.State, ErrTerminal)
+	}
+	newData, back, err := encode(cur)
+	if err != nil {
+		return job.Job{}, nil, fmt.Errorf("update: %w", err)
+	}
+	return back, newData, nil
+}
+
+// check validates a Filter.
+func (f Filter) check() error {
+	if f.Limit < 0 {
+		return fmt.Errorf("list: negative limit %d", f.Limit)
+	}
+	return nil
+}
+
+// match reports whether j passes f (the limit aside).
+func (f Filter) match(j job.Job) bool {
+	if f.User != "" && j.User != f.User {
+		return false
+	}
+	if len(f.States) == 0 {
+		return true
+	}
+	for _, s := range f.States {
+		if j.State == s {
+			return true
+		}
+	}
+	return false
+}
+
+// activeOnly reports whether f can only match non-terminal jobs, so the
+// active index is enough to answer it.
+func (f Filter) activeOnly() bool {
+	if len(f.States) == 0 {
+		return false
+	}
+	for _, s := range f.States {
+		if s.Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+// full reports whether n matches fill f's limit.
+func (f Filter) full(n int) bool { return f.Limit > 0 && n >= f.Limit }
+
+// reverse puts newest-first collected jobs back in id order.
+func reverse(js []job.Job) {
+	for i, k := 0, len(js)-1; i < k; i, k = i+1, k-1 {
+		js[i], js[k] = js[k], js[i]
+	}
+}
