@@ -198,6 +198,9 @@ type Status struct {
 	ExitCode *int
 	Signal   string // when the exit status was 128+N: the signal N's name
 	Reason   string
+	// Missing: the job directory does not exist on the worker (a job
+	// claimed but never launched, or a directory someone removed).
+	Missing bool
 }
 
 // Poll checks jobs (all on host) in one session: the exit file when
@@ -260,7 +263,7 @@ func parsePoll(out []byte) map[job.ID]Status {
 		case "starting":
 			m[id] = Status{State: job.Launching}
 		case "missing":
-			m[id] = Status{State: job.Lost, Reason: "the job directory is gone from the worker"}
+			m[id] = Status{State: job.Lost, Reason: "the job directory is gone from the worker", Missing: true}
 		case "lost":
 			m[id] = Status{State: job.Lost, Reason: "the job's processes are gone and it wrote no exit status (reboot, OOM killer, kill -9?)"}
 		case "exit":

@@ -21,6 +21,7 @@ import (
 	"github.com/gssh/gssh/probe"
 	"github.com/gssh/gssh/sshconfig"
 	"github.com/gssh/gssh/sshexec"
+	"github.com/gssh/gssh/state"
 )
 
 // version is set by the Makefile with -ldflags "-X main.version=...".
@@ -43,14 +44,14 @@ const exitCodesHelp = `Exit status:
   0  success
   1  usage or input error (bad flag, malformed inventory, unknown host)
   2  some hosts could not be reached or probed (the others are still listed)
-  3  state busy or unreadable (job commands)
+  3  job state busy (another gssh holds it) or unreadable
   130 interrupted (Ctrl-C)`
 
 // partialError means the command did its work but some hosts failed.
 type partialError struct{ failed, total int }
 
 func (e partialError) Error() string {
-	return fmt.Sprintf("%d of %d hosts could not be probed", e.failed, e.total)
+	return fmt.Sprintf("%d of %d hosts could not be reached or probed", e.failed, e.total)
 }
 
 // exitCode maps an error to the process exit status: the one place that does.
@@ -63,6 +64,8 @@ func exitCode(err error) int {
 		return exitPartial
 	case errors.Is(err, errInterrupted):
 		return exitSignal
+	case errors.Is(err, state.ErrBusy), errors.Is(err, state.ErrCorrupt), errors.Is(err, state.ErrNewerSchema):
+		return exitState
 	}
 	return exitUsage
 }
@@ -76,6 +79,7 @@ type app struct {
 	tty            bool // stdout is a terminal
 
 	inventoryPath  string
+	stateFile      string
 	sshConfigPath  string
 	connectTimeout time.Duration
 	probeTimeout   time.Duration
@@ -133,6 +137,7 @@ local host alone.
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.inventoryPath, "inventory", "", "hosts file (default: $GSSH_INVENTORY, ~/.config/gssh/hosts.yaml, /etc/gssh/hosts.yaml)")
+	pf.StringVar(&a.stateFile, "state", "", "job state file (default: $GSSH_STATE, ~/.local/state/gssh/state.db)")
 	pf.StringVar(&a.sshConfigPath, "ssh-config", "", "OpenSSH client config (default ~/.ssh/config; /etc/ssh/ssh_config is read after it)")
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", 0, "SSH connect and handshake timeout when ssh_config sets no ConnectTimeout (default 10s)")
 	pf.DurationVar(&a.probeTimeout, "probe-timeout", fleet.DefaultProbeTimeout, "how long one host's GPU probe may take once connected")
@@ -142,7 +147,8 @@ local host alone.
 		}
 		return nil
 	}
-	root.AddCommand(a.newGPUsCmd(nil), a.newHostsCmd(nil))
+	root.AddCommand(a.newGPUsCmd(nil), a.newHostsCmd(nil), a.newSubmitCmd(), a.newPsCmd(), a.newShowCmd(),
+		a.newLogsCmd(), a.newCancelCmd(), a.newScheduleCmd())
 	return root
 }
 
