@@ -224,12 +224,13 @@ func Poll(ctx context.Context, run Runner, host, cluster string, jobs []job.Job)
 		}
 		fmt.Fprintf(&in, "%d %s %s %s\n", j.ID, pid, st, d)
 	}
-	const script = `while read -r id pid st d; do
+	const script = aliveFn + `
+while read -r id pid st d; do
   case $d in /*) ;; *) d="$HOME/$d" ;; esac
   if [ ! -d "$d" ]; then echo "$id missing"; continue; fi
   if [ "$pid" = - ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
   alive=
-  if [ "$pid" != - ] && [ -r "/proc/$pid/stat" ] && [ "$(sed 's/.*) //' "/proc/$pid/stat" | cut -d' ' -f20)" = "$st" ]; then alive=1; fi
+  if [ "$pid" != - ] && alive "$pid" "$st"; then alive=1; fi
   if [ -s "$d/exit" ]; then echo "$id exit $(head -c 300 "$d/exit" | tr '\n' ' ')"
   elif [ -n "$alive" ]; then echo "$id running $pid $st"
   elif [ -e "$d/cancelled" ]; then echo "$id cancelled"
@@ -302,6 +303,11 @@ func signalName(n int) string {
 	return strconv.Itoa(n)
 }
 
+// aliveFn defines alive PID TICKS: true when PID runs (not a zombie) and
+// started at TICKS (/proc/PID/stat fields 3 and 22), so neither a reused
+// pid nor an unreaped zombie passes for the job.
+const aliveFn = `alive() { s=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1; w=$2; set -- $s; [ "$1" != Z ] && [ "$1" != X ] && [ "${20}" = "$w" ]; }`
+
 // DefaultGrace is how long Cancel waits between SIGTERM and SIGKILL.
 const DefaultGrace = 10 * time.Second
 
@@ -317,14 +323,15 @@ func Cancel(ctx context.Context, run Runner, host, cluster string, j job.Job, gr
 		d = DirName(cluster, j.ID)
 	}
 	steps := int(grace / (200 * time.Millisecond))
-	script := `d=` + q(d) + `; case $d in /*) ;; *) d="$HOME/$d" ;; esac
+	script := aliveFn + `
+d=` + q(d) + `; case $d in /*) ;; *) d="$HOME/$d" ;; esac
 pid=` + strconv.Itoa(j.Remote.PID) + `; st=` + strconv.FormatInt(j.Remote.StartTicks, 10) + `
 jid=` + q(strconv.FormatUint(uint64(j.ID), 10)) + `; cid=` + q(cluster) + `
 if [ "$pid" = 0 ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
 [ -d "$d" ] && : >"$d/cancelled"
 members() {
-  if [ "$pid" != 0 ] && { [ ! -r "/proc/$pid/stat" ] || [ "$(sed 's/.*) //' "/proc/$pid/stat" | cut -d' ' -f20)" = "$st" ]; }; then
-    ps -e -o pid= -o sid= | awk -v s="$pid" '$2 == s { print $1 }'
+  if [ "$pid" != 0 ] && { [ ! -r "/proc/$pid/stat" ] || alive "$pid" "$st"; }; then
+    ps -e -o pid= -o sid= -o stat= | awk -v s="$pid" '$2 == s && $3 !~ /^Z/ { print $1 }'
   fi
   for f in $(grep -l -z -x "GSSH_JOB_ID=$jid" /proc/[0-9]*/environ 2>/dev/null); do
     grep -q -z -x "GSSH_CLUSTER_ID=$cid" "$f" 2>/dev/null && { p=${f#/proc/}; echo "${p%/environ}"; }
@@ -363,12 +370,13 @@ func Logs(ctx context.Context, s Streamer, host, cluster string, j job.Job, tail
 	if tail >= 0 {
 		n = strconv.Itoa(tail)
 	}
-	cmd := `d=` + q(d) + `; case $d in /*) ;; *) d="$HOME/$d" ;; esac
+	cmd := aliveFn + `
+d=` + q(d) + `; case $d in /*) ;; *) d="$HOME/$d" ;; esac
 [ -e "$d/log" ] || { echo "no log for this job on the worker ($d/log)" >&2; exit 1; }`
 	if follow && j.Remote.PID > 0 {
 		cmd += `
 pid=` + strconv.Itoa(j.Remote.PID) + `; st=` + strconv.FormatInt(j.Remote.StartTicks, 10) + `
-if [ -r "/proc/$pid/stat" ] && [ "$(sed 's/.*) //' "/proc/$pid/stat" | cut -d' ' -f20)" = "$st" ]; then
+if alive "$pid" "$st"; then
   exec tail -n ` + n + ` -F --pid="$pid" "$d/log" 2>/dev/null
 fi`
 	}
