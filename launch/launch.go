@@ -158,7 +158,7 @@ if setsid -f true </dev/null >/dev/null 2>&1; then
 else
   nohup sh "$d/run.sh" </dev/null >>"$d/log" 2>&1 &
 fi
-i=0; while [ ! -s "$d/pid" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+i=0; while [ ! -s "$d/pid" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
 if [ ! -s "$d/pid" ]; then echo "run.sh did not start within 5s; see $d/log" >&2; exit 1; fi
 printf 'dir %s\n' "$d"; cat "$d/pid"`
 	res, err := run.Run(ctx, host, cmd, strings.NewReader(script))

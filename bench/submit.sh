@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Submit-to-running latency: `gssh submit` returns when the job runs on the
+# worker. Compared in the same run with one fresh `ssh host true` and one
+# fresh `ssh host 'nohup cmd >log 2>&1 &'` (a new process cannot reuse a
+# connection; reused-connection targets come with the daemon).
+#
+#   bash bench/submit.sh          # RUNS=10
+# Needs sshd (openssh-server) and hyperfine. Results go to bench/out/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-10}
+SSHD=$(command -v sshd || echo /usr/sbin/sshd)
+for tool in "$SSHD" hyperfine ssh; do
+  command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install -y openssh-server hyperfine)"; exit 1; }
+done
+make -s build
+W=$(mktemp -d /tmp/gssh-bench-submit.XXXXXX)
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; pkill -f "$W" 2>/dev/null || true; rm -rf "$W"; }
+trap cleanup EXIT
+mkdir -p "$W/bin" "$W/home/.ssh" /run/sshd
+ln -s "$PWD/probe/testdata/fake-nvidia-smi" "$W/bin/nvidia-smi"
+ssh-keygen -q -t ed25519 -N '' -f "$W/id"
+ssh-keygen -q -t ed25519 -N '' -f "$W/hostkey"
+cp "$W/id.pub" "$W/authorized_keys"
+port=22900
+cat > "$W/sshd.conf" <<CONF
+ListenAddress 127.0.0.1:$port
+HostKey $W/hostkey
+AuthorizedKeysFile $W/authorized_keys
+PidFile none
+UsePAM no
+StrictModes no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+SetEnv PATH=$W/bin:/usr/bin:/bin GSSH_FAKE_SMI_DIR=$PWD/probe/testdata/fleet/a100x4 HOME=$W/home
+LogLevel ERROR
+CONF
+"$SSHD" -D -e -f "$W/sshd.conf" 2>>"$W/sshd.log" & pid=$!
+echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$W/hostkey.pub")" > "$W/known_hosts"
+cat > "$W/ssh_config" <<CONF
+Host w1
+  HostName 127.0.0.1
+  Port $port
+  User $(id -un)
+  IdentityFile $W/id
+  IdentitiesOnly yes
+  UserKnownHostsFile $W/known_hosts
+  StrictHostKeyChecking yes
+  ControlMaster no
+  ControlPath none
+CONF
+printf 'hosts:\n  - name: w1\n' > "$W/hosts.yaml"
+sleep 0.3
+export HOME=$W/home SSH_AUTH_SOCK= GSSH_INVENTORY=$W/hosts.yaml GSSH_STATE=$W/state.db
+G="bin/gssh --ssh-config $W/ssh_config"
+# Every run submits a shared job (--mem) so they never run out of GPUs.
+mkdir -p bench/out
+hyperfine -N --warmup 1 --runs "$RUNS" --export-markdown bench/out/submit.md --export-json bench/out/submit.json \
+  -n "ssh host true" "ssh -F $W/ssh_config w1 true" \
+  -n "ssh host 'nohup cmd &'" "ssh -F $W/ssh_config w1 'nohup sleep 30 >/dev/null 2>&1 </dev/null &'" \
+  -n "gssh submit (returns running)" "$G submit --workdir ~ --mem 100M -- sleep 30"
+$G ps | tail -n +2 | wc -l | xargs echo "jobs running:"
+$G ps | tail -n +2 | cut -f1 | xargs -r $G cancel --grace 1s >/dev/null
+cat bench/out/submit.md
