@@ -115,10 +115,16 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 func (a *app) newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "gssh",
-		Short: "One view and one fair queue over a handful of GPU servers, through your own SSH setup",
+		Short: "One view and one job queue over a handful of GPU servers, through your own SSH setup",
 		Long: `gssh reaches every GPU host of a lab over SSH (your ~/.ssh/config, keys,
-ssh-agent, known_hosts and ProxyJump) and shows every GPU on every host.
-Nothing is installed on the workers.
+ssh-agent, known_hosts and ProxyJump), shows every GPU on every host, and
+runs jobs on GPUs with room for them. Nothing is installed on the workers by
+hand: gssh pushes its small NVML helper (gssh-helper, found beside gssh or
+at $GSSH_HELPER) and falls back to nvidia-smi where it cannot run.
+
+Jobs are kept in a state file (--state, $GSSH_STATE, default
+~/.local/state/gssh/state.db); run "gssh schedule" from cron or a systemd
+timer so queued jobs start and ended jobs are recorded.
 
 Hosts come from an inventory, the first found of --inventory, $GSSH_INVENTORY,
 ~/.config/gssh/hosts.yaml and /etc/gssh/hosts.yaml; with none, gssh uses the
