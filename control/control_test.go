@@ -109,3 +109,25 @@ func TestLockPass(t *testing.T) {
 	}
 	unlock2()
 }
+
+// A launch that fails on the worker (home not writable, disk full) puts the
+// job back in the queue with the reason; nothing is left in launching.
+func TestPassLaunchFailureRequeues(t *testing.T) {
+	f, _ := localFleet(t)
+	l := f.Local.(sshexec.Local)
+	for i, kv := range l.Env {
+		if strings.HasPrefix(kv, "HOME=") {
+			l.Env[i] = "HOME=/dev/null/home"
+		}
+	}
+	st := state.NewMem()
+	j := submit(t, st, 5, "true")
+	res, err := (&control.Controller{Store: st, Fleet: f, Now: time.Now}).Pass(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := st.Get(j.ID)
+	if len(res.Started) != 0 || len(res.Errors) != 1 || got.State != job.Queued || !strings.Contains(got.Reason, "launch failed: launch on ctl") {
+		t.Errorf("state %s reason %q, errors %v", got.State, got.Reason, res.Errors)
+	}
+}
