@@ -35,10 +35,13 @@ fmt-check:
 tidy-check:
 	$(GO) mod tidy -diff
 
-# Benchmarks: Go benchmarks, then the fan-out comparison with pdsh and an ssh loop.
+# Benchmarks: Go benchmarks (parser, placement, probe sources over sshd), the
+# fan-out comparison with pdsh and an ssh loop, and submit-to-running.
+# Needs openssh-server, pdsh and hyperfine.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 20x ./probe/ ./fleet/
+	$(GO) test -run '^$$' -bench . -benchtime 20x ./probe/ ./sched/ ./fleet/
 	bash bench/gpus.sh
+	bash bench/submit.sh
 
 # Each fuzz target for FUZZ_TIME.
 fuzz:
