@@ -142,6 +142,9 @@ func (c *Controller) Pass(ctx context.Context, reports []fleet.Report) (Result, 
 	return res, nil
 }
 
+// orphanGrace is the time orphans of a lost job get between SIGTERM and SIGKILL.
+const orphanGrace = 2 * time.Second
+
 // errSkip aborts a store update that no longer applies.
 var errSkip = errors.New("skip")
 
@@ -287,9 +290,26 @@ func (c *Controller) apply(ctx context.Context, cluster string, j job.Job, st la
 			x.State, x.Placement = job.Queued, job.Placement{}
 			x.Reason = "the launch did not reach " + j.Placement.Host + "; queued again"
 		})
-	case st.State.Terminal():
+	case st.Orphans > 0:
+		// The job's leader died without an exit status but some of its
+		// processes still hold the GPUs: reap them before freeing the GPUs.
+		h, _ := c.Fleet.Inv.Lookup(j.Placement.Host)
+		n, err := launch.Cancel(ctx, c.Fleet.Runner(h), j.Placement.Host, cluster, j, orphanGrace)
+		if err != nil {
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: reap orphans: %w", j.ID, err))
+			return j, false
+		}
 		return update(func(x *job.Job) {
-			x.State, x.EndedAt, x.Reason = st.State, now, st.Reason
+			x.State, x.EndedAt = job.Lost, now
+			x.Reason = fmt.Sprintf("%s; its %d leftover processes were killed", st.Reason, n)
+		})
+	case st.State.Terminal():
+		ended := now
+		if !st.EndedAt.IsZero() && st.EndedAt.Before(now) {
+			ended = st.EndedAt // when the exit file was written
+		}
+		return update(func(x *job.Job) {
+			x.State, x.EndedAt, x.Reason = st.State, ended, st.Reason
 			x.ExitCode, x.Signal = st.ExitCode, st.Signal
 		})
 	}

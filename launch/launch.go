@@ -201,6 +201,12 @@ type Status struct {
 	// Missing: the job directory does not exist on the worker (a job
 	// claimed but never launched, or a directory someone removed).
 	Missing bool
+	// Orphans counts the job's processes still running although its
+	// session leader is gone without an exit status (kill -9 of run.sh):
+	// they must be reaped before the job's GPUs are given to another.
+	Orphans int
+	// EndedAt is when the exit file was written (its mtime), when known.
+	EndedAt time.Time
 }
 
 // Poll checks jobs (all on host) in one session: the exit file when
@@ -224,18 +230,22 @@ func Poll(ctx context.Context, run Runner, host, cluster string, jobs []job.Job)
 		}
 		fmt.Fprintf(&in, "%d %s %s %s\n", j.ID, pid, st, d)
 	}
-	const script = aliveFn + `
+	script := aliveFn + procsFn + `
+cid=` + q(cluster) + `
 while read -r id pid st d; do
   case $d in /*) ;; *) d="$HOME/$d" ;; esac
   if [ ! -d "$d" ]; then echo "$id missing"; continue; fi
   if [ "$pid" = - ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
   alive=
   if [ "$pid" != - ] && alive "$pid" "$st"; then alive=1; fi
-  if [ -s "$d/exit" ]; then echo "$id exit $(head -c 300 "$d/exit" | tr '\n' ' ')"
+  if [ -s "$d/exit" ]; then echo "$id exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) $(head -c 300 "$d/exit" | tr '\n' ' ')"
   elif [ -n "$alive" ]; then echo "$id running $pid $st"
   elif [ -e "$d/cancelled" ]; then echo "$id cancelled"
   elif [ "$pid" = - ]; then echo "$id starting"
-  else echo "$id lost"; fi
+  else
+    n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)
+    if [ "$n" -gt 0 ]; then echo "$id orphaned $n"; else echo "$id lost"; fi
+  fi
 done`
 	res, err := run.Run(ctx, host, script, &in)
 	if err != nil {
@@ -267,8 +277,19 @@ func parsePoll(out []byte) map[job.ID]Status {
 			m[id] = Status{State: job.Lost, Reason: "the job directory is gone from the worker", Missing: true}
 		case "lost":
 			m[id] = Status{State: job.Lost, Reason: "the job's processes are gone and it wrote no exit status (reboot, OOM killer, kill -9?)"}
+		case "orphaned":
+			n, _ := strconv.Atoi(f[2])
+			m[id] = Status{State: job.Lost, Orphans: n, Reason: "the job's main process is gone and it wrote no exit status, but some of its processes still run"}
 		case "exit":
-			m[id] = exitStatus(strings.Join(f[2:], " "))
+			if len(f) < 4 {
+				m[id] = Status{State: job.Failed, Reason: "unreadable exit file"}
+				continue
+			}
+			st := exitStatus(strings.Join(f[3:], " "))
+			if sec, err := strconv.ParseInt(f[2], 10, 64); err == nil && sec > 0 {
+				st.EndedAt = time.Unix(sec, 0)
+			}
+			m[id] = st
 		}
 	}
 	return m
@@ -308,6 +329,21 @@ func signalName(n int) string {
 // pid nor an unreaped zombie passes for the job.
 const aliveFn = `alive() { s=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1; w=$2; set -- $s; [ "$1" != Z ] && [ "$1" != X ] && [ "${20}" = "$w" ]; }`
 
+// procsFn defines procs PID TICKS JOBID CLUSTER: the live processes of a
+// job: the members of its session (when its leader PID is gone, or is
+// still the job, never a reused pid), and every process whose environment
+// carries its GSSH_JOB_ID and GSSH_CLUSTER_ID (children that started a
+// session of their own).
+const procsFn = `
+procs() {
+  if [ "$1" != 0 ] && [ "$1" != - ] && { [ ! -r "/proc/$1/stat" ] || alive "$1" "$2"; }; then
+    ps -e -o pid= -o sid= -o stat= | awk -v s="$1" '$2 == s && $3 !~ /^Z/ { print $1 }'
+  fi
+  for f in $(grep -l -z -x "GSSH_JOB_ID=$3" /proc/[0-9]*/environ 2>/dev/null); do
+    grep -q -z -x "GSSH_CLUSTER_ID=$4" "$f" 2>/dev/null && { p=${f#/proc/}; echo "${p%/environ}"; }
+  done
+}`
+
 // DefaultGrace is how long Cancel waits between SIGTERM and SIGKILL.
 const DefaultGrace = 10 * time.Second
 
@@ -323,20 +359,13 @@ func Cancel(ctx context.Context, run Runner, host, cluster string, j job.Job, gr
 		d = DirName(cluster, j.ID)
 	}
 	steps := int(grace / (200 * time.Millisecond))
-	script := aliveFn + `
+	script := aliveFn + procsFn + `
 d=` + q(d) + `; case $d in /*) ;; *) d="$HOME/$d" ;; esac
 pid=` + strconv.Itoa(j.Remote.PID) + `; st=` + strconv.FormatInt(j.Remote.StartTicks, 10) + `
 jid=` + q(strconv.FormatUint(uint64(j.ID), 10)) + `; cid=` + q(cluster) + `
 if [ "$pid" = 0 ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
 [ -d "$d" ] && : >"$d/cancelled"
-members() {
-  if [ "$pid" != 0 ] && { [ ! -r "/proc/$pid/stat" ] || alive "$pid" "$st"; }; then
-    ps -e -o pid= -o sid= -o stat= | awk -v s="$pid" '$2 == s && $3 !~ /^Z/ { print $1 }'
-  fi
-  for f in $(grep -l -z -x "GSSH_JOB_ID=$jid" /proc/[0-9]*/environ 2>/dev/null); do
-    grep -q -z -x "GSSH_CLUSTER_ID=$cid" "$f" 2>/dev/null && { p=${f#/proc/}; echo "${p%/environ}"; }
-  done
-}
+members() { procs "$pid" "$st" "$jid" "$cid"; }
 list=$(members | sort -un | grep -vx "$$")
 n=$(printf '%s\n' $list | grep -c .)
 [ -n "$list" ] && kill -TERM $list 2>/dev/null

@@ -270,3 +270,32 @@ func TestUnwritableHome(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// kill -9 of the session leader alone (run.sh) leaves the command running:
+// Poll reports the orphans instead of a plain loss, and Cancel reaps them.
+func TestKill9OfLeaderReportsOrphans(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := start(t, p, newJob(41, "sleep", "300"))
+	time.Sleep(200 * time.Millisecond)
+	if err := syscall.Kill(j.Remote.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	m, err := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := m[j.ID]; st.State != job.Lost || st.Orphans != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	if _, err := launch.Cancel(context.Background(), p, "w", cluster, j, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if left := jobProcs(t, j); len(left) > 0 {
+		t.Errorf("left: %v", left)
+	}
+	if m, _ := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j}); m[j.ID].Orphans != 0 || m[j.ID].State != job.Cancelled {
+		t.Errorf("after reaping: %+v", m[j.ID])
+	}
+}
