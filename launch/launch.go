@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"al.essio.dev/pkg/shellescape"
 
@@ -67,10 +68,13 @@ func CheckSpec(s job.Spec) error {
 	if len(s.Argv) == 0 || (s.Shell && strings.TrimSpace(s.Argv[0]) == "") {
 		return errors.New("empty command: give the command after --, e.g. gssh submit -- python train.py")
 	}
+	if strings.IndexFunc(s.Name, unicode.IsControl) >= 0 {
+		return fmt.Errorf("--name %q: control characters (newlines, tabs, escapes) are not allowed in a job name", s.Name)
+	}
 	for _, e := range s.Env {
 		switch {
 		case !envKey.MatchString(e.Key):
-			return fmt.Errorf("--env %q: the name must be letters, digits and _ (not starting with a digit)", e.Key)
+			return fmt.Errorf("--env %q=...: the name must be letters, digits and _ (not starting with a digit)", e.Key)
 		case strings.HasPrefix(e.Key, "GSSH_"), e.Key == "CUDA_VISIBLE_DEVICES", e.Key == "CUDA_DEVICE_ORDER":
 			return fmt.Errorf("--env %s: gssh sets this one itself", e.Key)
 		}

@@ -206,7 +206,7 @@ func (h *helperSource) push(ctx context.Context) (context.Context, func(), error
 		return pctx, stop, nil
 	case errors.As(err, &xe):
 		stop()
-		why := firstTextLine(xe.Stderr)
+		why := lastTextLine(xe.Stderr) // the failing command speaks last; login shells may speak first
 		if why == "" {
 			why = xe.Error()
 		}
@@ -293,6 +293,14 @@ func (h *helperSource) fromDoc(doc HelperDoc) (Snapshot, error) {
 
 // nvmlErrorLibraryNotFound is NVML_ERROR_LIBRARY_NOT_FOUND.
 const nvmlErrorLibraryNotFound = 12
+
+func lastTextLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
 
 func firstTextLine(s string) string {
 	s = strings.TrimSpace(s)

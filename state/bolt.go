@@ -317,7 +317,7 @@ func (s *Bolt) openDB(readOnly bool) (db *bolt.DB, err error) {
 	// report it as the corrupt file it is.
 	defer func() {
 		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("open state %s: %w: %v", s.path, ErrCorrupt, r)
+			db, err = nil, fmt.Errorf("open state %s: %w: %v%s", s.path, ErrCorrupt, r, corruptAdvice)
 		}
 	}()
 	db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.timeout, ReadOnly: readOnly})
@@ -332,7 +332,7 @@ func (s *Bolt) openDB(readOnly bool) (db *bolt.DB, err error) {
 		// bbolt's ErrInvalid, ErrChecksum, ErrVersionMismatch and its
 		// unwrapped "file size too small", "mmap too large": what it read
 		// is not a bbolt file.
-		return nil, fmt.Errorf("open state %s: %w: %w", s.path, ErrCorrupt, err)
+		return nil, fmt.Errorf("open state %s: %w: %w%s", s.path, ErrCorrupt, err, corruptAdvice)
 	}
 }
 
@@ -413,9 +413,12 @@ func (s *Bolt) checkSchema(tx *bolt.Tx) error {
 	return nil
 }
 
+// corruptAdvice ends every ErrCorrupt message: what the user can do.
+const corruptAdvice = "; restore it from a backup, or move it aside to start an empty queue (jobs it tracked keep running on the workers, untracked)"
+
 // corrupt returns an ErrCorrupt error naming the file and what is wrong.
 func (s *Bolt) corrupt(format string, args ...any) error {
-	return fmt.Errorf("open state %s: %w: %s", s.path, ErrCorrupt, fmt.Sprintf(format, args...))
+	return fmt.Errorf("open state %s: %w: %s%s", s.path, ErrCorrupt, fmt.Sprintf(format, args...), corruptAdvice)
 }
 
 // putJob stores a job record and keeps the active index in step with state.

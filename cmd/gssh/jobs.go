@@ -209,6 +209,10 @@ func (a *app) submitRun(ctx context.Context, c *cobra.Command, opts *submitOptio
 	}
 	if opts.dryRun {
 		d := sched.Place(nodes, control.Request(s))
+		if opts.json {
+			return a.printJSON(map[string]any{"dry_run": true, "would_run": d.OK, "host": d.Placement.Host,
+				"gpus": orEmpty(d.Placement.GPUs), "gpu_indexes": orEmptyInts(d.Placement.Indexes), "reason": d.Reason})
+		}
 		if d.OK {
 			fmt.Fprintf(a.stdout, "would run on %s\n", where(d.Placement))
 		} else {
@@ -223,6 +227,10 @@ func (a *app) submitRun(ctx context.Context, c *cobra.Command, opts *submitOptio
 	res, perr := a.runPass(ctx, f, st, reports, passWait)
 	if got, err := st.Get(j.ID); err == nil {
 		j = got
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(a.stderr, "gssh: interrupted; job %d is %s (%s); gssh schedule picks it up\n", j.ID, j.State, j.Reason)
+		return errInterrupted
 	}
 	if perr != nil && !errors.Is(perr, control.ErrPassBusy) {
 		return fmt.Errorf("job %d is queued, but the scheduling pass failed: %w", j.ID, perr)
@@ -245,8 +253,22 @@ func (a *app) submitRun(ctx context.Context, c *cobra.Command, opts *submitOptio
 }
 
 func submitDoc(j job.Job) map[string]any {
-	return map[string]any{"id": j.ID, "state": j.State, "host": j.Placement.Host, "gpus": j.Placement.GPUs,
-		"gpu_indexes": j.Placement.Indexes, "reason": j.Reason}
+	return map[string]any{"id": j.ID, "state": j.State, "host": j.Placement.Host, "gpus": orEmpty(j.Placement.GPUs),
+		"gpu_indexes": orEmptyInts(j.Placement.Indexes), "reason": j.Reason}
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func orEmptyInts(s []int) []int {
+	if s == nil {
+		return []int{}
+	}
+	return s
 }
 
 // where prints a placement as host:indexes ("gpu01:0,1").

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -95,14 +96,18 @@ func age(j job.Job, now time.Time) string {
 	return short(j.EndedAt.Sub(j.StartedAt))
 }
 
+// short prints a duration as people read it: 42s, 1m27s, 2h05m, 3d04h.
 func short(d time.Duration) string {
+	d = d.Round(time.Second)
 	switch {
 	case d < time.Minute:
-		return d.Round(time.Second).String()
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 	case d < 48*time.Hour:
-		return d.Round(time.Minute).String()
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	return fmt.Sprintf("%dd%02dh", int(d.Hours()/24), int(d.Hours())%24)
 }
 
 func jobName(j job.Job) string {
@@ -110,7 +115,18 @@ func jobName(j job.Job) string {
 	if len(cmd) > 60 {
 		cmd = cmd[:57] + "..."
 	}
-	return oneLine(j.Spec.Name + ": " + cmd)
+	return printable(oneLine(j.Spec.Name + ": " + cmd))
+}
+
+// printable replaces control characters (escape sequences a job's command
+// could carry to another user's terminal) with "?".
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 func (a *app) loadJob(arg string) (*state.Bolt, job.Job, error) {
@@ -164,7 +180,7 @@ func (a *app) newShowCmd() *cobra.Command {
 			}
 			for _, l := range lines {
 				if l[1] != "" {
-					fmt.Fprintf(a.stdout, "%-12s %s\n", l[0]+":", l[1])
+					fmt.Fprintf(a.stdout, "%-12s %s\n", l[0]+":", printable(l[1]))
 				}
 			}
 			return nil

@@ -66,6 +66,9 @@ func exitCode(err error) int {
 		return exitSignal
 	case errors.Is(err, state.ErrBusy), errors.Is(err, state.ErrCorrupt), errors.Is(err, state.ErrNewerSchema):
 		return exitState
+	case errors.Is(err, sshexec.ErrUnreachable), errors.Is(err, sshexec.ErrTimeout), errors.Is(err, sshexec.ErrAuth),
+		errors.Is(err, sshexec.ErrHostKey), errors.Is(err, sshexec.ErrUnknownHostKey), errors.Is(err, sshexec.ErrNoOutcome):
+		return exitPartial // a host could not be reached (logs, cancel)
 	}
 	return exitUsage
 }
