@@ -574,7 +574,7 @@ func TestLDLibraryPath(t *testing.T) {
 func TestCompilesCleanly(t *testing.T) {
 	Build(t) // skips without gcc
 	if runtime.GOOS != "linux" {
-		t.Skip("linux only")
+		t.Skip("linux only (CI runs on linux)")
 	}
 	out, err := exec.Command("gcc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror",
 		"-shared", "-fPIC", "-O2", "-o", filepath.Join(t.TempDir(), LibName), SourcePath(t)).CombinedOutput()

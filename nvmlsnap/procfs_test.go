@@ -139,12 +139,12 @@ func TestParseStat(t *testing.T) {
 // start time and the GSSH_JOB_ID it was started with.
 func TestProcFSReal(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("no /proc")
+		t.Skip("no /proc here (CI, on linux, has one)")
 	}
 	cmd := exec.Command("sleep", "30")
 	cmd.Env = append(os.Environ(), "GSSH_JOB_ID=real-job-1")
 	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start sleep: %v", err)
+		t.Fatalf("cannot start sleep: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	var d ProcDetails

@@ -268,7 +268,7 @@ func TestFleetFixtures(t *testing.T) {
 			if name == "bin-missing" {
 				for _, p := range []string{"/usr/bin/nvidia-smi", "/usr/lib/wsl/lib/nvidia-smi"} {
 					if _, err := os.Stat(p); err == nil {
-						t.Skipf("%s exists: the script finds it", p)
+						t.Skipf("%s exists (a GPU machine, not CI): the script finds it", p)
 					}
 				}
 			}

@@ -193,7 +193,7 @@ func TestConformance(t *testing.T) {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("the OpenSSH client is needed in CI: %v", err)
 		}
-		t.Skipf("no OpenSSH client: %v", err)
+		t.Skipf("no OpenSSH client (CI=true would fail): %v", err)
 	}
 	u, err := user.Current()
 	if err != nil {
@@ -239,7 +239,7 @@ func TestConformanceOverrides(t *testing.T) {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("the OpenSSH client is needed in CI: %v", err)
 		}
-		t.Skipf("no OpenSSH client: %v", err)
+		t.Skipf("no OpenSSH client (CI=true would fail): %v", err)
 	}
 	u, err := user.Current()
 	if err != nil {

@@ -97,7 +97,7 @@ func runHelper(t *testing.T, bin string, env []string, args ...string) probe.Hel
 // the fleet fixtures through the real NVML ABI.
 func TestHelperBinary(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the helper")
+		t.Skip("-short: builds the helper")
 	}
 	bin := buildHelper(t)
 

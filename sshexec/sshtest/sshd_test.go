@@ -79,7 +79,7 @@ func TestStartSSHDExtraConfig(t *testing.T) {
 // request has just been accepted (sshd may not have exec'd it yet).
 func TestStartSSHDStopKillsSessions(t *testing.T) {
 	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
-		t.Skip("no /proc")
+		t.Skip("no /proc here (CI, on linux, has one)")
 	}
 	key := sshtest.NewKey(t, "", "")
 	for i := range 10 {
