@@ -39,7 +39,8 @@ tidy-check:
 # fan-out comparison with pdsh and an ssh loop, and submit-to-running.
 # Needs openssh-server, pdsh and hyperfine.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 20x ./probe/ ./sched/ ./fleet/
+	$(GO) test -run '^$$' -bench . -benchtime 20x ./probe/ ./sched/
+	bash bench/probe.sh
 	bash bench/gpus.sh
 	bash bench/submit.sh
 

@@ -146,6 +146,9 @@ func (a *app) spec(opts *submitOptions) (job.Spec, error) {
 		if err != nil {
 			return s, fmt.Errorf("--mem: %w", err)
 		}
+		if m < 256*sched.MiB && strings.IndexFunc(opts.mem, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
+			fmt.Fprintf(a.stderr, "gssh: warning: --mem %s means %s (a bare number is MiB, as in Slurm); did you mean %sG?\n", opts.mem, sched.FormatMem(m), opts.mem)
+		}
 		s.MemPerGPU = m
 	}
 	if opts.timeout != "" {
