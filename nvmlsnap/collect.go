@@ -1,5 +1,5 @@
 // Package nvmlsnap reads a host's GPUs through NVML (go-nvml, cgo) into one
-// probe.HelperDoc. Only gssh-helper imports it: the gssh binary itself is
+// gpuinfo.HelperDoc. Only gssh-helper imports it: the gssh binary itself is
 // built with CGO_ENABLED=0 and never links NVML.
 //
 // Every NVML failure is data in the document, never a zero: a getter that
@@ -17,7 +17,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/gpuinfo"
 )
 
 // Self describes the helper executable that runs Collect.
@@ -51,11 +51,11 @@ const (
 // nvmlDeviceGetCount fails after a good Init, InitError names it too (the
 // GPUs are then unknown, which is not "no GPU"). After a successful Init,
 // Collect always calls lib.Shutdown.
-func Collect(lib nvml.Interface, procs ProcInfo, self Self) probe.HelperDoc {
-	doc := probe.HelperDoc{
-		Schema:   probe.HelperSchema,
+func Collect(lib nvml.Interface, procs ProcInfo, self Self) gpuinfo.HelperDoc {
+	doc := gpuinfo.HelperDoc{
+		Schema:   gpuinfo.HelperSchema,
 		SHA256:   self.SHA256,
-		GPUs:     []probe.GPU{},
+		GPUs:     []gpuinfo.GPU{},
 		Warnings: []string{},
 	}
 	if ret := lib.Init(); ret != nvml.SUCCESS {
@@ -74,7 +74,7 @@ func Collect(lib nvml.Interface, procs ProcInfo, self Self) probe.HelperDoc {
 type collector struct {
 	lib   nvml.Interface
 	procs ProcInfo
-	doc   *probe.HelperDoc
+	doc   *gpuinfo.HelperDoc
 	syms  map[string]bool // LookupSymbol answers, asked once each
 	seen  map[int]lookup  // ProcInfo / process-name answers by pid
 }
@@ -107,7 +107,7 @@ func (c *collector) collect() {
 	}
 	raws := make([]rawProcs, n)
 	for i := 0; i < n; i++ {
-		var g probe.GPU
+		var g gpuinfo.GPU
 		g, raws[i] = c.gpu(i)
 		c.doc.GPUs = append(c.doc.GPUs, g)
 	}
@@ -173,34 +173,34 @@ func unsupported(ret nvml.Return) bool {
 }
 
 // State is the lower-case word for why a fact is missing, the same words
-// the nvidia-smi parser uses (probe.Field*): ERROR_NOT_SUPPORTED → "not
+// the nvidia-smi parser uses (gpuinfo.Field*): ERROR_NOT_SUPPORTED → "not
 // supported", ERROR_NO_PERMISSION → "insufficient permissions",
 // ERROR_GPU_IS_LOST → "gpu is lost", and so on.
 func State(ret nvml.Return) string {
 	switch ret {
 	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND:
-		return probe.FieldNotSupported
+		return gpuinfo.FieldNotSupported
 	case nvml.ERROR_NO_PERMISSION:
-		return probe.FieldNoPermission
+		return gpuinfo.FieldNoPermission
 	case nvml.ERROR_GPU_IS_LOST:
-		return probe.FieldGPULost
+		return gpuinfo.FieldGPULost
 	case nvml.ERROR_RESET_REQUIRED:
-		return probe.FieldRequiresReset
+		return gpuinfo.FieldRequiresReset
 	case nvml.ERROR_UNKNOWN:
-		return probe.FieldUnknownError
+		return gpuinfo.FieldUnknownError
 	}
 	s := strings.TrimPrefix(ret.Error(), "ERROR_")
 	return strings.ToLower(strings.ReplaceAll(s, "_", " "))
 }
 
 // severity orders health states: a worse one replaces a better one.
-func severity(h probe.Health) int {
+func severity(h gpuinfo.Health) int {
 	switch h {
-	case probe.HealthLost:
+	case gpuinfo.HealthLost:
 		return 3
-	case probe.HealthRequiresReset:
+	case gpuinfo.HealthRequiresReset:
 		return 2
-	case probe.HealthError:
+	case gpuinfo.HealthError:
 		return 1
 	}
 	return 0
@@ -209,15 +209,15 @@ func severity(h probe.Health) int {
 // note records what ret says about g's health. GPU_IS_LOST anywhere makes it
 // lost, RESET_REQUIRED anywhere "requires reset"; ERROR_UNKNOWN makes it
 // "error" only from an identity getter (UUID, name, PCI info).
-func note(g *probe.GPU, ret nvml.Return, identity bool) {
-	h := probe.HealthOK
+func note(g *gpuinfo.GPU, ret nvml.Return, identity bool) {
+	h := gpuinfo.HealthOK
 	switch {
 	case ret == nvml.ERROR_GPU_IS_LOST:
-		h = probe.HealthLost
+		h = gpuinfo.HealthLost
 	case ret == nvml.ERROR_RESET_REQUIRED:
-		h = probe.HealthRequiresReset
+		h = gpuinfo.HealthRequiresReset
 	case ret == nvml.ERROR_UNKNOWN && identity:
-		h = probe.HealthError
+		h = gpuinfo.HealthError
 	}
 	if severity(h) > severity(g.Health) {
 		g.Health, g.HealthWhy, g.NVMLCode = h, ret.Error(), int(ret)
@@ -225,20 +225,20 @@ func note(g *probe.GPU, ret nvml.Return, identity bool) {
 }
 
 // handleHealth is the health of a GPU whose handle could not be had.
-func handleHealth(ret nvml.Return) probe.Health {
+func handleHealth(ret nvml.Return) gpuinfo.Health {
 	switch ret {
 	case nvml.ERROR_GPU_IS_LOST:
-		return probe.HealthLost
+		return gpuinfo.HealthLost
 	case nvml.ERROR_RESET_REQUIRED:
-		return probe.HealthRequiresReset
+		return gpuinfo.HealthRequiresReset
 	}
-	return probe.HealthError
+	return gpuinfo.HealthError
 }
 
 // gpu reads GPU i. A GPU whose handle cannot be had, or that NVML reports
 // lost, is listed with its health and nothing else.
-func (c *collector) gpu(i int) (probe.GPU, rawProcs) {
-	g := probe.GPU{Index: i, Health: probe.HealthOK, Procs: []probe.Proc{}}
+func (c *collector) gpu(i int) (gpuinfo.GPU, rawProcs) {
+	g := gpuinfo.GPU{Index: i, Health: gpuinfo.HealthOK, Procs: []gpuinfo.Proc{}}
 	dev, ret := c.lib.DeviceGetHandleByIndex(i)
 	if ret != nvml.SUCCESS {
 		g.Health, g.HealthWhy, g.NVMLCode = handleHealth(ret), ret.Error(), int(ret)
@@ -251,22 +251,22 @@ func (c *collector) gpu(i int) (probe.GPU, rawProcs) {
 	} else {
 		note(&g, ret, true)
 	}
-	if g.Health != probe.HealthLost {
+	if g.Health != gpuinfo.HealthLost {
 		if pci, ret := dev.GetPciInfo(); ret == nvml.SUCCESS {
 			g.BusID = BusID(pci)
 		} else {
 			note(&g, ret, true)
 		}
 	}
-	if g.Health != probe.HealthLost {
+	if g.Health != gpuinfo.HealthLost {
 		if name, ret := dev.GetName(); ret == nvml.SUCCESS {
 			g.Name = name
 		} else {
 			note(&g, ret, true)
 		}
 	}
-	if g.Health == probe.HealthLost {
-		g.MemoryState = probe.FieldGPULost
+	if g.Health == gpuinfo.HealthLost {
+		g.MemoryState = gpuinfo.FieldGPULost
 		c.warn("gpu %d: %s", i, g.HealthWhy)
 		return g, rawProcs{}
 	}
@@ -316,7 +316,7 @@ func normUUID(u string) string {
 // memory fills g's memory from nvmlDeviceGetMemoryInfo_v2 (with reserved),
 // or nvmlDeviceGetMemoryInfo where v2 is missing or unsupported; on failure
 // MemoryState says why.
-func (c *collector) memory(g *probe.GPU, dev nvml.Device) {
+func (c *collector) memory(g *gpuinfo.GPU, dev nvml.Device) {
 	if c.has(symMemoryV2) {
 		m, ret := dev.GetMemoryInfo_v2()
 		switch {
@@ -338,10 +338,10 @@ func (c *collector) memory(g *probe.GPU, dev nvml.Device) {
 	g.MemTotal, g.MemUsed, g.MemFree = ptr(m.Total), ptr(m.Used), ptr(m.Free)
 }
 
-func (c *collector) memoryFailed(g *probe.GPU, ret nvml.Return) {
+func (c *collector) memoryFailed(g *gpuinfo.GPU, ret nvml.Return) {
 	g.MemoryState = State(ret)
 	if unsupported(ret) && unifiedMemory(g.Name) {
-		g.MemoryState = probe.MemoryUnified
+		g.MemoryState = gpuinfo.MemoryUnified
 	}
 	note(g, ret, false)
 }
@@ -384,7 +384,7 @@ func cString(b []int8) string {
 // the same order (nil for a MIG device whose handle failed) and whether
 // every MIG device could be listed. A failure is a warning and a state: it
 // never fails the GPU or the others (corpus 055).
-func (c *collector) mig(g *probe.GPU, dev nvml.Device) ([]nvml.Device, bool) {
+func (c *collector) mig(g *gpuinfo.GPU, dev nvml.Device) ([]nvml.Device, bool) {
 	if !c.has(symMigMode) {
 		return nil, false
 	}
@@ -402,7 +402,7 @@ func (c *collector) mig(g *probe.GPU, dev nvml.Device) ([]nvml.Device, bool) {
 		c.gpuWarn(ret, "gpu %d: mig mode: %s", g.Index, ret.Error())
 		return nil, false
 	}
-	g.MIG = []probe.MIG{}
+	g.MIG = []gpuinfo.MIG{}
 	if !c.has(symMaxMigCount) || !c.has(symMigHandleByIx) {
 		c.warn("gpu %d: mig is enabled but this driver cannot list mig devices", g.Index)
 		return nil, false
@@ -420,7 +420,7 @@ func (c *collector) mig(g *probe.GPU, dev nvml.Device) ([]nvml.Device, bool) {
 		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
 			continue // an empty slot
 		}
-		m := probe.MIG{Index: len(g.MIG)}
+		m := gpuinfo.MIG{Index: len(g.MIG)}
 		if ret != nvml.SUCCESS {
 			note(g, ret, false)
 			c.gpuWarn(ret, "gpu %d: mig device %d: %s", g.Index, m.Index, ret.Error())
@@ -468,7 +468,7 @@ func MIGProfile(name string) string {
 // and tags each record with the MIG device whose GPU and compute instance
 // ids (nvmlDeviceGetGpuInstanceId, nvmlDeviceGetComputeInstanceId) it
 // names, or the GPU's UUID. The list is known when either way worked.
-func (c *collector) migProcs(g *probe.GPU, dev nvml.Device, handles []nvml.Device, listed bool) rawProcs {
+func (c *collector) migProcs(g *gpuinfo.GPU, dev nvml.Device, handles []nvml.Device, listed bool) rawProcs {
 	raw := rawProcs{ok: listed}
 	why := "not all listed"
 	for n, md := range handles {
@@ -548,7 +548,7 @@ func (c *collector) processes(raws []rawProcs) {
 	}
 	if c.doc.ProcsBogus {
 		for i := range c.doc.GPUs {
-			c.doc.GPUs[i].Procs, c.doc.GPUs[i].ProcsKnown = []probe.Proc{}, false
+			c.doc.GPUs[i].Procs, c.doc.GPUs[i].ProcsKnown = []gpuinfo.Proc{}, false
 		}
 		return
 	}
@@ -581,9 +581,9 @@ func (r rawProcs) limits() []*uint64 {
 // proc turns one record into a Proc: memory from NVML, the rest from
 // ProcInfo, the name from nvmlSystemGetProcessName only when ProcInfo has
 // none.
-func (c *collector) proc(r rawProc) probe.Proc {
+func (c *collector) proc(r rawProc) gpuinfo.Proc {
 	pid := int(r.info.Pid)
-	p := probe.Proc{PID: pid, GPUUUID: r.uuid}
+	p := gpuinfo.Proc{PID: pid, GPUUUID: r.uuid}
 	if r.info.UsedGpuMemory != notAvailable {
 		p.UsedBytes = ptr(r.info.UsedGpuMemory)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
-	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/gpuinfo"
 )
 
 func TestWholeServerMocks(t *testing.T) {
@@ -30,7 +30,7 @@ func TestWholeServerMocks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			completeServer(tc.srv, tc.v2)
 			doc := Collect(tc.srv, nil, Self{SHA256: "abc"})
-			if doc.Schema != probe.HelperSchema || doc.SHA256 != "abc" || doc.InitCode != 0 || doc.InitError != "" {
+			if doc.Schema != gpuinfo.HelperSchema || doc.SHA256 != "abc" || doc.InitCode != 0 || doc.InitError != "" {
 				t.Fatalf("header: %+v", doc)
 			}
 			if doc.Driver != "550.54.15" || doc.CUDA != "12.4" || doc.NVML != "12.550.54.15" {
@@ -46,11 +46,11 @@ func TestWholeServerMocks(t *testing.T) {
 			for i, g := range doc.GPUs {
 				dev := tc.srv.Devices[i].(*server.Device)
 				total := tc.totalMiB * mib
-				want := probe.GPU{
+				want := gpuinfo.GPU{
 					Index: i, UUID: dev.UUID, BusID: strings.Replace(dev.PciBusID, "0000:", "00000000:", 1), Name: tc.gpuName,
 					MemTotal: &total, MemUsed: ptr(uint64(0)), MemFree: ptr(uint64(0)),
 					UtilPct: ptr(10 * i), TempC: ptr(30 + i), PowerW: ptr(100 + 1.5*float64(i)),
-					Health: probe.HealthOK, MIGMode: MIGDisabled, Procs: []probe.Proc{}, ProcsKnown: true,
+					Health: gpuinfo.HealthOK, MIGMode: MIGDisabled, Procs: []gpuinfo.Proc{}, ProcsKnown: true,
 				}
 				if tc.v2 {
 					want.MemReserved = ptr(uint64(0))
@@ -108,12 +108,12 @@ func TestDeviceCountFails(t *testing.T) {
 func TestHandleFailures(t *testing.T) {
 	for _, tc := range []struct {
 		ret    nvml.Return
-		health probe.Health
+		health gpuinfo.Health
 		state  string
 	}{
-		{nvml.ERROR_GPU_IS_LOST, probe.HealthLost, probe.FieldGPULost},
-		{nvml.ERROR_RESET_REQUIRED, probe.HealthRequiresReset, probe.FieldRequiresReset},
-		{nvml.ERROR_NO_PERMISSION, probe.HealthError, probe.FieldNoPermission},
+		{nvml.ERROR_GPU_IS_LOST, gpuinfo.HealthLost, gpuinfo.FieldGPULost},
+		{nvml.ERROR_RESET_REQUIRED, gpuinfo.HealthRequiresReset, gpuinfo.FieldRequiresReset},
+		{nvml.ERROR_NO_PERMISSION, gpuinfo.HealthError, gpuinfo.FieldNoPermission},
 	} {
 		t.Run(tc.ret.Error(), func(t *testing.T) {
 			d0 := newDevice(0, "GPU-0000", "NVIDIA A40", 46068)
@@ -134,11 +134,11 @@ func TestHandleFailures(t *testing.T) {
 				t.Fatalf("%d GPUs, want 3", len(doc.GPUs))
 			}
 			want0 := healthyGPU(0, "GPU-0000", "NVIDIA A40", 46068)
-			want0.Procs = []probe.Proc{{PID: 4242, Name: "python3", UsedBytes: ptr(uint64(512 * mib)), GPUUUID: "GPU-0000"}}
+			want0.Procs = []gpuinfo.Proc{{PID: 4242, Name: "python3", UsedBytes: ptr(uint64(512 * mib)), GPUUUID: "GPU-0000"}}
 			sameJSON(t, "gpu 0", doc.GPUs[0], want0)
-			sameJSON(t, "gpu 1", doc.GPUs[1], probe.GPU{
+			sameJSON(t, "gpu 1", doc.GPUs[1], gpuinfo.GPU{
 				Index: 1, Health: tc.health, HealthWhy: tc.ret.Error(), NVMLCode: int(tc.ret),
-				MemoryState: tc.state, Procs: []probe.Proc{},
+				MemoryState: tc.state, Procs: []gpuinfo.Proc{},
 			})
 			sameJSON(t, "gpu 2", doc.GPUs[2], healthyGPU(2, "GPU-2222", "NVIDIA A40", 46068))
 			if doc.ProcsBogus || len(doc.Warnings) != 1 || !strings.Contains(doc.Warnings[0], "gpu 1") {
@@ -153,9 +153,9 @@ func TestIdentityFailures(t *testing.T) {
 		// Only GetUUID is stubbed: a lost GPU must not be asked anything else.
 		lost := &mock.Device{GetUUIDFunc: func() (string, nvml.Return) { return "", nvml.ERROR_GPU_IS_LOST }}
 		doc := Collect(newLib(lost, newDevice(1, "GPU-1", "NVIDIA L4", 23034)), nil, Self{})
-		sameJSON(t, "gpu 0", doc.GPUs[0], probe.GPU{
-			Index: 0, Health: probe.HealthLost, HealthWhy: "ERROR_GPU_IS_LOST", NVMLCode: 15,
-			MemoryState: probe.FieldGPULost, Procs: []probe.Proc{},
+		sameJSON(t, "gpu 0", doc.GPUs[0], gpuinfo.GPU{
+			Index: 0, Health: gpuinfo.HealthLost, HealthWhy: "ERROR_GPU_IS_LOST", NVMLCode: 15,
+			MemoryState: gpuinfo.FieldGPULost, Procs: []gpuinfo.Proc{},
 		})
 		sameJSON(t, "gpu 1", doc.GPUs[1], healthyGPU(1, "GPU-1", "NVIDIA L4", 23034))
 	})
@@ -164,7 +164,7 @@ func TestIdentityFailures(t *testing.T) {
 		d.GetNameFunc = func() (string, nvml.Return) { return "", nvml.ERROR_GPU_IS_LOST }
 		d.GetMemoryInfo_v2Func = nil // must not be called
 		g := Collect(newLib(d), nil, Self{}).GPUs[0]
-		if g.Health != probe.HealthLost || g.UUID != "GPU-0" || g.NVMLCode != 15 || g.MemTotal != nil || g.ProcsKnown {
+		if g.Health != gpuinfo.HealthLost || g.UUID != "GPU-0" || g.NVMLCode != 15 || g.MemTotal != nil || g.ProcsKnown {
 			t.Errorf("got %s", jsonOf(t, g))
 		}
 	})
@@ -173,12 +173,12 @@ func TestIdentityFailures(t *testing.T) {
 		d.GetNameFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNKNOWN }
 		g := Collect(newLib(d), nil, Self{}).GPUs[0]
 		want := healthyGPU(0, "GPU-0", "", 46068)
-		want.Health, want.HealthWhy, want.NVMLCode = probe.HealthError, "ERROR_UNKNOWN", int(nvml.ERROR_UNKNOWN)
+		want.Health, want.HealthWhy, want.NVMLCode = gpuinfo.HealthError, "ERROR_UNKNOWN", int(nvml.ERROR_UNKNOWN)
 		sameJSON(t, "gpu", g, want)
 	})
 	t.Run("bare GPU- uuid", func(t *testing.T) {
 		g := Collect(newLib(newDevice(0, "GPU-", "Tesla K80", 11441)), nil, Self{}).GPUs[0]
-		if g.UUID != "" || g.Health != probe.HealthOK {
+		if g.UUID != "" || g.Health != gpuinfo.HealthOK {
 			t.Errorf("uuid %q health %q", g.UUID, g.Health)
 		}
 	})
@@ -190,15 +190,15 @@ func TestMemoryStates(t *testing.T) {
 		gpuName  string
 		v2, v1   nvml.Return
 		state    string
-		health   probe.Health
+		health   gpuinfo.Health
 		reserved bool
 	}{
-		{"not supported", "NVIDIA RTX A4000", nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NOT_SUPPORTED, probe.FieldNotSupported, probe.HealthOK, false},
-		{"unified memory", "NVIDIA GB10", nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NOT_SUPPORTED, probe.MemoryUnified, probe.HealthOK, false},
-		{"no permission", "NVIDIA A100-SXM4-80GB", nvml.ERROR_NO_PERMISSION, nvml.SUCCESS, probe.FieldNoPermission, probe.HealthOK, false},
-		{"reset required", "NVIDIA A100-SXM4-80GB", nvml.ERROR_RESET_REQUIRED, nvml.SUCCESS, probe.FieldRequiresReset, probe.HealthRequiresReset, false},
-		{"v2 missing falls back to v1", "Tesla V100-SXM2-16GB", nvml.ERROR_FUNCTION_NOT_FOUND, nvml.SUCCESS, "", probe.HealthOK, false},
-		{"v2 version mismatch falls back to v1", "Tesla T4", nvml.ERROR_ARGUMENT_VERSION_MISMATCH, nvml.SUCCESS, "", probe.HealthOK, false},
+		{"not supported", "NVIDIA RTX A4000", nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NOT_SUPPORTED, gpuinfo.FieldNotSupported, gpuinfo.HealthOK, false},
+		{"unified memory", "NVIDIA GB10", nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NOT_SUPPORTED, gpuinfo.MemoryUnified, gpuinfo.HealthOK, false},
+		{"no permission", "NVIDIA A100-SXM4-80GB", nvml.ERROR_NO_PERMISSION, nvml.SUCCESS, gpuinfo.FieldNoPermission, gpuinfo.HealthOK, false},
+		{"reset required", "NVIDIA A100-SXM4-80GB", nvml.ERROR_RESET_REQUIRED, nvml.SUCCESS, gpuinfo.FieldRequiresReset, gpuinfo.HealthRequiresReset, false},
+		{"v2 missing falls back to v1", "Tesla V100-SXM2-16GB", nvml.ERROR_FUNCTION_NOT_FOUND, nvml.SUCCESS, "", gpuinfo.HealthOK, false},
+		{"v2 version mismatch falls back to v1", "Tesla T4", nvml.ERROR_ARGUMENT_VERSION_MISMATCH, nvml.SUCCESS, "", gpuinfo.HealthOK, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDevice(0, "GPU-0", tc.gpuName, 16384)
@@ -216,7 +216,7 @@ func TestMemoryStates(t *testing.T) {
 				want.MemTotal, want.MemUsed, want.MemFree = ptr(uint64(16384*mib)), ptr(uint64(10*mib)), ptr(uint64(16374*mib))
 			}
 			want.MemoryState, want.Health = tc.state, tc.health
-			if tc.health != probe.HealthOK {
+			if tc.health != gpuinfo.HealthOK {
 				want.HealthWhy, want.NVMLCode = tc.v2.Error(), int(tc.v2)
 			}
 			sameJSON(t, "gpu", g, want)
@@ -257,7 +257,7 @@ func TestOtherGetterStates(t *testing.T) {
 		d := newDevice(0, "GPU-0", "NVIDIA H100 80GB HBM3", 81559)
 		d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_RESET_REQUIRED }
 		g := Collect(newLib(d), nil, Self{}).GPUs[0]
-		if g.Health != probe.HealthRequiresReset || g.NVMLCode != 16 || g.UtilPct != nil || g.MemTotal == nil {
+		if g.Health != gpuinfo.HealthRequiresReset || g.NVMLCode != 16 || g.UtilPct != nil || g.MemTotal == nil {
 			t.Errorf("got %s", jsonOf(t, g))
 		}
 	})
@@ -316,13 +316,13 @@ func TestMIG(t *testing.T) {
 	doc := Collect(newLib(parent, newDevice(1, "GPU-b", "NVIDIA A100-SXM4-40GB", 40960)), procs, Self{})
 	want := healthyGPU(0, "GPU-a100", "NVIDIA A100-SXM4-40GB", 40960)
 	want.UtilPct, want.MIGMode = nil, MIGEnabled
-	want.MIG = []probe.MIG{
+	want.MIG = []gpuinfo.MIG{
 		{Index: 0, UUID: "MIG-11111111-2222-3333-4444-555555555555", Profile: "1g.5gb",
 			MemTotal: ptr(uint64(4864 * mib)), MemUsed: ptr(uint64(13 * mib)), MemFree: ptr(uint64(4851 * mib))},
 		{Index: 1, UUID: "MIG-66666666-7777-8888-9999-000000000000", Profile: "3g.20gb",
 			MemTotal: ptr(uint64(19968 * mib)), MemUsed: ptr(uint64(11091 * mib)), MemFree: ptr(uint64(8877 * mib))},
 	}
-	want.Procs = []probe.Proc{{PID: 5150, Name: "python", User: "alice", UID: ptr(1000),
+	want.Procs = []gpuinfo.Proc{{PID: 5150, Name: "python", User: "alice", UID: ptr(1000),
 		UsedBytes: ptr(uint64(11000 * mib)), GPUUUID: "MIG-66666666-7777-8888-9999-000000000000"}}
 	sameJSON(t, "mig gpu", doc.GPUs[0], want)
 	sameJSON(t, "other gpu", doc.GPUs[1], healthyGPU(1, "GPU-b", "NVIDIA A100-SXM4-40GB", 40960))
@@ -338,14 +338,14 @@ func TestMIGParentMemoryNoPermission(t *testing.T) {
 	parent, _ := migParent(nvml.ERROR_NO_PERMISSION)
 	doc := Collect(newLib(parent, newDevice(1, "GPU-b", "NVIDIA A100-SXM4-40GB", 40960)), fakeProcs{5150: {Name: "python"}}, Self{})
 	g := doc.GPUs[0]
-	if g.Health != probe.HealthOK || g.MemTotal != nil || g.MemoryState != probe.FieldNoPermission {
+	if g.Health != gpuinfo.HealthOK || g.MemTotal != nil || g.MemoryState != gpuinfo.FieldNoPermission {
 		t.Errorf("parent: %s", jsonOf(t, g))
 	}
 	if len(g.MIG) != 2 {
 		t.Fatalf("mig devices: %s", jsonOf(t, g.MIG))
 	}
 	for i, m := range g.MIG {
-		if !strings.HasPrefix(m.UUID, "MIG-") || m.Profile == "" || m.MemTotal != nil || m.MemoryState != probe.FieldNoPermission {
+		if !strings.HasPrefix(m.UUID, "MIG-") || m.Profile == "" || m.MemTotal != nil || m.MemoryState != gpuinfo.FieldNoPermission {
 			t.Errorf("mig %d: %s", i, jsonOf(t, m))
 		}
 	}
@@ -362,7 +362,7 @@ func TestMIGFailures(t *testing.T) {
 		parent.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NO_PERMISSION }
 		doc := Collect(newLib(parent), nil, Self{})
 		g := doc.GPUs[0]
-		if g.Health != probe.HealthOK || g.MIGMode != MIGEnabled || len(g.MIG) != 0 || g.ProcsKnown || len(doc.Warnings) != 2 {
+		if g.Health != gpuinfo.HealthOK || g.MIGMode != MIGEnabled || len(g.MIG) != 0 || g.ProcsKnown || len(doc.Warnings) != 2 {
 			t.Errorf("got %s warnings %q", jsonOf(t, g), doc.Warnings)
 		}
 	})
@@ -389,7 +389,7 @@ func TestMIGFailures(t *testing.T) {
 		}
 		doc := Collect(newLib(parent), fakeProcs{21180: {Name: "memhog"}, 21181: {Name: "memhog"}, 21198: {Name: "gpu_burn"}}, Self{})
 		g := doc.GPUs[0]
-		sameJSON(t, "processes", g.Procs, []probe.Proc{
+		sameJSON(t, "processes", g.Procs, []gpuinfo.Proc{
 			{PID: 21180, Name: "memhog", UsedBytes: ptr(uint64(2296 * mib)), GPUUUID: g.MIG[0].UUID},
 			{PID: 21181, Name: "memhog", UsedBytes: ptr(uint64(1272 * mib)), GPUUUID: "GPU-a100"},
 			{PID: 21198, Name: "gpu_burn", UsedBytes: ptr(uint64(7484 * mib)), GPUUUID: g.MIG[1].UUID},
@@ -410,7 +410,7 @@ func TestMIGFailures(t *testing.T) {
 		d := newDevice(0, "GPU-0", "NVIDIA GeForce RTX 4090", 24564)
 		d.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
 		g := Collect(newLib(d), nil, Self{}).GPUs[0]
-		if g.MIGMode != "" || g.Health != probe.HealthOK || !g.ProcsKnown {
+		if g.MIGMode != "" || g.Health != gpuinfo.HealthOK || !g.ProcsKnown {
 			t.Errorf("got %s", jsonOf(t, g))
 		}
 	})
@@ -535,20 +535,20 @@ func TestProcessesEnriched(t *testing.T) {
 		812:  {Name: "torchrun", UID: ptr(0), User: "root", SessionID: ptr(1)},
 	}
 	doc := Collect(lib, procs, Self{})
-	want0 := []probe.Proc{
+	want0 := []gpuinfo.Proc{
 		{PID: 812, Name: "torchrun", User: "root", GPUUUID: "GPU-0", UID: ptr(0), SessionID: ptr(1)},
 		{PID: 4321, Name: "/usr/bin/Xorg", UsedBytes: ptr(uint64(2000 * mib)), GPUUUID: "GPU-0"},
 		{PID: 9001, Name: "python3", User: "bob", UsedBytes: ptr(uint64(30000 * mib)), GPUUUID: "GPU-0",
 			UID: ptr(1001), SessionID: ptr(8800), StartTime: ptr(int64(123456789)), JobID: "j-42"},
 	}
 	sameJSON(t, "gpu 0 processes", doc.GPUs[0].Procs, want0)
-	want1 := []probe.Proc{{PID: 9001, Name: "python3", User: "bob", UsedBytes: ptr(uint64(500 * mib)), GPUUUID: "GPU-1",
+	want1 := []gpuinfo.Proc{{PID: 9001, Name: "python3", User: "bob", UsedBytes: ptr(uint64(500 * mib)), GPUUUID: "GPU-1",
 		UID: ptr(1001), SessionID: ptr(8800), StartTime: ptr(int64(123456789)), JobID: "j-42"}}
 	sameJSON(t, "gpu 1 processes", doc.GPUs[1].Procs, want1)
 	if !doc.GPUs[0].ProcsKnown || !doc.GPUs[1].ProcsKnown {
 		t.Error("readable lists not known")
 	}
-	if g := doc.GPUs[2]; g.ProcsKnown || len(g.Procs) != 0 || g.Health != probe.HealthOK {
+	if g := doc.GPUs[2]; g.ProcsKnown || len(g.Procs) != 0 || g.Health != gpuinfo.HealthOK {
 		t.Errorf("unreadable list: %s", jsonOf(t, g))
 	}
 	if len(asked) != 1 || asked[0] != 4321 {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/gpuinfo"
 )
 
 // smi runs nvidia-smi with args and returns its non-empty lines.
@@ -69,7 +69,7 @@ func smiPids(t *testing.T) []int {
 	return sortedUnique(pids)
 }
 
-func docPids(doc probe.HelperDoc) []int {
+func docPids(doc gpuinfo.HelperDoc) []int {
 	var pids []int
 	for _, g := range doc.GPUs {
 		for _, p := range g.Procs {
@@ -104,7 +104,7 @@ func TestGPUParity(t *testing.T) {
 	want := smiGPUs(t)
 	got := map[string]uint64{}
 	for _, g := range doc.GPUs {
-		if g.Health != probe.HealthOK {
+		if g.Health != gpuinfo.HealthOK {
 			t.Errorf("gpu %d: health %s (%s)", g.Index, g.Health, g.HealthWhy)
 		}
 		if g.MemTotal == nil {

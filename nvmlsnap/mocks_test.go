@@ -9,7 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
-	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/gpuinfo"
 )
 
 const mib = 1 << 20
@@ -84,13 +84,13 @@ func newDevice(i int, uuid, name string, totalMiB uint64) *mock.Device {
 }
 
 // healthyGPU is what Collect must make of newDevice(i, uuid, name, totalMiB).
-func healthyGPU(i int, uuid, name string, totalMiB uint64) probe.GPU {
+func healthyGPU(i int, uuid, name string, totalMiB uint64) gpuinfo.GPU {
 	t := totalMiB * mib
-	return probe.GPU{
+	return gpuinfo.GPU{
 		Index: i, UUID: uuid, BusID: fmt.Sprintf("00000000:%02X:00.0", 7+16*i), Name: name,
 		MemTotal: ptr(t), MemUsed: ptr(uint64(1024 * mib)), MemFree: ptr(t - 1536*mib), MemReserved: ptr(uint64(512 * mib)),
 		UtilPct: ptr(42), TempC: ptr(55), PowerW: ptr(123.456),
-		Health: probe.HealthOK, MIGMode: MIGDisabled, Procs: []probe.Proc{}, ProcsKnown: true,
+		Health: gpuinfo.HealthOK, MIGMode: MIGDisabled, Procs: []gpuinfo.Proc{}, ProcsKnown: true,
 	}
 }
 

@@ -274,7 +274,7 @@ func (h *helperSource) fromDoc(doc HelperDoc) (Snapshot, error) {
 		return Snapshot{}, h.unusable(why, retryAfter)
 	}
 	s := Snapshot{Host: h.host, State: HostOK, Source: SourceNVML, Driver: doc.Driver, CUDA: doc.CUDA,
-		Warnings: append([]string{}, doc.Warnings...), GPUs: doc.GPUs, procsBogus: doc.ProcsBogus}
+		Warnings: append([]string{}, doc.Warnings...), GPUs: doc.GPUs, ProcsBogus: doc.ProcsBogus}
 	if s.GPUs == nil {
 		s.GPUs = []GPU{}
 	}
@@ -335,7 +335,7 @@ func (f fallback) Snapshot(ctx context.Context) (Snapshot, error) {
 		s2.SourceWhy = hu.Reason
 		return s2, err2
 	}
-	if err != nil || !s.procsBogus {
+	if err != nil || !s.ProcsBogus {
 		return s, err
 	}
 	s2, err2 := f.secondary.Snapshot(ctx)

@@ -1,6 +1,8 @@
 package probe
 
 import (
+	"github.com/gssh/gssh/gpuinfo"
+
 	"errors"
 	"fmt"
 	"math"
@@ -14,15 +16,15 @@ import (
 // ("[Requested functionality has been deprecated]" → "requested
 // functionality has been deprecated"). GPU.MemoryState uses the same words.
 const (
-	FieldNA            = "n/a"                      // [N/A] or N/A: not applicable here (fan on a passive card, utilization on MIG)
-	FieldNotSupported  = "not supported"            // [Not Supported]: older drivers' word for the same
-	FieldNoPermission  = "insufficient permissions" // [Insufficient Permissions]: e.g. an unprivileged pod on a MIG GPU
-	FieldUnknownError  = "unknown error"            // [Unknown Error]: NVML failed for this one field
-	FieldRequiresReset = "gpu requires reset"       // [GPU requires reset]: the GPU is unusable until reset
-	FieldGPULost       = "gpu is lost"              // [GPU is lost]: fell off the bus
-	FieldErr           = "error"                    // ERR!: the driver could not read the field
-	FieldEmpty         = "empty"                    // nothing between the commas
-	MemoryUnified      = "unified memory"           // GPU.MemoryState of a GPU sharing host memory (GB10): no own VRAM to report
+	FieldNA            = gpuinfo.FieldNA
+	FieldNotSupported  = gpuinfo.FieldNotSupported
+	FieldNoPermission  = gpuinfo.FieldNoPermission
+	FieldUnknownError  = gpuinfo.FieldUnknownError
+	FieldRequiresReset = gpuinfo.FieldRequiresReset
+	FieldGPULost       = gpuinfo.FieldGPULost
+	FieldErr           = gpuinfo.FieldErr
+	FieldEmpty         = gpuinfo.FieldEmpty
+	MemoryUnified      = gpuinfo.MemoryUnified
 )
 
 // Errors of the query parsers, matched with errors.Is.

@@ -25,8 +25,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/nvmlsnap"
-	"github.com/gssh/gssh/probe"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -35,7 +35,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gssh-helper", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	version := fs.Bool("version", false, "print the document schema ("+probe.HelperSchema+") and exit")
+	version := fs.Bool("version", false, "print the document schema ("+gpuinfo.HelperSchema+") and exit")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up on NVML after this long (a hung driver)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -44,7 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *version {
-		if _, err := fmt.Fprintln(stdout, probe.HelperSchema); err != nil {
+		if _, err := fmt.Fprintln(stdout, gpuinfo.HelperSchema); err != nil {
 			return 1
 		}
 		return 0
@@ -63,17 +63,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // collect runs nvmlsnap.Collect, or gives up after timeout: the goroutine
 // stuck in NVML then dies with the process.
-func collect(lib nvml.Interface, self nvmlsnap.Self, timeout time.Duration) probe.HelperDoc {
-	done := make(chan probe.HelperDoc, 1)
+func collect(lib nvml.Interface, self nvmlsnap.Self, timeout time.Duration) gpuinfo.HelperDoc {
+	done := make(chan gpuinfo.HelperDoc, 1)
 	go func() { done <- nvmlsnap.Collect(lib, nvmlsnap.NewProcFS("/proc"), self) }()
 	select {
 	case doc := <-done:
 		return doc
 	case <-time.After(timeout):
-		return probe.HelperDoc{
-			Schema: probe.HelperSchema, SHA256: self.SHA256,
+		return gpuinfo.HelperDoc{
+			Schema: gpuinfo.HelperSchema, SHA256: self.SHA256,
 			InitError: fmt.Sprintf("nvml did not answer within %v", timeout), InitCode: int(nvml.ERROR_TIMEOUT),
-			GPUs: []probe.GPU{}, Warnings: []string{},
+			GPUs: []gpuinfo.GPU{}, Warnings: []string{},
 		}
 	}
 }

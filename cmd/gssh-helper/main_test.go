@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/nvmlfake"
-	"github.com/gssh/gssh/probe"
 )
 
 func TestVersion(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run([]string{"--version"}, &out, &errb); code != 0 || out.String() != probe.HelperSchema+"\n" {
+	if code := run([]string{"--version"}, &out, &errb); code != 0 || out.String() != gpuinfo.HelperSchema+"\n" {
 		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 	if code := run([]string{"--bogus"}, &out, &errb); code != 2 {
@@ -67,7 +67,7 @@ func buildHelper(t *testing.T) string {
 }
 
 // runHelper runs bin with env added and decodes its one-line document.
-func runHelper(t *testing.T, bin string, env []string, args ...string) probe.HelperDoc {
+func runHelper(t *testing.T, bin string, env []string, args ...string) gpuinfo.HelperDoc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -80,11 +80,11 @@ func runHelper(t *testing.T, bin string, env []string, args ...string) probe.Hel
 	if bytes.Count(out, []byte("\n")) != 1 {
 		t.Errorf("want one line of JSON, got %q", out)
 	}
-	var doc probe.HelperDoc
+	var doc gpuinfo.HelperDoc
 	if err := json.Unmarshal(out, &doc); err != nil {
 		t.Fatalf("decode %q: %v", out, err)
 	}
-	if doc.Schema != probe.HelperSchema || doc.GPUs == nil || doc.Warnings == nil {
+	if doc.Schema != gpuinfo.HelperSchema || doc.GPUs == nil || doc.Warnings == nil {
 		t.Errorf("schema %q, gpus and warnings must be lists: %s", doc.Schema, out)
 	}
 	return doc
@@ -142,7 +142,7 @@ func TestHelperBinary(t *testing.T) {
 			t.Errorf("driver present, NVML initialised, but no driver version: %+v", doc)
 		}
 		v, err := exec.Command(bin, "--version").Output()
-		if err != nil || string(v) != probe.HelperSchema+"\n" {
+		if err != nil || string(v) != gpuinfo.HelperSchema+"\n" {
 			t.Errorf("--version: %q, %v", v, err)
 		}
 	})
@@ -162,7 +162,7 @@ func TestHelperBinary(t *testing.T) {
 				t.Fatalf("got %+v", doc)
 			}
 			for _, g := range doc.GPUs {
-				if g.Health != probe.HealthOK || !strings.HasPrefix(g.UUID, "GPU-") || g.MemTotal == nil || *g.MemTotal != 81920<<20 ||
+				if g.Health != gpuinfo.HealthOK || !strings.HasPrefix(g.UUID, "GPU-") || g.MemTotal == nil || *g.MemTotal != 81920<<20 ||
 					!g.ProcsKnown || !strings.HasPrefix(g.BusID, "00000000:") || g.MIGMode != "Disabled" {
 					t.Errorf("gpu %d: %+v", g.Index, g)
 				}
@@ -174,7 +174,7 @@ func TestHelperBinary(t *testing.T) {
 		t.Run("lost-gpu", func(t *testing.T) {
 			doc := runHelper(t, bin, env("lost-gpu"))
 			for _, g := range doc.GPUs {
-				if want := g.Index == 1; (g.Health == probe.HealthLost) != want || want && g.NVMLCode != 15 {
+				if want := g.Index == 1; (g.Health == gpuinfo.HealthLost) != want || want && g.NVMLCode != 15 {
 					t.Errorf("gpu %d: health %s code %d", g.Index, g.Health, g.NVMLCode)
 				}
 			}
@@ -201,7 +201,7 @@ func TestHelperBinary(t *testing.T) {
 		})
 		t.Run("requires-reset", func(t *testing.T) {
 			doc := runHelper(t, bin, env("requires-reset"))
-			if len(doc.GPUs) != 2 || doc.GPUs[0].Health != probe.HealthRequiresReset || doc.GPUs[0].NVMLCode != 16 || doc.GPUs[1].Health != probe.HealthOK {
+			if len(doc.GPUs) != 2 || doc.GPUs[0].Health != gpuinfo.HealthRequiresReset || doc.GPUs[0].NVMLCode != 16 || doc.GPUs[1].Health != gpuinfo.HealthOK {
 				t.Errorf("got %+v", doc.GPUs)
 			}
 		})

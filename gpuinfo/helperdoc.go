@@ -1,4 +1,4 @@
-package probe
+package gpuinfo
 
 // HelperSchema names the version of the document gssh-helper prints. gssh
 // refuses a document of another version (the helper and gssh are built

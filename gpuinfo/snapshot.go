@@ -1,20 +1,13 @@
-// Package probe finds out what GPUs a host has and what runs on them. A
-// Source produces a Snapshot of one host; SMI reads it from nvidia-smi's CSV
-// output over a Runner (one session per probe). The helper-based NVML source
-// comes with the helper (issue 3) and plugs in behind the same Source
-// interface.
+// Package gpuinfo holds what gssh knows of a host's GPUs: the Snapshot a
+// probe produces and the document gssh-helper prints. It has no
+// dependencies beyond the standard library, so the helper (which links NVML
+// through cgo) stays small and gssh's SSH code stays out of it; package
+// probe re-exports these types.
 //
 // Facts a tool could not read are nil or a state, never a zero: a GPU that
 // reports `[N/A]` memory has nil MemTotal, and a GPU that fails with `ERR!`
 // is Health "error" even when it shows 0 MiB used.
-package probe
-
-import "context"
-
-// Source produces a snapshot of one host.
-type Source interface {
-	Snapshot(ctx context.Context) (Snapshot, error)
-}
+package gpuinfo
 
 // HostState says whether a host's GPUs could be read, and if not, why.
 // The JSON and table output print these strings.
@@ -53,7 +46,9 @@ type Snapshot struct {
 	Warnings  []string  `json:"warnings"`
 	GPUs      []GPU     `json:"gpus"`
 
-	procsBogus bool // the helper dropped NVML's process records; Fallback fills them from nvidia-smi
+	// ProcsBogus: the helper dropped NVML's process records (HelperDoc.ProcsBogus);
+	// probe.Fallback fills them from nvidia-smi. Not part of the JSON output.
+	ProcsBogus bool `json:"-"`
 }
 
 // Health of one GPU.
