@@ -19,6 +19,14 @@ import (
 
 func launchCheck(s job.Spec) error { return launch.CheckSpec(s) }
 
+// oneJobID accepts exactly one argument, a job id, and says so otherwise.
+func oneJobID(c *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("give one job id, e.g. gssh %s 12 (gssh ps lists them)", c.Name())
+	}
+	return nil
+}
+
 // parseID reads a job id argument.
 func parseID(s string) (job.ID, error) {
 	n, err := strconv.ParseUint(strings.TrimPrefix(s, "#"), 10, 64)
@@ -150,7 +158,7 @@ func (a *app) newShowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show everything known about a job, including why it is pending",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneJobID,
 		RunE: func(_ *cobra.Command, args []string) error {
 			_, j, err := a.loadJob(args[0])
 			if err != nil {
@@ -217,7 +225,7 @@ func (a *app) newLogsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs ID",
 		Short: "Print a job's output (stdout and stderr); -f follows it until the job ends",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
 			_, j, err := a.loadJob(args[0])
 			if err != nil {
@@ -247,9 +255,18 @@ func (a *app) newLogsCmd() *cobra.Command {
 			if !ok {
 				return fmt.Errorf("host %s cannot stream output", h.Name)
 			}
-			err = launch.Logs(c.Context(), streamer, h.Name, cluster, j, tail, follow && !j.State.Terminal(), a.stdout)
+			follow = follow && !j.State.Terminal()
+			err = launch.Logs(c.Context(), streamer, h.Name, cluster, j, tail, follow, a.stdout)
 			if c.Context().Err() != nil {
 				return errInterrupted
+			}
+			if err == nil && follow {
+				// Say how it ended, as the log itself does not.
+				if m, perr := launch.Poll(c.Context(), f.Runner(h), h.Name, cluster, []job.Job{j}); perr == nil {
+					if st, ok := m[j.ID]; ok && st.State != job.Running {
+						fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", j.ID, st.State, st.Reason)
+					}
+				}
 			}
 			return err
 		},
@@ -270,7 +287,12 @@ then SIGKILL after the grace period; gssh cancel returns when they are gone
 or the grace has run out.
 
 ` + exitCodesHelp,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("give the ids of the jobs to cancel (gssh ps lists them)")
+			}
+			return nil
+		},
 		RunE: func(c *cobra.Command, args []string) error {
 			var errs []error
 			var fl *fleet.Fleet // loaded when a job needs stopping on a worker
