@@ -30,6 +30,7 @@ func printTable(w io.Writer, tty bool, header []string, rows [][]string) {
 		tablewriter.WithHeaderAlignment(tw.AlignLeft),
 		tablewriter.WithRowAutoWrap(tw.WrapNone),
 		tablewriter.WithTrimSpace(tw.Off),
+		tablewriter.WithPadding(tw.Padding{Left: tw.Empty, Right: "  ", Overwrite: true}),
 	)
 	t.Header(toAny(header)...)
 	for _, r := range rows {
