@@ -158,7 +158,11 @@ func (a *app) newShowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show everything known about a job, including why it is pending",
-		Args:  oneJobID,
+		Long: `Show everything known about a job: what was asked, where it runs, the
+pending reason while queued, and how it ended (exit code, signal).
+
+` + exitCodesHelp,
+		Args: oneJobID,
 		RunE: func(_ *cobra.Command, args []string) error {
 			_, j, err := a.loadJob(args[0])
 			if err != nil {
@@ -225,7 +229,12 @@ func (a *app) newLogsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs ID",
 		Short: "Print a job's output (stdout and stderr); -f follows it until the job ends",
-		Args:  oneJobID,
+		Long: `Print a job's log (stdout and stderr together, as sbatch does) from its
+worker. With -f, keep printing until the job ends, then say on stderr how it
+ended.
+
+` + exitCodesHelp,
+		Args: oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
 			_, j, err := a.loadJob(args[0])
 			if err != nil {
@@ -272,7 +281,7 @@ func (a *app) newLogsCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output until the job ends")
-	cmd.Flags().IntVar(&tail, "tail", -1, "print only the last N lines first (default: all)")
+	cmd.Flags().IntVar(&tail, "tail", -1, "print only the last N lines first (-1: all)")
 	return cmd
 }
 
