@@ -92,7 +92,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // every job is stored under its own id, 1..50.
 func TestProcessesSubmit(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts 50 processes")
+		t.Skip("-short: starts 50 processes")
 	}
 	const n = 50
 	s, path := openTemp(t)
