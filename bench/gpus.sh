@@ -15,56 +15,19 @@ cd "$(dirname "$0")/.."
 NS=${NS:-"1 8 32"}
 RUNS=${RUNS:-10}
 FIXTURE=${FIXTURE:-a100x4}
-SSHD=$(command -v sshd || echo /usr/sbin/sshd)
-for tool in "$SSHD" pdsh hyperfine ssh; do
+for tool in "$(command -v sshd || echo /usr/sbin/sshd)" pdsh hyperfine ssh; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install -y openssh-server pdsh hyperfine)"; exit 1; }
 done
 
 make -s build
+mkdir -p bench/out
 go build -o bench/out/smiscript ./bench/smiscript
-W=$(mktemp -d /tmp/gssh-bench.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$W"; }
-trap cleanup EXIT
-mkdir -p "$W/bin" "$W/home/.ssh" /run/sshd
-ln -s "$PWD/probe/testdata/fake-nvidia-smi" "$W/bin/nvidia-smi"
-ssh-keygen -q -t ed25519 -N '' -f "$W/id"
-ssh-keygen -q -t ed25519 -N '' -f "$W/hostkey"
-cp "$W/id.pub" "$W/authorized_keys"
+. bench/lib.sh
+bench_init gssh-bench
 bench/out/smiscript > "$W/probe.sh"
 
 maxn=0; for n in $NS; do (( n > maxn )) && maxn=$n; done
-: > "$W/known_hosts"; : > "$W/ssh_config"; echo "hosts:" > "$W/hosts.yaml"
-for i in $(seq 1 "$maxn"); do
-  port=$((22000 + i))
-  cat > "$W/sshd_$i.conf" <<CONF
-ListenAddress 127.0.0.1:$port
-HostKey $W/hostkey
-AuthorizedKeysFile $W/authorized_keys
-PidFile none
-UsePAM no
-StrictModes no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-SetEnv PATH=$W/bin:/usr/bin:/bin GSSH_FAKE_SMI_DIR=$PWD/probe/testdata/fleet/$FIXTURE HOME=$W/home
-LogLevel ERROR
-CONF
-  "$SSHD" -D -e -f "$W/sshd_$i.conf" 2>>"$W/sshd.log" & pids+=($!)
-  echo "[127.0.0.1]:$port $(cat "$W/hostkey.pub" | cut -d' ' -f1,2)" >> "$W/known_hosts"
-  cat >> "$W/ssh_config" <<CONF
-Host h$i
-  HostName 127.0.0.1
-  Port $port
-  User $(id -un)
-  IdentityFile $W/id
-  IdentitiesOnly yes
-  UserKnownHostsFile $W/known_hosts
-  StrictHostKeyChecking yes
-  ControlMaster no
-  ControlPath none
-CONF
-done
+for i in $(seq 1 "$maxn"); do bench_host "h$i" $((22000 + i)) "$FIXTURE"; done
 sleep 0.5
 mkdir -p bench/out
 for n in $NS; do

@@ -9,48 +9,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-10}
-SSHD=$(command -v sshd || echo /usr/sbin/sshd)
-for tool in "$SSHD" hyperfine ssh; do
+for tool in "$(command -v sshd || echo /usr/sbin/sshd)" hyperfine ssh; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install -y openssh-server hyperfine)"; exit 1; }
 done
 make -s build
-W=$(mktemp -d /tmp/gssh-bench-submit.XXXXXX)
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; pkill -f "$W" 2>/dev/null || true; rm -rf "$W"; }
-trap cleanup EXIT
-mkdir -p "$W/bin" "$W/home/.ssh" /run/sshd
-ln -s "$PWD/probe/testdata/fake-nvidia-smi" "$W/bin/nvidia-smi"
-ssh-keygen -q -t ed25519 -N '' -f "$W/id"
-ssh-keygen -q -t ed25519 -N '' -f "$W/hostkey"
-cp "$W/id.pub" "$W/authorized_keys"
-port=22900
-cat > "$W/sshd.conf" <<CONF
-ListenAddress 127.0.0.1:$port
-HostKey $W/hostkey
-AuthorizedKeysFile $W/authorized_keys
-PidFile none
-UsePAM no
-StrictModes no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-SetEnv PATH=$W/bin:/usr/bin:/bin GSSH_FAKE_SMI_DIR=$PWD/probe/testdata/fleet/a100x4 HOME=$W/home
-LogLevel ERROR
-CONF
-"$SSHD" -D -e -f "$W/sshd.conf" 2>>"$W/sshd.log" & pid=$!
-echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$W/hostkey.pub")" > "$W/known_hosts"
-cat > "$W/ssh_config" <<CONF
-Host w1
-  HostName 127.0.0.1
-  Port $port
-  User $(id -un)
-  IdentityFile $W/id
-  IdentitiesOnly yes
-  UserKnownHostsFile $W/known_hosts
-  StrictHostKeyChecking yes
-  ControlMaster no
-  ControlPath none
-CONF
+. bench/lib.sh
+bench_init gssh-bench-submit
+bench_host w1 22900 a100x4
 printf 'hosts:\n  - name: w1\n' > "$W/hosts.yaml"
 sleep 0.3
 export HOME=$W/home SSH_AUTH_SOCK= GSSH_INVENTORY=$W/hosts.yaml GSSH_STATE=$W/state.db
