@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/launch"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/state"
 )
@@ -39,12 +39,19 @@ func (a *app) openStore() (*state.Bolt, error) {
 	return state.Open(a.statePath(), state.Options{Now: time.Now})
 }
 
-// jobUser is the OS user running gssh: the owner of the jobs it submits.
-func jobUser() string {
-	if u, err := user.Current(); err == nil {
-		return u.Username
+// fleetAndStore loads the fleet and opens the state store; the caller
+// closes the fleet's pool.
+func (a *app) fleetAndStore() (*fleet.Fleet, *state.Bolt, error) {
+	f, err := a.loadFleet()
+	if err != nil {
+		return nil, nil, err
 	}
-	return strconv.Itoa(os.Getuid())
+	st, err := a.openStore()
+	if err != nil {
+		f.Remote.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
 }
 
 func (a *app) controller(f *fleet.Fleet, st *state.Bolt) *control.Controller {
@@ -186,18 +193,14 @@ func (a *app) submitRun(ctx context.Context, c *cobra.Command, opts *submitOptio
 	if err != nil {
 		return err
 	}
-	if err := launchCheck(s); err != nil {
+	if err := launch.CheckSpec(s); err != nil {
 		return err
 	}
-	f, err := a.loadFleet()
+	f, st, err := a.fleetAndStore()
 	if err != nil {
 		return err
 	}
 	defer f.Remote.Close()
-	st, err := a.openStore()
-	if err != nil {
-		return err
-	}
 	active, err := st.Active()
 	if err != nil {
 		return err
@@ -223,7 +226,7 @@ func (a *app) submitRun(ctx context.Context, c *cobra.Command, opts *submitOptio
 		}
 		return nil
 	}
-	j, err := st.Submit(job.Job{User: jobUser(), Spec: s, Reason: "waiting for the first scheduling pass"})
+	j, err := st.Submit(job.Job{User: a.localUser(), Spec: s, Reason: "waiting for the first scheduling pass"})
 	if err != nil {
 		return err
 	}
@@ -298,15 +301,11 @@ they fit. Passes are serialised by a lock next to the state file.
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			f, err := a.loadFleet()
+			f, st, err := a.fleetAndStore()
 			if err != nil {
 				return err
 			}
 			defer f.Remote.Close()
-			st, err := a.openStore()
-			if err != nil {
-				return err
-			}
 			res, err := a.runPass(c.Context(), f, st, nil, wait)
 			if err != nil {
 				return err

@@ -17,8 +17,6 @@ import (
 	"github.com/gssh/gssh/state"
 )
 
-func launchCheck(s job.Spec) error { return launch.CheckSpec(s) }
-
 // oneJobID accepts exactly one argument, a job id, and says so otherwise.
 func oneJobID(c *cobra.Command, args []string) error {
 	if len(args) != 1 {
@@ -345,7 +343,7 @@ or the grace has run out.
 					if x.State.Terminal() {
 						return nil
 					}
-					x.State, x.EndedAt, x.Reason = job.Cancelled, now, "cancelled by "+jobUser()
+					x.State, x.EndedAt, x.Reason = job.Cancelled, now, "cancelled by "+a.localUser()
 					return nil
 				}); err != nil {
 					errs = append(errs, err)

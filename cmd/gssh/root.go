@@ -172,6 +172,8 @@ func (a *app) home() string {
 	return ""
 }
 
+// localUser is the OS user running gssh: the owner of the jobs it submits,
+// and %u in ssh_config.
 func (a *app) localUser() string {
 	if u, err := user.Current(); err == nil {
 		return u.Username
