@@ -112,6 +112,10 @@ func (c *Controller) Pass(ctx context.Context, reports []fleet.Report) (Result, 
 		}
 		d := sched.Place(nodes, Request(j.Spec))
 		if !d.OK {
+			if j.Reason == d.Reason {
+				res.Pending = append(res.Pending, j) // nothing new to write
+				continue
+			}
 			updated, err := c.Store.Update(j.ID, func(x *job.Job) error {
 				if x.State != job.Queued {
 					return errSkip
