@@ -310,7 +310,12 @@ func (c *Controller) apply(ctx context.Context, cluster string, j job.Job, st la
 	case st.State.Terminal():
 		ended := now
 		if !st.EndedAt.IsZero() && st.EndedAt.Before(now) {
-			ended = st.EndedAt // when the exit file was written
+			// When the exit file was written; its mtime has whole seconds,
+			// so a job shorter than a second may seem to end before it began.
+			ended = st.EndedAt
+			if ended.Before(j.StartedAt) {
+				ended = j.StartedAt
+			}
 		}
 		return update(func(x *job.Job) {
 			x.State, x.EndedAt, x.Reason = st.State, ended, st.Reason
