@@ -4,6 +4,10 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 FUZZ_TIME ?= 10s
 PKGS     := ./...
+# go-nvml's header marks many NVML calls deprecated: without this, every
+# cgo build of the helper prints hundreds of warning lines.
+CGO_CFLAGS ?= -Wno-deprecated-declarations
+export CGO_CFLAGS
 
 .PHONY: all build helper test vet fmt-check tidy-check unit bench fuzz gpu-test clean
 
@@ -16,7 +20,7 @@ build:
 # gssh-helper: cgo against go-nvml, lazily bound (never -z now, never -static:
 # both break on hosts without a driver). gssh finds it beside itself.
 helper:
-	CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations $(GO) build -trimpath -ldflags "-s -w" -o bin/gssh-helper ./cmd/gssh-helper
+	CGO_ENABLED=1 $(GO) build -trimpath -ldflags "-s -w" -o bin/gssh-helper ./cmd/gssh-helper
 
 # Everything CI runs. Tests start real OpenSSH sshd on loopback: with CI=true a
 # missing sshd fails the run instead of skipping (.ci/run installs it).
@@ -56,7 +60,7 @@ fuzz:
 # memory totals, processes) and time both. The test binary is built here
 # (the GPU machine has no Go toolchain); bench/gpu-test.sh runs it there.
 gpu-test: helper
-	CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations $(GO) test -c -tags gpu -o bin/nvmlsnap-gpu.test ./nvmlsnap/
+	CGO_ENABLED=1 $(GO) test -c -tags gpu -o bin/nvmlsnap-gpu.test ./nvmlsnap/
 	bash bench/gpu-test.sh
 
 clean:

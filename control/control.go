@@ -1,8 +1,16 @@
 // Package control runs one scheduling pass: reconcile the jobs on the
-// workers (exit files, vanished pids, walltime), then place queued jobs on
-// GPUs (sched) and launch them (launch). A pass holds an exclusive file
-// lock, so a cron pass, a submit-triggered pass and the daemon never
-// double-book a GPU. Store writes are short and never span SSH I/O.
+// workers (exit files, vanished pids, orphans, walltimes, claims whose
+// launch never arrived), ask the planner (sched.Plan) what to start where,
+// and carry the plan out: claim, launch, record, and write the pending
+// reason of every job left queued.
+//
+// A pass talks to its surroundings only through the small interfaces below
+// (Store, Snapshots, Workers, Events and a clock), so the same code runs
+// from the CLI over SSH, and from a test or a simulator with an in-memory
+// store, simulated workers and a virtual clock. The caller holds the pass
+// lock (LockPass), so a cron pass, a submit-triggered pass and the daemon
+// never double-book a GPU. Store writes are one short transaction each and
+// never span a worker call.
 package control
 
 import (
@@ -12,43 +20,137 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
 
-	"github.com/gssh/gssh/fleet"
-	"github.com/gssh/gssh/inventory"
 	"github.com/gssh/gssh/job"
-	"github.com/gssh/gssh/launch"
 	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/state"
 )
 
-// Store is what a pass needs of the job queue (*state.Bolt is one).
+// Store is what a pass needs of the job queue (*state.Bolt and *state.Mem
+// are ones). Active may return the jobs it could read together with an
+// error wrapping state.ErrBadRecord for those it could not: the pass goes
+// on with the others and reports the bad ones.
 type Store interface {
-	ClusterID() (string, error)
 	Active() ([]job.Job, error)
 	Update(id job.ID, fn func(*job.Job) error) (job.Job, error)
 }
 
-// Controller runs passes over one fleet and one store.
-type Controller struct {
-	Store Store
-	Fleet *fleet.Fleet
-	Now   func() time.Time
-	// ProbeTimeout bounds each host's probe (0 = fleet.DefaultProbeTimeout).
-	ProbeTimeout time.Duration
+// Snapshots gives every host of the inventory with its facts (labels,
+// reserve, drain) and its latest snapshot: a fresh probe of the fleet, a
+// report already taken, or a simulated lab.
+type Snapshots interface {
+	Hosts(ctx context.Context) ([]sched.Host, error)
+}
+
+// Workers is the worker side of jobs (launch.Workers over SSH is the real
+// one). Start and Cancel act on the host the job is placed on.
+type Workers interface {
+	// Start launches j and returns what the worker recorded. An error
+	// means the job did not start.
+	Start(ctx context.Context, j job.Job) (job.Remote, error)
+	// Poll reports the jobs placed on host, by id; a job it says nothing
+	// of is left as it is.
+	Poll(ctx context.Context, host string, jobs []job.Job) (map[job.ID]job.Status, error)
+	// Cancel stops j (SIGTERM, grace, SIGKILL) and returns how many
+	// processes it signalled.
+	Cancel(ctx context.Context, j job.Job, grace time.Duration) (int, error)
+}
+
+// EventKind names what happened to a job.
+type EventKind string
+
+// Event kinds.
+const (
+	JobStarted  EventKind = "job_start"   // launched: running on its GPUs
+	JobEnded    EventKind = "job_end"     // reached an end state (Job.State says which)
+	JobRequeued EventKind = "job_requeue" // back in the queue: a failed launch, a claim that never arrived
+)
+
+// Event is one change a pass made to a job.
+type Event struct {
+	Time time.Time
+	Kind EventKind
+	Job  job.Job // as recorded after the change
+}
+
+// Events receives every change a pass makes (the event log comes later
+// through it).
+type Events interface {
+	Emit(Event)
+}
+
+// Options are what New needs. Store, Snapshots and Workers are required.
+type Options struct {
+	Store     Store
+	Snapshots Snapshots
+	Workers   Workers
+	Events    Events           // nil: changes are not reported
+	Now       func() time.Time // nil: time.Now
+	Policy    sched.Policy     // the zero value is sched.DefaultPolicy
 	// Grace is the time between SIGTERM and SIGKILL when a job runs past
-	// its walltime (0 = launch.DefaultGrace).
+	// its walltime (0 = DefaultGrace).
 	Grace time.Duration
 }
+
+// Grace periods.
+const (
+	// DefaultGrace is the walltime grace between SIGTERM and SIGKILL
+	// (launch.DefaultGrace, as gssh cancel's).
+	DefaultGrace = 10 * time.Second
+	// OrphanGrace is what the leftover processes of a lost job get
+	// between SIGTERM and SIGKILL.
+	OrphanGrace = 2 * time.Second
+)
+
+// Controller runs passes over one store, one set of hosts and workers.
+type Controller struct {
+	store   Store
+	snaps   Snapshots
+	workers Workers
+	events  Events
+	now     func() time.Time
+	policy  sched.Policy
+	grace   time.Duration
+}
+
+// New returns a controller, or an error naming a missing seam or a policy
+// knob the planner does not know.
+func New(opt Options) (*Controller, error) {
+	switch {
+	case opt.Store == nil:
+		return nil, errors.New("control: no store")
+	case opt.Snapshots == nil:
+		return nil, errors.New("control: no snapshot source")
+	case opt.Workers == nil:
+		return nil, errors.New("control: no workers")
+	}
+	if err := opt.Policy.Check(); err != nil {
+		return nil, err
+	}
+	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events,
+		now: opt.Now, policy: opt.Policy, grace: cmp.Or(opt.Grace, DefaultGrace)}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.events == nil {
+		c.events = noEvents{}
+	}
+	return c, nil
+}
+
+type noEvents struct{}
+
+func (noEvents) Emit(Event) {}
 
 // ErrPassBusy means another pass holds the pass lock.
 var ErrPassBusy = errors.New("another scheduling pass is running")
 
-// LockPass takes the pass lock at path, waiting up to wait. It returns the
-// release function, or ErrPassBusy.
+// LockPass takes the pass lock at path, waiting up to wait (at least one
+// try). It returns the release function, or an error wrapping ErrPassBusy.
 func LockPass(ctx context.Context, path string, wait time.Duration) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("pass lock: %w", err)
@@ -74,80 +176,88 @@ type Result struct {
 	Errors   []error   // per host or per job problems that did not stop the pass
 }
 
-// Pass runs one pass. Reports, when not nil, are fresh probes of every host
-// (submit has them already); otherwise the pass probes the hosts itself
-// when some job is queued. The caller holds the pass lock.
-func (c *Controller) Pass(ctx context.Context, reports []fleet.Report) (Result, error) {
+// Pass runs one pass. It probes (asks Snapshots) only when some job is
+// queued. The error is one that stopped the pass (the store could not be
+// read); the rest are in Result.Errors.
+func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	var res Result
-	cluster, err := c.Store.ClusterID()
+	active, err := c.store.Active()
 	if err != nil {
-		return res, err
+		if !errors.Is(err, state.ErrBadRecord) {
+			return res, err
+		}
+		res.Errors = append(res.Errors, err) // the others still get their pass
 	}
-	active, err := c.Store.Active()
-	if err != nil {
-		return res, err
-	}
-	active = c.reconcile(ctx, cluster, active, &res)
+	active = c.reconcile(ctx, active, &res)
 
-	var queued []job.Job
+	var queued, holding []job.Job
 	for _, j := range active {
-		if j.State == job.Queued {
+		switch {
+		case j.State == job.Queued:
 			queued = append(queued, j)
+		case j.State.Active():
+			holding = append(holding, j)
 		}
 	}
-	if len(queued) == 0 {
+	if len(queued) == 0 || ctx.Err() != nil {
 		return res, nil
 	}
-	// Priority 0 goes first, then submit order (ids sort by submit time).
-	slices.SortStableFunc(queued, func(a, b job.Job) int {
-		return cmp.Or(cmp.Compare(a.Spec.Priority, b.Spec.Priority), cmp.Compare(a.ID, b.ID))
-	})
-	if reports == nil {
-		reports = c.Fleet.Probe(ctx, c.Fleet.Inv.Hosts, fleet.ProbeOptions{Timeout: c.ProbeTimeout})
+	hosts, err := c.snaps.Hosts(ctx)
+	if err != nil {
+		res.Errors = append(res.Errors, fmt.Errorf("host snapshots: %w", err))
+		return res, nil
 	}
-	nodes := Nodes(c.Fleet.Inv, reports, active)
-	for _, j := range queued {
-		if ctx.Err() != nil {
-			break
-		}
-		d := sched.Place(nodes, Request(j.Spec))
-		if !d.OK {
-			if j.Reason == d.Reason {
-				res.Pending = append(res.Pending, j) // nothing new to write
-				continue
-			}
-			updated, err := c.Store.Update(j.ID, func(x *job.Job) error {
-				if x.State != job.Queued {
-					return errSkip
-				}
-				x.Reason = d.Reason
-				return nil
-			})
-			if err == nil {
-				res.Pending = append(res.Pending, updated)
-			}
-			continue
-		}
-		started, err := c.start(ctx, cluster, j, d.Placement)
-		if err != nil {
-			res.Errors = append(res.Errors, err)
-			if started.ID != 0 {
-				res.Pending = append(res.Pending, started) // back in the queue, with the reason
-			}
-			continue
-		}
-		for i := range nodes {
-			if nodes[i].Name == d.Placement.Host {
-				nodes[i].Book(d.Placement, j.Spec.MemPerGPU)
-			}
-		}
-		res.Started = append(res.Started, started)
-	}
+	plan := sched.Plan(sched.Input{Now: c.now(), Policy: c.policy, Hosts: hosts, Running: holding, Queue: queued})
+	c.carryOut(ctx, plan, queued, &res)
 	return res, nil
 }
 
-// orphanGrace is the time orphans of a lost job get between SIGTERM and SIGKILL.
-const orphanGrace = 2 * time.Second
+// carryOut launches the plan's starts in order, then records the pending
+// reasons that changed.
+func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued []job.Job, res *Result) {
+	byID := make(map[job.ID]job.Job, len(queued))
+	for _, j := range queued {
+		byID[j.ID] = j
+	}
+	for _, s := range plan.Starts {
+		j := byID[s.Job]
+		if ctx.Err() != nil {
+			res.Pending = append(res.Pending, j) // the next pass starts it
+			continue
+		}
+		started, err := c.start(ctx, j, s.Placement)
+		switch {
+		case err == nil && started.ID == 0: // cancelled meanwhile
+		case err != nil && started.ID != 0:
+			res.Errors = append(res.Errors, err)
+			res.Pending = append(res.Pending, started) // back in the queue, with the reason
+		case err != nil:
+			res.Errors = append(res.Errors, err)
+		default:
+			res.Started = append(res.Started, started)
+		}
+	}
+	for _, p := range plan.Pending {
+		j := byID[p.Job]
+		if j.Reason == p.Reason.Text {
+			res.Pending = append(res.Pending, j) // nothing new to write
+			continue
+		}
+		updated, err := c.store.Update(j.ID, func(x *job.Job) error {
+			if x.State != job.Queued {
+				return errSkip
+			}
+			x.Reason = p.Reason.Text
+			return nil
+		})
+		switch {
+		case err == nil:
+			res.Pending = append(res.Pending, updated)
+		case !errors.Is(err, errSkip):
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: record the pending reason: %w", j.ID, err))
+		}
+	}
+}
 
 // errSkip aborts a store update that no longer applies.
 var errSkip = errors.New("skip")
@@ -155,21 +265,23 @@ var errSkip = errors.New("skip")
 // start claims j (launching, with its placement), launches it and records
 // where it runs. A failed launch puts the job back in the queue with the
 // reason; it is never left in launching by this function.
-func (c *Controller) start(ctx context.Context, cluster string, j job.Job, p job.Placement) (job.Job, error) {
-	claimed, err := c.Store.Update(j.ID, func(x *job.Job) error {
+func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job.Job, error) {
+	claimed, err := c.store.Update(j.ID, func(x *job.Job) error {
 		if x.State != job.Queued {
 			return errSkip
 		}
 		x.State, x.Placement, x.Reason = job.Launching, p, "launching on "+p.Host
 		return nil
 	})
+	if errors.Is(err, errSkip) {
+		return job.Job{}, nil // cancelled meanwhile
+	}
 	if err != nil {
 		return job.Job{}, fmt.Errorf("job %d: claim: %w", j.ID, err)
 	}
-	h, _ := c.Fleet.Inv.Lookup(p.Host)
-	remote, lerr := launch.Start(ctx, c.Fleet.Runner(h), p.Host, cluster, claimed)
-	now := c.Now()
-	updated, err := c.Store.Update(j.ID, func(x *job.Job) error {
+	remote, lerr := c.workers.Start(ctx, claimed)
+	now := c.now()
+	updated, err := c.store.Update(j.ID, func(x *job.Job) error {
 		if lerr != nil {
 			x.State, x.Placement = job.Queued, job.Placement{}
 			x.Reason = "launch failed: " + lerr.Error() + "; the job stays queued"
@@ -179,59 +291,54 @@ func (c *Controller) start(ctx context.Context, cluster string, j job.Job, p job
 		return nil
 	})
 	if err != nil {
-		return job.Job{}, fmt.Errorf("job %d: record launch: %w", j.ID, err)
+		return job.Job{}, fmt.Errorf("job %d: record the launch: %w", j.ID, err)
 	}
 	if lerr != nil {
+		c.emit(JobRequeued, updated)
 		return updated, fmt.Errorf("job %d: %w", j.ID, lerr)
 	}
+	c.emit(JobStarted, updated)
 	return updated, nil
 }
 
-// reconcile polls every host with launching or running jobs (one session
-// per host, hosts in parallel), records ends, enforces walltimes, and
-// returns the active jobs as they are now.
-func (c *Controller) reconcile(ctx context.Context, cluster string, active []job.Job, res *Result) []job.Job {
+func (c *Controller) emit(k EventKind, j job.Job) {
+	c.events.Emit(Event{Time: c.now(), Kind: k, Job: j})
+}
+
+// reconcile polls every host with launching or running jobs (one call per
+// host, hosts in parallel), records ends, enforces walltimes, and returns
+// the active jobs as they are now.
+func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Result) []job.Job {
 	byHost := map[string][]job.Job{}
+	var hosts []string
 	for _, j := range active {
 		if j.State.Active() && j.Placement.Host != "" {
+			if byHost[j.Placement.Host] == nil {
+				hosts = append(hosts, j.Placement.Host)
+			}
 			byHost[j.Placement.Host] = append(byHost[j.Placement.Host], j)
 		}
 	}
-	type polled struct {
-		host string
-		st   map[job.ID]launch.Status
-		err  error
-	}
-	results := make(chan polled, len(byHost))
+	polled := make([]map[job.ID]job.Status, len(hosts))
+	errs := make([]error, len(hosts))
 	var wg sync.WaitGroup
-	for host, jobs := range byHost {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h, ok := c.Fleet.Inv.Lookup(host)
-			if !ok {
-				results <- polled{host, nil, fmt.Errorf("host %s is no longer in the inventory", host)}
-				return
-			}
-			st, err := launch.Poll(ctx, c.Fleet.Runner(h), host, cluster, jobs)
-			results <- polled{host, st, err}
-		}()
+	for i, host := range hosts {
+		wg.Go(func() { polled[i], errs[i] = c.workers.Poll(ctx, host, byHost[host]) })
 	}
 	wg.Wait()
-	close(results)
-	now := c.Now()
+	now := c.now()
 	changed := map[job.ID]job.Job{}
-	for p := range results {
-		if p.err != nil {
-			res.Errors = append(res.Errors, p.err) // a host that cannot be polled keeps its jobs as they are
+	for i, host := range hosts {
+		if errs[i] != nil {
+			res.Errors = append(res.Errors, errs[i]) // a host that cannot be polled keeps its jobs as they are
 			continue
 		}
-		for _, j := range byHost[p.host] {
-			st, ok := p.st[j.ID]
+		for _, j := range byHost[host] {
+			st, ok := polled[i][j.ID]
 			if !ok {
 				continue
 			}
-			if u, ok := c.apply(ctx, cluster, j, st, now, res); ok {
+			if u, ok := c.apply(ctx, j, st, now, res); ok {
 				changed[j.ID] = u
 			}
 		}
@@ -248,10 +355,16 @@ func (c *Controller) reconcile(ctx context.Context, cluster string, active []job
 	return out
 }
 
-// apply records what Poll found for j.
-func (c *Controller) apply(ctx context.Context, cluster string, j job.Job, st launch.Status, now time.Time, res *Result) (job.Job, bool) {
+// pastWalltime reports whether j, running, has run longer than its
+// walltime by now.
+func pastWalltime(j job.Job, now time.Time) bool {
+	return j.Spec.Timeout > 0 && !j.StartedAt.IsZero() && now.Sub(j.StartedAt) > j.Spec.Timeout
+}
+
+// apply records what the worker reported of j.
+func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now time.Time, res *Result) (job.Job, bool) {
 	update := func(fn func(*job.Job)) (job.Job, bool) {
-		u, err := c.Store.Update(j.ID, func(x *job.Job) error {
+		u, err := c.store.Update(j.ID, func(x *job.Job) error {
 			if x.State.Terminal() {
 				return errSkip // ended meanwhile (cancel)
 			}
@@ -260,20 +373,22 @@ func (c *Controller) apply(ctx context.Context, cluster string, j job.Job, st la
 		})
 		if err != nil {
 			if !errors.Is(err, errSkip) {
-				res.Errors = append(res.Errors, err)
+				res.Errors = append(res.Errors, fmt.Errorf("job %d: %w", j.ID, err))
 			}
 			return j, false
 		}
-		if u.State.Terminal() {
+		switch {
+		case u.State.Terminal():
 			res.Finished = append(res.Finished, u)
+			c.emit(JobEnded, u)
+		case u.State == job.Queued:
+			c.emit(JobRequeued, u)
 		}
 		return u, true
 	}
 	switch {
-	case st.State == job.Running && j.Spec.Timeout > 0 && !j.StartedAt.IsZero() && now.Sub(j.StartedAt) > j.Spec.Timeout:
-		h, _ := c.Fleet.Inv.Lookup(j.Placement.Host)
-		grace := cmp.Or(c.Grace, launch.DefaultGrace)
-		if _, err := launch.Cancel(ctx, c.Fleet.Runner(h), j.Placement.Host, cluster, j, grace); err != nil {
+	case st.State == job.Running && pastWalltime(j, now):
+		if _, err := c.workers.Cancel(ctx, j, c.grace); err != nil {
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: walltime: %w", j.ID, err))
 			return j, false
 		}
@@ -297,8 +412,7 @@ func (c *Controller) apply(ctx context.Context, cluster string, j job.Job, st la
 	case st.Orphans > 0:
 		// The job's leader died without an exit status but some of its
 		// processes still hold the GPUs: reap them before freeing the GPUs.
-		h, _ := c.Fleet.Inv.Lookup(j.Placement.Host)
-		n, err := launch.Cancel(ctx, c.Fleet.Runner(h), j.Placement.Host, cluster, j, orphanGrace)
+		n, err := c.workers.Cancel(ctx, j, OrphanGrace)
 		if err != nil {
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: reap orphans: %w", j.ID, err))
 			return j, false
@@ -323,28 +437,4 @@ func (c *Controller) apply(ctx context.Context, cluster string, j job.Job, st la
 		})
 	}
 	return j, false
-}
-
-// Request is the placement request of a job spec.
-func Request(s job.Spec) sched.Request {
-	return sched.Request{Host: s.Host, Labels: s.Labels, GPUs: s.GPUs, MemPerGPU: s.MemPerGPU}
-}
-
-// Nodes builds the scheduler's view: each inventory host with its last
-// probe and what active jobs hold there.
-func Nodes(inv *inventory.Inventory, reports []fleet.Report, active []job.Job) []sched.Node {
-	booked := sched.Bookings(active)
-	byName := map[string]fleet.Report{}
-	for _, r := range reports {
-		byName[r.Host.Name] = r
-	}
-	nodes := make([]sched.Node, 0, len(inv.Hosts))
-	for _, h := range inv.Hosts {
-		n := sched.Node{Name: h.Name, Labels: h.Labels, ReservePct: h.ReservePct, Drain: h.Drain, Booked: booked[h.Name]}
-		if r, ok := byName[h.Name]; ok {
-			n.Snapshot = r.Snapshot
-		}
-		nodes = append(nodes, n)
-	}
-	return nodes
 }

@@ -3,89 +3,470 @@ package control_test
 import (
 	"context"
 	"errors"
-	"os"
+	"fmt"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gssh/gssh/control"
-	"github.com/gssh/gssh/fleet"
-	"github.com/gssh/gssh/inventory"
+	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
-	"github.com/gssh/gssh/sshexec"
+	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/state"
 )
 
-// localFleet is one local host whose nvidia-smi replays the a100x4 fixture
-// (GPUs 0-2 busy with other processes, GPU 3 idle), with its own HOME.
-func localFleet(t *testing.T) (*fleet.Fleet, string) {
-	t.Helper()
-	root, _ := filepath.Abs("..")
-	bin := filepath.Join(t.TempDir(), "bin")
-	os.MkdirAll(bin, 0o755)
-	os.Symlink(filepath.Join(root, "probe/testdata/fake-nvidia-smi"), filepath.Join(bin, "nvidia-smi"))
-	home := t.TempDir()
-	env := []string{"HOME=" + home, "PATH=" + bin + ":/usr/bin:/bin", "GSSH_FAKE_SMI_DIR=" + filepath.Join(root, "probe/testdata/fleet/a100x4")}
-	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "ctl", Local: true, ReservePct: 10}}}
-	return &fleet.Fleet{Inv: inv, Local: sshexec.Local{Env: env}}, home
+const GiB = 1 << 30
+
+func ptr[T any](v T) *T { return &v }
+
+// a100x4 is a host like the a100x4 fixture: GPUs 0-2 busy with other
+// people's processes, GPU 3 idle; 80 GiB each, 10% reserve.
+func a100x4(name string) sched.Host {
+	var gs []gpuinfo.GPU
+	for i := range 4 {
+		g := gpuinfo.GPU{Index: i, UUID: fmt.Sprintf("GPU-%d", i), Health: gpuinfo.HealthOK, ProcsKnown: true,
+			MemTotal: ptr(uint64(80 * GiB)), MemUsed: ptr(uint64(0)), MemFree: ptr(uint64(80 * GiB)), Procs: []gpuinfo.Proc{}}
+		if i < 3 {
+			g.Procs = []gpuinfo.Proc{{PID: 100 + i, Name: "python", User: "someone", GPUUUID: g.UUID}}
+			*g.MemUsed, *g.MemFree = 20*GiB, 60*GiB
+		}
+		gs = append(gs, g)
+	}
+	return sched.Host{Name: name, ReservePct: 10, Snapshot: gpuinfo.Snapshot{Host: name, State: gpuinfo.HostOK, GPUs: gs}}
 }
 
-func submit(t *testing.T, st state.Store, prio int, argv ...string) job.Job {
+// lab is a fixed set of hosts; it counts how often it was asked.
+type lab struct {
+	mu    sync.Mutex
+	hosts []sched.Host
+	asked int
+}
+
+func (l *lab) Hosts(context.Context) ([]sched.Host, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.asked++
+	return l.hosts, nil
+}
+
+// workers simulates the worker side on the clock of the test: a job's
+// command "sleep N" runs N seconds, "exit N" ends at once with status N;
+// anything else runs until cancelled.
+type workers struct {
+	mu        sync.Mutex
+	jobs      map[job.ID]*simJob
+	startErr  error            // every Start fails with it
+	pollErr   map[string]error // Poll of that host fails
+	status    map[job.ID]job.Status
+	cancelled []string // "id grace"
+}
+
+type simJob struct {
+	j       job.Job
+	started time.Time
+	runFor  time.Duration // < 0: until cancelled
+	exit    int
+	ended   bool
+}
+
+func newWorkers() *workers {
+	return &workers{jobs: map[job.ID]*simJob{}, pollErr: map[string]error{}, status: map[job.ID]job.Status{}}
+}
+
+func (w *workers) Start(_ context.Context, j job.Job) (job.Remote, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.startErr != nil {
+		return job.Remote{}, w.startErr
+	}
+	s := &simJob{j: j, started: time.Now(), runFor: -1}
+	if a := j.Spec.Argv; len(a) == 2 {
+		n, _ := strconv.Atoi(a[1])
+		switch a[0] {
+		case "sleep":
+			s.runFor = time.Duration(n) * time.Second
+		case "exit":
+			s.runFor, s.exit = 0, n
+		}
+	}
+	w.jobs[j.ID] = s
+	return job.Remote{Dir: fmt.Sprintf("/home/u/.gssh/jobs/c-%d", j.ID), PID: 1000 + int(j.ID)}, nil
+}
+
+func (w *workers) Poll(_ context.Context, host string, jobs []job.Job) (map[job.ID]job.Status, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.pollErr[host]; err != nil {
+		return nil, err
+	}
+	out := map[job.ID]job.Status{}
+	for _, j := range jobs {
+		if st, ok := w.status[j.ID]; ok {
+			out[j.ID] = st
+			continue
+		}
+		s, ok := w.jobs[j.ID]
+		switch {
+		case !ok:
+			out[j.ID] = job.Status{State: job.Lost, Missing: true, Reason: "the job directory is gone from the worker"}
+		case s.ended:
+			out[j.ID] = job.Status{State: job.Cancelled, Reason: "cancelled"}
+		case s.runFor >= 0 && time.Since(s.started) >= s.runFor:
+			code := s.exit
+			st := job.Status{State: job.Succeeded, ExitCode: &code, Reason: "exit status 0", EndedAt: s.started.Add(s.runFor)}
+			if code != 0 {
+				st.State, st.Reason = job.Failed, fmt.Sprintf("exit status %d", code)
+			}
+			out[j.ID] = st
+		default:
+			out[j.ID] = job.Status{State: job.Running}
+		}
+	}
+	return out, nil
+}
+
+func (w *workers) Cancel(_ context.Context, j job.Job, grace time.Duration) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cancelled = append(w.cancelled, fmt.Sprintf("%d %s", j.ID, grace))
+	if s, ok := w.jobs[j.ID]; ok {
+		s.ended = true
+	}
+	delete(w.status, j.ID)
+	return 1, nil
+}
+
+// events records what the pass reports.
+type events struct {
+	mu   sync.Mutex
+	seen []string // "kind id state"
+}
+
+func (e *events) Emit(ev control.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.seen = append(e.seen, fmt.Sprintf("%s %d %s", ev.Kind, ev.Job.ID, ev.Job.State))
+}
+
+type rig struct {
+	store   *state.Mem
+	lab     *lab
+	workers *workers
+	events  *events
+	ctl     *control.Controller
+}
+
+func newRig(t *testing.T, policy sched.Policy, hosts ...sched.Host) *rig {
 	t.Helper()
-	j, err := st.Submit(job.Job{User: "u", Spec: job.Spec{Argv: argv, Host: "auto", GPUs: 1, Workdir: "~", Priority: prio}})
+	r := &rig{store: state.NewMem(), lab: &lab{hosts: hosts}, workers: newWorkers(), events: &events{}}
+	ctl, err := control.New(control.Options{Store: r.store, Snapshots: r.lab, Workers: r.workers, Events: r.events, Policy: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ctl = ctl
+	return r
+}
+
+func (r *rig) submit(t *testing.T, prio int, argv ...string) job.Job {
+	t.Helper()
+	return r.submitSpec(t, job.Spec{Argv: argv, Host: "auto", GPUs: 1, Workdir: "~", Priority: prio})
+}
+
+func (r *rig) submitSpec(t *testing.T, s job.Spec) job.Job {
+	t.Helper()
+	j, err := r.store.Submit(job.Job{User: "u", Spec: s})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return j
 }
 
+func (r *rig) pass(t *testing.T) control.Result {
+	t.Helper()
+	res, err := r.ctl.Pass(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func (r *rig) get(t *testing.T, id job.ID) job.Job {
+	t.Helper()
+	j, err := r.store.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func ids(js []job.Job) []job.ID {
+	out := []job.ID{}
+	for _, j := range js {
+		out = append(out, j.ID)
+	}
+	return out
+}
+
+// Priority then submit order; pending reasons from the planner; the next
+// pass records the end and starts the next job.
 func TestPassOrderAndPendingReasons(t *testing.T) {
-	f, _ := localFleet(t)
-	st := state.NewMem()
-	a := submit(t, st, 5, "true")
-	b := submit(t, st, 0, "true") // first despite its later id
-	c := submit(t, st, 5, "true")
-	res, err := (&control.Controller{Store: st, Fleet: f, Now: time.Now}).Pass(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Started) != 1 || res.Started[0].ID != b.ID || res.Started[0].Placement.Indexes[0] != 3 {
-		t.Fatalf("started %+v", res.Started)
-	}
-	for _, id := range []job.ID{a.ID, c.ID} {
-		j, _ := st.Get(id)
-		if j.State != job.Queued || !strings.Contains(j.Reason, "ctl: 0/4 GPUs free") {
-			t.Errorf("job %d: %s %q", id, j.State, j.Reason)
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, sched.Policy{}, a100x4("ctl"))
+		a := r.submit(t, 5, "sleep", "1")
+		b := r.submit(t, 0, "sleep", "1") // first despite its later id
+		c := r.submit(t, 5, "sleep", "1")
+		res := r.pass(t)
+		if !slices.Equal(ids(res.Started), []job.ID{b.ID}) || res.Started[0].Placement.Indexes[0] != 3 || res.Started[0].State != job.Running {
+			t.Fatalf("started %+v", res.Started)
 		}
+		if !res.Started[0].StartedAt.Equal(time.Now()) {
+			t.Errorf("started at %v, want the pass's now %v", res.Started[0].StartedAt, time.Now())
+		}
+		for _, id := range []job.ID{a.ID, c.ID} {
+			if j := r.get(t, id); j.State != job.Queued || !strings.Contains(j.Reason, "ctl: 0/4 GPUs free") {
+				t.Errorf("job %d: %s %q", id, j.State, j.Reason)
+			}
+		}
+		if !slices.Equal(ids(res.Pending), []job.ID{a.ID, c.ID}) {
+			t.Errorf("pending %v", ids(res.Pending))
+		}
+
+		time.Sleep(2 * time.Second) // the started job ends (virtual time)
+		res = r.pass(t)
+		if !slices.Equal(ids(res.Finished), []job.ID{b.ID}) || res.Finished[0].State != job.Succeeded || !slices.Equal(ids(res.Started), []job.ID{a.ID}) {
+			t.Errorf("second pass: finished %+v started %+v", res.Finished, res.Started)
+		}
+		if got := r.get(t, b.ID); !got.EndedAt.Equal(got.StartedAt.Add(time.Second)) {
+			t.Errorf("ended %v, started %v: want the worker's end", got.EndedAt, got.StartedAt)
+		}
+		want := []string{"job_start 2 running", "job_end 2 succeeded", "job_start 1 running"}
+		if !slices.Equal(r.events.seen, want) {
+			t.Errorf("events %q, want %q", r.events.seen, want)
+		}
+	})
+}
+
+// A pass writes a pending reason only when it changed.
+func TestPassPendingReasonWrittenOnce(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	r.submit(t, 5, "sleep", "100")
+	j := r.submit(t, 5, "sleep", "100")
+	r.pass(t)
+	first := r.get(t, j.ID)
+	counting := &countingStore{Mem: r.store}
+	ctl, _ := control.New(control.Options{Store: counting, Snapshots: r.lab, Workers: r.workers})
+	if _, err := ctl.Pass(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	// The started job ends; the next pass records it and starts the next one.
-	time.Sleep(300 * time.Millisecond)
-	res, err = (&control.Controller{Store: st, Fleet: f, Now: time.Now}).Pass(context.Background(), nil)
+	if counting.updates != 0 || r.get(t, j.ID).Reason != first.Reason {
+		t.Errorf("%d updates for an unchanged reason", counting.updates)
+	}
+}
+
+// countingStore counts updates; failReason makes reason writes fail.
+type countingStore struct {
+	*state.Mem
+	updates    int
+	failReason bool
+}
+
+func (s *countingStore) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
+	s.updates++
+	if s.failReason {
+		return job.Job{}, errors.New("disk full")
+	}
+	return s.Mem.Update(id, fn)
+}
+
+// A store error while writing a pending reason is reported, not dropped.
+func TestPassReportsReasonWriteError(t *testing.T) {
+	r := newRig(t, sched.Policy{}, sched.Host{Name: "down", Snapshot: gpuinfo.Snapshot{State: gpuinfo.HostUnreachable}})
+	j := r.submit(t, 5, "true")
+	ctl, _ := control.New(control.Options{Store: &countingStore{Mem: r.store, failReason: true}, Snapshots: r.lab, Workers: r.workers})
+	res, err := ctl.Pass(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Finished) != 1 || res.Finished[0].State != job.Succeeded || len(res.Started) != 1 || res.Started[0].ID != a.ID {
-		t.Errorf("second pass: finished %+v started %+v", res.Finished, res.Started)
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), fmt.Sprintf("job %d: record the pending reason: disk full", j.ID)) {
+		t.Errorf("errors %v", res.Errors)
 	}
 }
 
 // A job claimed (launching) whose launch never reached the worker is queued
 // again and started by the same pass.
 func TestPassRequeuesLostClaim(t *testing.T) {
-	f, _ := localFleet(t)
-	st := state.NewMem()
-	j := submit(t, st, 5, "sleep", "2")
-	st.Update(j.ID, func(x *job.Job) error {
-		x.State, x.Placement = job.Launching, job.Placement{Host: "ctl", GPUs: []string{"GPU-00000000-0000-0000-0000-000000000003"}, Indexes: []int{3}}
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	j := r.submit(t, 5, "sleep", "2")
+	r.store.Update(j.ID, func(x *job.Job) error {
+		x.State, x.Placement = job.Launching, job.Placement{Host: "ctl", GPUs: []string{"GPU-3"}, Indexes: []int{3}}
 		return nil
 	})
-	res, err := (&control.Controller{Store: st, Fleet: f, Now: time.Now}).Pass(context.Background(), nil)
+	res := r.pass(t)
+	if len(res.Started) != 1 || res.Started[0].ID != j.ID || res.Started[0].State != job.Running {
+		t.Fatalf("started %+v, errors %v", res.Started, res.Errors)
+	}
+	want := []string{"job_requeue 1 queued", "job_start 1 running"}
+	if !slices.Equal(r.events.seen, want) {
+		t.Errorf("events %q, want %q", r.events.seen, want)
+	}
+}
+
+// A launch that fails on the worker puts the job back in the queue with
+// the reason; nothing is left in launching.
+func TestPassLaunchFailureRequeues(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	r.workers.startErr = errors.New("launch on ctl: mkdir: cannot create directory '/dev/null/home': Not a directory")
+	j := r.submit(t, 5, "true")
+	res := r.pass(t)
+	got := r.get(t, j.ID)
+	if len(res.Started) != 0 || len(res.Errors) != 1 || got.State != job.Queued || got.Placement.Host != "" ||
+		got.Reason != "launch failed: launch on ctl: mkdir: cannot create directory '/dev/null/home': Not a directory; the job stays queued" {
+		t.Errorf("state %s reason %q, errors %v", got.State, got.Reason, res.Errors)
+	}
+	if !slices.Equal(ids(res.Pending), []job.ID{j.ID}) {
+		t.Errorf("pending %v", ids(res.Pending))
+	}
+}
+
+// A job past its walltime is stopped with the walltime grace and marked
+// timeout; one within it goes on.
+func TestPassWalltime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, sched.Policy{}, a100x4("ctl"))
+		j := r.submitSpec(t, job.Spec{Argv: []string{"train"}, Host: "auto", GPUs: 1, MemPerGPU: GiB, Timeout: time.Minute, Priority: 5})
+		r.pass(t)
+		time.Sleep(59 * time.Second)
+		if res := r.pass(t); len(res.Finished) != 0 {
+			t.Fatalf("stopped within its walltime: %+v", res.Finished)
+		}
+		time.Sleep(2 * time.Second)
+		res := r.pass(t)
+		if len(res.Finished) != 1 || res.Finished[0].State != job.Timeout || res.Finished[0].Reason != "ran past its walltime of 1m0s: stopped" {
+			t.Fatalf("finished %+v", res.Finished)
+		}
+		if want := []string{fmt.Sprintf("%d %s", j.ID, control.DefaultGrace)}; !slices.Equal(r.workers.cancelled, want) {
+			t.Errorf("cancelled %q, want %q", r.workers.cancelled, want)
+		}
+		if got := r.get(t, j.ID); !got.EndedAt.Equal(time.Now()) {
+			t.Errorf("ended %v, want now", got.EndedAt)
+		}
+	})
+}
+
+// A lost job whose leftover processes still run: they are reaped with the
+// orphan grace before the job's GPUs are freed.
+func TestPassReapsOrphans(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	j := r.submit(t, 5, "train")
+	r.pass(t)
+	r.workers.status[j.ID] = job.Status{State: job.Lost, Orphans: 2, Reason: "the job's main process is gone"}
+	res := r.pass(t)
+	if len(res.Finished) != 1 || res.Finished[0].State != job.Lost || res.Finished[0].Reason != "the job's main process is gone; its 1 leftover processes were killed" {
+		t.Fatalf("finished %+v", res.Finished)
+	}
+	if want := []string{fmt.Sprintf("%d %s", j.ID, control.OrphanGrace)}; !slices.Equal(r.workers.cancelled, want) {
+		t.Errorf("cancelled %q", r.workers.cancelled)
+	}
+}
+
+// A host that cannot be polled keeps its jobs as they are; the error is
+// reported and the rest of the pass goes on.
+func TestPassPollErrorKeepsJobs(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("a"), a100x4("b"))
+	ja := r.submitSpec(t, job.Spec{Argv: []string{"exit", "0"}, Host: "a", GPUs: 1, Priority: 5})
+	jb := r.submitSpec(t, job.Spec{Argv: []string{"exit", "0"}, Host: "b", GPUs: 1, Priority: 5})
+	r.pass(t)
+	r.workers.pollErr["a"] = errors.New("poll on a: host unreachable")
+	res := r.pass(t)
+	if len(res.Errors) != 1 || !slices.Equal(ids(res.Finished), []job.ID{jb.ID}) {
+		t.Errorf("errors %v finished %v", res.Errors, ids(res.Finished))
+	}
+	if got := r.get(t, ja.ID); got.State != job.Running {
+		t.Errorf("job on the unpollable host: %s", got.State)
+	}
+}
+
+// Nothing queued: the pass does not probe the hosts.
+func TestPassProbesOnlyForQueuedJobs(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	r.pass(t)
+	if r.lab.asked != 0 {
+		t.Errorf("probed %d times with an empty queue", r.lab.asked)
+	}
+	r.submit(t, 5, "sleep", "10")
+	r.pass(t) // starts it
+	r.pass(t) // only a running job left
+	if r.lab.asked != 1 {
+		t.Errorf("probed %d times, want 1", r.lab.asked)
+	}
+}
+
+// badRecords returns Active's jobs with an ErrBadRecord error, as Bolt
+// does when one record cannot be decoded.
+type badRecords struct{ *state.Mem }
+
+func (s badRecords) Active() ([]job.Job, error) {
+	js, _ := s.Mem.Active()
+	return js, fmt.Errorf("active: %w: job 99: decode: unexpected end of JSON input", state.ErrBadRecord)
+}
+
+// One corrupt job record does not stop every pass: the others are
+// scheduled and the bad one is reported.
+func TestPassGoesOnPastABadRecord(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	j := r.submit(t, 5, "sleep", "10")
+	ctl, _ := control.New(control.Options{Store: badRecords{r.store}, Snapshots: r.lab, Workers: r.workers})
+	res, err := ctl.Pass(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Started) != 1 || res.Started[0].ID != j.ID || res.Started[0].State != job.Running {
-		t.Fatalf("started %+v, errors %v", res.Started, res.Errors)
+	if !slices.Equal(ids(res.Started), []job.ID{j.ID}) || len(res.Errors) != 1 || !errors.Is(res.Errors[0], state.ErrBadRecord) {
+		t.Errorf("started %v errors %v", ids(res.Started), res.Errors)
+	}
+}
+
+// The policy reaches the planner: under backfill none, a job that does not
+// fit holds the ones behind it.
+func TestPassPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		backfill sched.Backfill
+		started  []job.ID
+	}{
+		{sched.BackfillSkip, []job.ID{2}},
+		{sched.BackfillNone, []job.ID{}},
+	} {
+		r := newRig(t, sched.Policy{Backfill: tt.backfill}, a100x4("ctl"))
+		r.submitSpec(t, job.Spec{Argv: []string{"big"}, Host: "auto", GPUs: 2, Priority: 5})
+		r.submit(t, 5, "small")
+		res := r.pass(t)
+		if !slices.Equal(ids(res.Started), tt.started) {
+			t.Errorf("backfill %s: started %v, want %v", tt.backfill, ids(res.Started), tt.started)
+		}
+	}
+}
+
+func TestNew(t *testing.T) {
+	st, l, w := state.NewMem(), &lab{}, newWorkers()
+	for _, tt := range []struct {
+		opt  control.Options
+		want string
+	}{
+		{control.Options{Snapshots: l, Workers: w}, "control: no store"},
+		{control.Options{Store: st, Workers: w}, "control: no snapshot source"},
+		{control.Options{Store: st, Snapshots: l}, "control: no workers"},
+		{control.Options{Store: st, Snapshots: l, Workers: w, Policy: sched.Policy{Order: "lottery"}}, `policy order "lottery": give one of fifo, priority`},
+	} {
+		if _, err := control.New(tt.opt); err == nil || err.Error() != tt.want {
+			t.Errorf("New: %v, want %s", err, tt.want)
+		}
+	}
+	if _, err := control.New(control.Options{Store: st, Snapshots: l, Workers: w}); err != nil {
+		t.Errorf("New with defaults: %v", err)
 	}
 }
 
@@ -108,26 +489,4 @@ func TestLockPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	unlock2()
-}
-
-// A launch that fails on the worker (home not writable, disk full) puts the
-// job back in the queue with the reason; nothing is left in launching.
-func TestPassLaunchFailureRequeues(t *testing.T) {
-	f, _ := localFleet(t)
-	l := f.Local.(sshexec.Local)
-	for i, kv := range l.Env {
-		if strings.HasPrefix(kv, "HOME=") {
-			l.Env[i] = "HOME=/dev/null/home"
-		}
-	}
-	st := state.NewMem()
-	j := submit(t, st, 5, "true")
-	res, err := (&control.Controller{Store: st, Fleet: f, Now: time.Now}).Pass(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := st.Get(j.ID)
-	if len(res.Started) != 0 || len(res.Errors) != 1 || got.State != job.Queued || !strings.Contains(got.Reason, "launch failed: launch on ctl") {
-		t.Errorf("state %s reason %q, errors %v", got.State, got.Reason, res.Errors)
-	}
 }

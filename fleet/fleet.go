@@ -1,15 +1,20 @@
-// Package fleet ties the inventory, the user's ssh_config and the runners
-// together: it picks hosts, resolves how to reach each one, and probes many
-// hosts in parallel. It is the seam later passes (scheduler, daemon) use to
-// reach hosts.
+// Package fleet is the set of hosts of one inventory and the means to reach
+// them: it reads the inventory and the user's ssh_config, keeps one SSH
+// pool for the fleet's lifetime, picks hosts, resolves how to reach each
+// one, probes many hosts in parallel, and turns probe reports into the
+// planner's view of the hosts. A CLI command, a pass and (later) the
+// daemon all reach hosts through it.
 package fleet
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"sort"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +22,7 @@ import (
 
 	"github.com/gssh/gssh/inventory"
 	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/sshconfig"
 	"github.com/gssh/gssh/sshexec"
 )
@@ -26,27 +32,192 @@ const (
 	DefaultProbeTimeout = 15 * time.Second // nvidia-smi can stall for seconds
 )
 
+// SystemSSHConfig is OpenSSH's system-wide client config, read after the
+// user's.
+const SystemSSHConfig = "/etc/ssh/ssh_config"
+
 // Resolver resolves a host alias through ssh_config (*sshconfig.Config).
 type Resolver interface {
 	Resolve(alias string, ov sshconfig.Overrides) (sshconfig.Settings, error)
 }
 
+// Shell runs commands on a host and can stream their output
+// (*sshexec.Pool and sshexec.Local are both).
+type Shell interface {
+	Run(ctx context.Context, host, cmd string, stdin io.Reader) (sshexec.Result, error)
+	Stream(ctx context.Context, host, cmd string, stdin io.Reader, stdout, stderr io.Writer) error
+}
+
 // SourceFunc builds the probe of one host from its runner.
 type SourceFunc func(run probe.Runner, host string) probe.Source
 
-// Fleet is the set of hosts of one inventory and the means to reach them.
-type Fleet struct {
-	Inv    *inventory.Inventory
-	SSH    Resolver
-	Remote *sshexec.Pool  // runner of SSH hosts
-	Local  sshexec.Runner // runner of `local: true` hosts
-	// Helper is the gssh-helper pushed to hosts (NVML); nil when gssh has
-	// none, and every host is probed through nvidia-smi for NoHelperWhy.
-	Helper      *probe.HelperBinary
-	NoHelperWhy string
-	Memo        probe.Memo // where hosts that cannot run the helper are remembered; may be nil
-	Source      SourceFunc // replaces the helper/nvidia-smi choice (tests); nil = that choice
+// Options are what New needs. The zero value is a local-only fleet (no
+// inventory found) reached with the user's ssh_config.
+type Options struct {
+	// Inventory, when set, is the inventory (tests, a simulated lab);
+	// otherwise it is found by inventory.Locate from InventoryPath
+	// (--inventory), InventoryEnv ($GSSH_INVENTORY) and Home, and without
+	// one the fleet is the local host alone, named LocalHost.
+	Inventory     *inventory.Inventory
+	InventoryPath string
+	InventoryEnv  string
+
+	// Home is $HOME (or the passwd entry's): ~/.ssh/config, known_hosts,
+	// keys. LocalUser is %u and the login user when nothing names one;
+	// LocalHost the controller's host name (%L, %l).
+	Home, LocalUser, LocalHost string
+	// SSH, when set, resolves hosts (tests); otherwise ssh_config is read
+	// from SSHConfig (--ssh-config; "" = ~/.ssh/config) then SystemSSHConfig.
+	SSH       Resolver
+	SSHConfig string
+	// AgentSock is $SSH_AUTH_SOCK; ConnectTimeout applies where ssh_config
+	// sets no ConnectTimeout (0 = sshexec.DefaultConnectTimeout).
+	AgentSock      string
+	ConnectTimeout time.Duration
+
+	// Local runs the commands of `local: true` hosts (nil =
+	// sshexec.Local{Env: Environ}).
+	Local   Shell
+	Environ []string
+
+	// HelperPath is gssh-helper ($GSSH_HELPER); "" = the one beside the
+	// running gssh (see FindHelper). It is read when the fleet is made;
+	// without one every host is probed through nvidia-smi, and the reason
+	// is shown.
+	HelperPath string
+	// CacheDir holds helper-fallback.json, where hosts that cannot run the
+	// helper are remembered ("" = not remembered).
+	CacheDir string
+	// Source replaces the helper/nvidia-smi choice (tests); nil = that choice.
+	Source SourceFunc
+
+	// Warn receives notices once (ssh_config lines gssh cannot use, a host
+	// key added under accept-new). Nil: dropped.
+	Warn func(string)
+	// Now is the clock (nil = time.Now).
+	Now func() time.Time
 }
+
+// Fleet is the set of hosts of one inventory and the means to reach them.
+// It is safe for concurrent use; Close ends it.
+type Fleet struct {
+	opt         Options
+	helper      *probe.HelperBinary
+	noHelperWhy string
+	mu          sync.RWMutex
+	inv         *inventory.Inventory
+	ssh         Resolver
+	remote      *sshexec.Pool
+	local       Shell
+	memo        probe.FallbackMemo
+}
+
+// New reads the inventory and ssh_config and returns the fleet, with an
+// SSH pool that connects on first use. Errors name the file and line:
+// an inventory or ssh_config that cannot be read or parsed, a
+// --ssh-config that is missing or a directory.
+func New(opt Options) (*Fleet, error) {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Warn == nil {
+		opt.Warn = func(string) {}
+	}
+	f := &Fleet{opt: opt, local: opt.Local}
+	if f.local == nil {
+		f.local = sshexec.Local{Env: opt.Environ}
+	}
+	if opt.CacheDir != "" {
+		f.memo = NewFallbackFile(filepath.Join(opt.CacheDir, "helper-fallback.json"), opt.Now)
+	}
+	inv, ssh, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	f.inv, f.ssh = inv, ssh
+	if opt.Source == nil {
+		f.helper, f.noHelperWhy = FindHelper(opt.HelperPath)
+	}
+	f.remote = sshexec.NewPool(sshexec.PoolOptions{
+		Resolve:        f.Settings,
+		AgentSock:      opt.AgentSock,
+		ConnectTimeout: opt.ConnectTimeout,
+		Warn:           opt.Warn,
+		Now:            opt.Now,
+	})
+	return f, nil
+}
+
+// load reads the inventory and ssh_config as the options say.
+func (f *Fleet) load() (*inventory.Inventory, Resolver, error) {
+	opt := f.opt
+	inv := opt.Inventory
+	if inv == nil {
+		path, err := inventory.Locate(opt.InventoryPath, opt.InventoryEnv, opt.Home)
+		switch {
+		case errors.Is(err, inventory.ErrNotFound):
+			host, _, _ := strings.Cut(opt.LocalHost, ".")
+			if host == "" {
+				host = "localhost"
+			}
+			inv = inventory.LocalOnly(host)
+		case err != nil:
+			return nil, nil, err
+		default:
+			if inv, err = inventory.Load(path); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if opt.SSH != nil {
+		return inv, opt.SSH, nil
+	}
+	userCfg := opt.SSHConfig
+	if userCfg == "" {
+		userCfg = filepath.Join(opt.Home, ".ssh", "config")
+	} else if fi, err := os.Stat(userCfg); err != nil {
+		return nil, nil, fmt.Errorf("--ssh-config: %w", err)
+	} else if fi.IsDir() {
+		return nil, nil, fmt.Errorf("--ssh-config %s is a directory; give the config file", userCfg)
+	}
+	cfg, err := sshconfig.Load(sshconfig.Env{Home: opt.Home, LocalUser: opt.LocalUser, LocalHost: opt.LocalHost}, userCfg, SystemSSHConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, w := range cfg.Warnings() {
+		opt.Warn(fmt.Sprint("warning: ", w))
+	}
+	return inv, cfg, nil
+}
+
+// Reload reads the inventory and ssh_config again (where they came from
+// files) and forgets the host key and configuration errors the pool
+// keeps, so a long-running process picks up a fixed known_hosts or
+// inventory without a restart. On an error the fleet stays as it was.
+func (f *Fleet) Reload() error {
+	inv, ssh, err := f.load()
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.inv, f.ssh = inv, ssh
+	f.mu.Unlock()
+	f.remote.Forget()
+	return nil
+}
+
+// Close closes every SSH connection; commands in flight fail.
+func (f *Fleet) Close() error { return f.remote.Close() }
+
+// Inventory returns the inventory in use (a new one after Reload).
+func (f *Fleet) Inventory() *inventory.Inventory {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.inv
+}
+
+// Lookup returns the inventory host named name.
+func (f *Fleet) Lookup(name string) (inventory.Host, bool) { return f.Inventory().Lookup(name) }
 
 // source picks how host h is probed: the helper with nvidia-smi as the
 // fallback, or nvidia-smi alone when gssh carries no helper.
@@ -56,14 +227,14 @@ type Fleet struct {
 // its own budget, probe.PushTimeout.)
 func (f *Fleet) source(h inventory.Host, d time.Duration) probe.Source {
 	run := f.Runner(h)
-	if f.Source != nil {
-		return within{f.Source(run, h.Name), d}
+	if f.opt.Source != nil {
+		return within{f.opt.Source(run, h.Name), d}
 	}
 	smi := within{probe.SMI(run, h.Name), d}
-	if f.Helper == nil {
-		return because{smi, f.NoHelperWhy}
+	if f.helper == nil {
+		return because{smi, f.noHelperWhy}
 	}
-	return probe.Fallback(within{probe.Helper(run, h.Name, f.Helper, f.Memo, h.Local), d}, smi)
+	return probe.Fallback(within{probe.Helper(run, h.Name, f.helper, f.memo, h.Local), d}, smi)
 }
 
 // within runs src under a timeout of its own.
@@ -93,55 +264,72 @@ func (b because) Snapshot(ctx context.Context) (probe.Snapshot, error) {
 }
 
 // Settings resolves how to reach the inventory host name: ssh_config
-// merged with the inventory's own values, which win.
+// merged with the inventory's own values, which win. Errors wrap
+// sshexec.ErrUnknownHost or sshexec.ErrConfig.
 func (f *Fleet) Settings(name string) (sshconfig.Settings, error) {
-	h, ok := f.Inv.Lookup(name)
+	f.mu.RLock()
+	inv, ssh := f.inv, f.ssh
+	f.mu.RUnlock()
+	h, ok := inv.Lookup(name)
 	if !ok {
-		return sshconfig.Settings{}, f.unknown(name)
+		return sshconfig.Settings{}, unknown(inv, name)
 	}
 	if h.Local {
-		return sshconfig.Settings{}, fmt.Errorf("%s is the local host and is not reached over SSH", name)
+		return sshconfig.Settings{}, &sshexec.Error{Host: name, Kind: sshexec.ErrConfig, Detail: "the local host is not reached over SSH"}
 	}
-	s, err := f.SSH.Resolve(h.Name, h.Overrides())
+	s, err := ssh.Resolve(h.Name, h.Overrides())
 	if err != nil {
-		return s, fmt.Errorf("%s: %w: %v", name, sshexec.ErrConfig, err)
+		return s, &sshexec.Error{Host: name, Kind: sshexec.ErrConfig, Detail: err.Error(), Err: err}
 	}
 	return s, nil
 }
 
-func (f *Fleet) unknown(name string) error {
+func unknown(inv *inventory.Inventory, name string) error {
 	where := "the implicit local-only inventory (no hosts file found)"
-	if f.Inv.File != "" {
-		where = f.Inv.File
+	if inv.File != "" {
+		where = inv.File
 	}
 	return fmt.Errorf("%w %q: it is not in %s, which lists: %s; add it to the inventory's `hosts:`",
-		sshexec.ErrUnknownHost, name, where, strings.Join(f.Inv.Names(), ", "))
+		sshexec.ErrUnknownHost, name, where, strings.Join(inv.Names(), ", "))
 }
 
 // Runner returns the runner of host h.
-func (f *Fleet) Runner(h inventory.Host) sshexec.Runner {
+func (f *Fleet) Runner(h inventory.Host) Shell {
 	if h.Local {
-		return f.Local
+		return f.local
 	}
-	return f.Remote
+	return f.remote
+}
+
+// Shell returns the runner of the inventory host name, or an error
+// wrapping sshexec.ErrUnknownHost when the inventory does not list it (a
+// job placed on a host since removed).
+func (f *Fleet) Shell(name string) (Shell, error) {
+	inv := f.Inventory()
+	h, ok := inv.Lookup(name)
+	if !ok {
+		return nil, unknown(inv, name)
+	}
+	return f.Runner(h), nil
 }
 
 // Select returns the inventory hosts named in names (all when empty) that
 // carry every label in labels, in inventory order. An unknown name is an
 // error listing the known ones; a label that matches no host is an error too.
 func (f *Fleet) Select(names, labels []string) ([]inventory.Host, error) {
+	inv := f.Inventory()
 	want := map[string]bool{}
 	for _, n := range names {
 		if strings.TrimSpace(n) == "" {
 			return nil, errors.New("--host was given an empty name")
 		}
-		if _, ok := f.Inv.Lookup(n); !ok {
-			return nil, f.unknown(n)
+		if _, ok := inv.Lookup(n); !ok {
+			return nil, unknown(inv, n)
 		}
 		want[n] = true
 	}
 	var out []inventory.Host
-	for _, h := range f.Inv.Hosts {
+	for _, h := range inv.Hosts {
 		if len(want) > 0 && !want[h.Name] {
 			continue
 		}
@@ -158,23 +346,21 @@ func (f *Fleet) Select(names, labels []string) ([]inventory.Host, error) {
 		if len(names) > 0 {
 			scope = "none of " + strings.Join(names, ", ")
 		}
-		return nil, fmt.Errorf("%s carries all of the labels %s; labels in use: %s", scope, strings.Join(labels, ", "), strings.Join(f.labels(), ", "))
+		return nil, fmt.Errorf("%s carries all of the labels %s; labels in use: %s", scope, strings.Join(labels, ", "), strings.Join(labelsOf(inv), ", "))
 	}
 	return out, nil
 }
 
-func (f *Fleet) labels() []string {
-	seen := map[string]bool{}
+func labelsOf(inv *inventory.Inventory) []string {
 	var out []string
-	for _, h := range f.Inv.Hosts {
+	for _, h := range inv.Hosts {
 		for _, l := range h.Labels {
-			if !seen[l] {
-				seen[l] = true
+			if !slices.Contains(out, l) {
 				out = append(out, l)
 			}
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	if len(out) == 0 {
 		return []string{"(none)"}
 	}
@@ -240,31 +426,26 @@ func (f *Fleet) Probe(ctx context.Context, hosts []inventory.Host, opt ProbeOpti
 	out := make([]Report, len(hosts))
 	var wg sync.WaitGroup
 	for i, h := range hosts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = f.probeOne(ctx, h, opt)
-		}()
+		wg.Go(func() { out[i] = f.probeOne(ctx, h, opt) })
 	}
 	wg.Wait()
 	return out
 }
 
 func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions) Report {
-	start := time.Now()
+	start := f.opt.Now()
 	r := Report{Host: h, Address: f.Address(h)}
-	defer func() { r.Took = time.Since(start) }()
 	if !h.Local {
-		d, err := f.Remote.Connect(ctx, h.Name)
+		d, err := f.remote.Connect(ctx, h.Name)
 		if err != nil {
 			r.Err = err
 			r.Snapshot = failed(h.Name, err)
-			r.Took = time.Since(start)
+			r.Took = f.opt.Now().Sub(start)
 			return r
 		}
 		r.Connect = d
 		if opt.Ping {
-			if rtt, err := f.Remote.Ping(ctx, h.Name); err == nil {
+			if rtt, err := f.remote.Ping(ctx, h.Name); err == nil {
 				r.RTT = rtt
 			}
 		}
@@ -279,32 +460,81 @@ func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions
 	case err != nil && errors.Is(err, sshexec.ErrTimeout) && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		r.Snapshot.Error = fmt.Sprintf("the GPU probe did not finish within %s (nvidia-smi may hang on a stuck GPU; raise --probe-timeout if the host is only slow)", opt.Timeout)
 	case err != nil && !errors.As(err, &xe) && snap.Error == err.Error():
-		r.Snapshot.Error = detail(h.Name, snap.State, err)
+		r.Snapshot.Error = detail(snap.State, err)
 	}
-	r.Took = time.Since(start)
+	r.Took = f.opt.Now().Sub(start)
 	return r
 }
 
 // failed is the snapshot of a host that could not be probed at all.
 func failed(host string, err error) probe.Snapshot {
 	state := probe.TransportState(err)
-	return probe.Snapshot{Host: host, State: state, Error: detail(host, state, err), Warnings: []string{}, GPUs: []probe.GPU{}}
+	return probe.Snapshot{Host: host, State: state, Error: detail(state, err), Warnings: []string{}, GPUs: []probe.GPU{}}
 }
 
 // detail is err's text without what the row already says: the host name
 // and the state ("gpu01: timed out: connect..." under state "timeout" is
 // "connect...").
-func detail(host string, state probe.HostState, err error) string {
-	msg := strings.TrimPrefix(err.Error(), host+": ")
-	for _, s := range []error{sshexec.ErrUnreachable, sshexec.ErrTimeout, sshexec.ErrAuth, sshexec.ErrHostKey,
-		sshexec.ErrUnknownHostKey, sshexec.ErrConfig, sshexec.ErrNoOutcome, sshexec.ErrUnknownHost} {
-		if rest, ok := strings.CutPrefix(msg, s.Error()); ok && errors.Is(err, s) {
-			msg = strings.TrimLeft(rest, ": ")
-			break
+func detail(state probe.HostState, err error) string {
+	if msg := sshexec.Detail(err); msg != "" {
+		return msg
+	}
+	return string(state)
+}
+
+// SchedHosts is the planner's view of the inventory's hosts: each with its
+// labels, reserve and drain flag, and the snapshot of its report (a host
+// without one is "not probed yet").
+func SchedHosts(inv *inventory.Inventory, reports []Report) []sched.Host {
+	byName := map[string]probe.Snapshot{}
+	for _, r := range reports {
+		byName[r.Host.Name] = r.Snapshot
+	}
+	out := make([]sched.Host, 0, len(inv.Hosts))
+	for _, h := range inv.Hosts {
+		out = append(out, sched.Host{Name: h.Name, Labels: h.Labels, ReservePct: h.ReservePct, Drain: h.Drain, Snapshot: byName[h.Name]})
+	}
+	return out
+}
+
+// Snapshots is the fleet as control.Snapshots: every host probed now, or,
+// when Reports is set, the reports taken already (a submit probes before
+// it validates, and its pass reuses them).
+type Snapshots struct {
+	Fleet   *Fleet
+	Timeout time.Duration // per host (0 = DefaultProbeTimeout)
+	Reports []Report
+}
+
+// Hosts implements control.Snapshots. It never fails: a host that cannot
+// be probed is there with its state.
+func (s Snapshots) Hosts(ctx context.Context) ([]sched.Host, error) {
+	inv := s.Fleet.Inventory()
+	reports := s.Reports
+	if reports == nil {
+		reports = s.Fleet.Probe(ctx, inv.Hosts, ProbeOptions{Timeout: s.Timeout})
+	}
+	return SchedHosts(inv, reports), nil
+}
+
+// FindHelper locates and loads gssh-helper: path (e.g. $GSSH_HELPER) when
+// set, else the file beside the running gssh (where `make` puts it).
+// Without one it returns nil and why, for `gssh hosts` to show: hosts are
+// then probed through nvidia-smi.
+func FindHelper(path string) (*probe.HelperBinary, string) {
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, "gssh-helper not found: " + err.Error()
+		}
+		path = filepath.Join(filepath.Dir(exe), "gssh-helper")
+		if _, err := os.Stat(path); err != nil {
+			return nil, "no gssh-helper beside " + exe + " (a `go install` build?): build it with `make`, or set $GSSH_HELPER"
 		}
 	}
-	if msg == "" {
-		return string(state)
+	bin, err := probe.LoadHelperBinary(path)
+	if err != nil {
+		return nil, err.Error()
 	}
-	return msg
+	return bin, ""
 }

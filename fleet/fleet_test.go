@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -52,9 +55,9 @@ func TestProbeIsParallel(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	wg.Add(n)
-	f := &fleet.Fleet{Inv: inv, Local: sshexec.Local{}, Source: func(_ probe.Runner, host string) probe.Source {
+	f := newFleet(t, fleet.Options{Inventory: inv, Source: func(_ probe.Runner, host string) probe.Source {
 		return barrierSource{wg: &wg, host: host}
-	}}
+	}})
 	reports := f.Probe(context.Background(), inv.Hosts, fleet.ProbeOptions{Timeout: 20 * time.Second})
 	for i, r := range reports {
 		if r.Host.Name != inv.Hosts[i].Name || r.Snapshot.State != probe.HostOK || !r.Probed() {
@@ -95,8 +98,8 @@ hosts:
   - name: c
     local: true
 `)
-	f := &fleet.Fleet{Inv: inv, SSH: fakeResolver{"a": {Alias: "a", HostName: "gpu-a", Port: 22, User: "ml",
-		ProxyJump: []sshconfig.Settings{{Alias: "bastion"}, {Alias: "inner"}}}}}
+	f := newFleet(t, fleet.Options{Inventory: inv, SSH: fakeResolver{"a": {Alias: "a", HostName: "gpu-a", Port: 22, User: "ml",
+		ProxyJump: []sshconfig.Settings{{Alias: "bastion"}, {Alias: "inner"}}}}})
 	names := func(hs []inventory.Host) string {
 		var out []string
 		for _, h := range hs {
@@ -143,18 +146,71 @@ hosts:
 // that does not repeat the host name or the state.
 func TestProbeUnreachableReport(t *testing.T) {
 	inv := parseInv(t, "hosts:\n  - name: gone\n    address: 127.0.0.1\n    port: 1\n")
-	f := &fleet.Fleet{Inv: inv, SSH: fakeResolver{}}
-	f.Remote = sshexec.NewPool(sshexec.PoolOptions{Resolve: f.Settings, ConnectTimeout: 2 * time.Second})
-	defer f.Remote.Close()
+	f := newFleet(t, fleet.Options{Inventory: inv, SSH: fakeResolver{}, ConnectTimeout: 2 * time.Second})
 	r := f.Probe(context.Background(), inv.Hosts, fleet.ProbeOptions{})[0]
 	if r.Probed() || r.Snapshot.State != probe.HostUnreachable || !errors.Is(r.Err, sshexec.ErrUnreachable) {
 		t.Fatalf("report %+v, err %v", r.Snapshot, r.Err)
 	}
-	if strings.HasPrefix(r.Snapshot.Error, "gone") || strings.Contains(r.Snapshot.Error, "host unreachable") {
+	if strings.HasPrefix(r.Snapshot.Error, "gone") || strings.Contains(r.Snapshot.Error, "host unreachable") || !strings.HasPrefix(r.Snapshot.Error, "connect to 127.0.0.1:1") {
 		t.Errorf("error text repeats the row: %q", r.Snapshot.Error)
 	}
-	doc := fleet.NewGPUsDoc(time.Unix(0, 0), []fleet.Report{r})
-	if doc.Schema != fleet.GPUsSchema || len(doc.Hosts) != 1 || doc.Hosts[0].GPUs == nil || doc.Hosts[0].Labels == nil {
-		t.Errorf("doc %+v", doc)
+}
+
+func newFleet(t *testing.T, opt fleet.Options) *fleet.Fleet {
+	t.Helper()
+	f, err := fleet.New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// Without an inventory file the fleet is the local host alone, named by
+// its short host name; with one, Reload picks up its changes and keeps the
+// fleet as it was when the new file is bad.
+func TestNewAndReload(t *testing.T) {
+	home := t.TempDir()
+	f := newFleet(t, fleet.Options{Home: home, LocalHost: "ctl.lab.example", SSH: fakeResolver{}})
+	if inv := f.Inventory(); len(inv.Hosts) != 1 || inv.Hosts[0].Name != "ctl" || !inv.Hosts[0].Local {
+		t.Errorf("implicit inventory %+v", inv.Hosts)
+	}
+	path := filepath.Join(t.TempDir(), "hosts.yaml")
+	os.WriteFile(path, []byte("hosts:\n  - name: a\n"), 0o600)
+	f = newFleet(t, fleet.Options{InventoryPath: path, Home: home, SSH: fakeResolver{}})
+	os.WriteFile(path, []byte("hosts:\n  - name: a\n  - name: b\n    labels: [x]\n"), 0o600)
+	if err := f.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Inventory().Names(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("after reload: %v", got)
+	}
+	if _, ok := f.Lookup("b"); !ok {
+		t.Error("Lookup(b) after reload")
+	}
+	os.WriteFile(path, []byte("hosts:\n  - nme: a\n"), 0o600)
+	if err := f.Reload(); err == nil || !strings.Contains(err.Error(), path+":2") {
+		t.Errorf("bad file: %v", err)
+	}
+	if got := f.Inventory().Names(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("after a failed reload: %v", got)
+	}
+	if _, err := fleet.New(fleet.Options{SSHConfig: t.TempDir(), Home: home}); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("--ssh-config a directory: %v", err)
+	}
+	if _, err := fleet.New(fleet.Options{InventoryPath: filepath.Join(home, "nope.yaml"), Home: home}); err == nil || !strings.Contains(err.Error(), "--inventory") {
+		t.Errorf("--inventory missing: %v", err)
+	}
+}
+
+// The planner's view: every inventory host with its facts and the
+// snapshot of its report; a host without one is not probed yet.
+func TestSchedHosts(t *testing.T) {
+	inv := parseInv(t, "hosts:\n  - name: a\n    labels: [x]\n    reserve: 20%\n    drain: true\n  - name: b\n")
+	reports := []fleet.Report{{Host: inv.Hosts[0], Snapshot: probe.Snapshot{Host: "a", State: probe.HostOK}}}
+	got := fleet.SchedHosts(inv, reports)
+	if len(got) != 2 || got[0].Name != "a" || !got[0].Drain || got[0].ReservePct != 20 || !slices.Equal(got[0].Labels, []string{"x"}) ||
+		got[0].Snapshot.State != probe.HostOK || got[1].Name != "b" || got[1].Snapshot.State != "" {
+		t.Errorf("SchedHosts = %+v", got)
 	}
 }

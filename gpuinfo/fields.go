@@ -1,5 +1,7 @@
 package gpuinfo
 
+import "strings"
+
 // Words for a value a tool could not give, used in GPU.MemoryState,
 // MIG.MemoryState and warnings, the same whether nvidia-smi printed a
 // bracketed sentinel or NVML returned an error code.
@@ -14,3 +16,8 @@ const (
 	FieldEmpty         = "empty"                    // nothing between the commas
 	MemoryUnified      = "unified memory"           // GPU.MemoryState of a GPU sharing host memory (GB10): no own VRAM to report
 )
+
+// UnifiedMemory reports whether a GPU of this name has no memory of its
+// own but shares the host's (DGX Spark's GB10): nvidia-smi reports its
+// memory as [N/A] and NVML as not supported; both then say MemoryUnified.
+func UnifiedMemory(name string) bool { return strings.Contains(name, "GB10") }

@@ -104,3 +104,24 @@ type Job struct {
 	StartedAt   time.Time `json:"started_at,omitzero"`
 	EndedAt     time.Time `json:"ended_at,omitzero"`
 }
+
+// Status is what a worker reports of one job at one look (launch.Poll
+// reads it from the job's directory; a simulated worker makes it up).
+type Status struct {
+	// State is Running, Launching (the directory exists but the job has not
+	// recorded its pid yet), Succeeded, Failed, Cancelled or Lost.
+	State    State
+	ExitCode *int
+	Signal   string // when the exit status was 128+N: signal N's name ("TERM")
+	Reason   string
+	// Missing: the job directory does not exist on the worker (a job
+	// claimed but never launched, or a directory someone removed).
+	Missing bool
+	// Orphans counts the job's processes still running although its
+	// session leader is gone without an exit status (kill -9 of run.sh):
+	// they must be reaped before the job's GPUs are given to another.
+	Orphans int
+	// EndedAt is when the job ended by the worker's clock (the exit file's
+	// mtime, whole seconds), when known.
+	EndedAt time.Time
+}

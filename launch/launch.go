@@ -1,6 +1,10 @@
 // Package launch runs jobs on workers over a Runner and keeps track of them
 // there, with nothing installed on the worker but a POSIX shell and the
-// usual tools (setsid, ps, tail, sha-free).
+// usual tools: setsid (util-linux; nohup where it is missing), ps, awk,
+// grep, sed, cut, sort, stat, tail (GNU, for --pid), and /proc.
+//
+// Start, Poll, Cancel and Logs each take one host's Runner; Workers ties
+// them to the hosts of a fleet, as control.Workers.
 //
 // Each job has a directory on the worker, ~/.gssh/jobs/<cluster>-<id>/
 // (mode 0700), holding:
@@ -50,6 +54,35 @@ type Streamer interface {
 	Stream(ctx context.Context, host, cmd string, stdin io.Reader, stdout, stderr io.Writer) error
 }
 
+// Shell is a host's runner that can also stream (sshexec.Pool and
+// sshexec.Local are both).
+type Shell interface {
+	Runner
+	Streamer
+}
+
+// StepError is a step (launch, poll, cancel, logs) that failed on a
+// worker. Its message names the host once: for a command that exited
+// non-zero, with the first lines of its stderr ("launch on gpu01: job
+// directory … exists already"); for a transport failure, with its kind and
+// detail. Err stays typed: an *sshexec.ExitError, or an *sshexec.Error
+// wrapping a sentinel.
+type StepError struct {
+	Step, Host string
+	Err        error
+}
+
+func (e *StepError) Error() string {
+	var xe *sshexec.ExitError
+	msg := sshexec.WithoutHost(e.Err)
+	if errors.As(e.Err, &xe) && strings.TrimSpace(xe.Stderr) != "" {
+		msg = firstLines(xe.Stderr, 3)
+	}
+	return e.Step + " on " + e.Host + ": " + msg
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
 // q quotes one value for the remote POSIX shell.
 func q(s string) string { return shellescape.Quote(s) }
 
@@ -57,6 +90,22 @@ func q(s string) string { return shellescape.Quote(s) }
 func DirName(cluster string, id job.ID) string {
 	return fmt.Sprintf(".gssh/jobs/%s-%d", cluster, id)
 }
+
+// dirOf is job j's directory as recorded at launch (absolute), or, before
+// that, relative to the home.
+func dirOf(cluster string, j job.Job) string {
+	if j.Remote.Dir != "" {
+		return j.Remote.Dir
+	}
+	return DirName(cluster, j.ID)
+}
+
+// jobdirFn defines `jobdir DIR`, which sets d to DIR, taken relative to the
+// login user's home unless absolute: the one way the scripts below find a
+// job's directory.
+const jobdirFn = `
+jobdir() { case $1 in /*) d=$1 ;; *) d="$HOME/$1" ;; esac; }
+`
 
 var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -122,14 +171,23 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	return b.String(), nil
 }
 
-// workdir renders the workdir for `cd`: "~" and "~/x" mean the worker's
-// home; everything else is quoted as it is.
+// userHome matches "~user" and "~user/dir": a user name the shell may see
+// unquoted (tilde expansion needs that) and nothing else.
+var userHome = regexp.MustCompile(`^~([A-Za-z_][A-Za-z0-9._-]*)(/.*)?$`)
+
+// workdir renders the workdir for `cd`: "~" and "~/x" mean the login
+// user's home on the worker, "~user" and "~user/x" that user's; everything
+// else is quoted as it is.
 func workdir(wd string) string {
-	switch {
+	switch m := userHome.FindStringSubmatch(wd); {
 	case wd == "" || wd == "~":
 		return `"$HOME"`
 	case strings.HasPrefix(wd, "~/"):
 		return `"$HOME"/` + q(wd[2:])
+	case m != nil && m[2] == "":
+		return "~" + m[1]
+	case m != nil:
+		return "~" + m[1] + "/" + q(m[2][1:])
 	}
 	return q(wd)
 }
@@ -148,8 +206,8 @@ func Start(ctx context.Context, run Runner, host, cluster string, j job.Job) (jo
 	if err != nil {
 		return job.Remote{}, fmt.Errorf("launch: %w", err)
 	}
-	cmd := `set -e; umask 077
-d="$HOME"/` + q(DirName(cluster, j.ID)) + `
+	cmd := jobdirFn + `set -e; umask 077
+jobdir ` + q(DirName(cluster, j.ID)) + `
 mkdir -p "$HOME/.gssh/jobs"
 if ! mkdir "$d" 2>/dev/null; then
   if [ -e "$d" ]; then echo "job directory $d exists already" >&2; else mkdir "$d"; fi; exit 1
@@ -167,11 +225,7 @@ if [ ! -s "$d/pid" ]; then echo "run.sh did not start within 5s; see $d/log" >&2
 printf 'dir %s\n' "$d"; cat "$d/pid"`
 	res, err := run.Run(ctx, host, cmd, strings.NewReader(script))
 	if err != nil {
-		var xe *sshexec.ExitError
-		if errors.As(err, &xe) {
-			return job.Remote{}, fmt.Errorf("launch on %s: %s", host, strings.TrimSpace(firstLines(xe.Stderr, 3)))
-		}
-		return job.Remote{}, fmt.Errorf("launch on %s: %w", host, err)
+		return job.Remote{}, &StepError{"launch", host, err}
 	}
 	return parseStarted(res.Stdout)
 }
@@ -196,35 +250,15 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines, "; ")
 }
 
-// Status is what Poll found of one job on its worker.
-type Status struct {
-	State    job.State // Running, Succeeded, Failed, Cancelled or Lost
-	ExitCode *int
-	Signal   string // when the exit status was 128+N: the signal N's name
-	Reason   string
-	// Missing: the job directory does not exist on the worker (a job
-	// claimed but never launched, or a directory someone removed).
-	Missing bool
-	// Orphans counts the job's processes still running although its
-	// session leader is gone without an exit status (kill -9 of run.sh):
-	// they must be reaped before the job's GPUs are given to another.
-	Orphans int
-	// EndedAt is when the exit file was written (its mtime), when known.
-	EndedAt time.Time
-}
-
 // Poll checks jobs (all on host) in one session: the exit file when
 // present, else whether the recorded pid is still the job (same start
 // time, so a reused pid is not taken for it). A job whose directory has no
 // pid file yet (claimed, launch unknown) is reported Lost only if the
 // directory does not exist.
-func Poll(ctx context.Context, run Runner, host, cluster string, jobs []job.Job) (map[job.ID]Status, error) {
+func Poll(ctx context.Context, run Runner, host, cluster string, jobs []job.Job) (map[job.ID]job.Status, error) {
 	var in bytes.Buffer
 	for _, j := range jobs {
-		d := j.Remote.Dir
-		if d == "" {
-			d = DirName(cluster, j.ID)
-		}
+		d := dirOf(cluster, j)
 		if strings.ContainsAny(d, "\n") {
 			return nil, fmt.Errorf("poll: job %d: directory name with a newline", j.ID)
 		}
@@ -234,10 +268,10 @@ func Poll(ctx context.Context, run Runner, host, cluster string, jobs []job.Job)
 		}
 		fmt.Fprintf(&in, "%d %s %s %s\n", j.ID, pid, st, d)
 	}
-	script := aliveFn + procsFn + `
+	script := aliveFn + procsFn + jobdirFn + `
 cid=` + q(cluster) + `
-while read -r id pid st d; do
-  case $d in /*) ;; *) d="$HOME/$d" ;; esac
+while read -r id pid st dir; do
+  jobdir "$dir"
   if [ ! -d "$d" ]; then echo "$id missing"; continue; fi
   if [ "$pid" = - ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
   alive=
@@ -253,13 +287,13 @@ while read -r id pid st d; do
 done`
 	res, err := run.Run(ctx, host, script, &in)
 	if err != nil {
-		return nil, fmt.Errorf("poll %s: %w", host, err)
+		return nil, &StepError{"poll", host, err}
 	}
 	return parsePoll(res.Stdout), nil
 }
 
-func parsePoll(out []byte) map[job.ID]Status {
-	m := map[job.ID]Status{}
+func parsePoll(out []byte) map[job.ID]job.Status {
+	m := map[job.ID]job.Status{}
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 2 {
@@ -272,21 +306,21 @@ func parsePoll(out []byte) map[job.ID]Status {
 		id := job.ID(n)
 		switch f[1] {
 		case "running":
-			m[id] = Status{State: job.Running}
+			m[id] = job.Status{State: job.Running}
 		case "cancelled":
-			m[id] = Status{State: job.Cancelled, Reason: "cancelled"}
+			m[id] = job.Status{State: job.Cancelled, Reason: "cancelled"}
 		case "starting":
-			m[id] = Status{State: job.Launching}
+			m[id] = job.Status{State: job.Launching}
 		case "missing":
-			m[id] = Status{State: job.Lost, Reason: "the job directory is gone from the worker", Missing: true}
+			m[id] = job.Status{State: job.Lost, Reason: "the job directory is gone from the worker", Missing: true}
 		case "lost":
-			m[id] = Status{State: job.Lost, Reason: "the job's processes are gone and it wrote no exit status (reboot, OOM killer, kill -9?)"}
+			m[id] = job.Status{State: job.Lost, Reason: "the job's processes are gone and it wrote no exit status (reboot, OOM killer, kill -9?)"}
 		case "orphaned":
 			n, _ := strconv.Atoi(f[2])
-			m[id] = Status{State: job.Lost, Orphans: n, Reason: "the job's main process is gone and it wrote no exit status, but some of its processes still run"}
+			m[id] = job.Status{State: job.Lost, Orphans: n, Reason: "the job's main process is gone and it wrote no exit status, but some of its processes still run"}
 		case "exit":
 			if len(f) < 4 {
-				m[id] = Status{State: job.Failed, Reason: "unreadable exit file"}
+				m[id] = job.Status{State: job.Failed, Reason: "unreadable exit file"}
 				continue
 			}
 			st := exitStatus(strings.Join(f[3:], " "))
@@ -300,32 +334,23 @@ func parsePoll(out []byte) map[job.ID]Status {
 }
 
 // exitStatus reads the exit file: "exit N" or "error <why>".
-func exitStatus(s string) Status {
+func exitStatus(s string) job.Status {
 	if why, ok := strings.CutPrefix(s, "error "); ok {
-		return Status{State: job.Failed, Reason: why}
+		return job.Status{State: job.Failed, Reason: why}
 	}
 	code, err := strconv.Atoi(strings.TrimPrefix(s, "exit "))
 	if err != nil {
-		return Status{State: job.Failed, Reason: "unreadable exit file: " + s}
+		return job.Status{State: job.Failed, Reason: "unreadable exit file: " + s}
 	}
-	st := Status{State: job.Succeeded, ExitCode: &code, Reason: "exit status 0"}
+	st := job.Status{State: job.Succeeded, ExitCode: &code, Reason: "exit status 0"}
 	if code != 0 {
 		st.State, st.Reason = job.Failed, fmt.Sprintf("exit status %d", code)
 	}
 	if code > 128 && code < 128+65 {
-		st.Signal = signalName(code - 128)
+		st.Signal = sshexec.SignalName(code - 128)
 		st.Reason = fmt.Sprintf("exit status %d: killed by signal %s", code, st.Signal)
 	}
 	return st
-}
-
-func signalName(n int) string {
-	names := map[int]string{1: "HUP", 2: "INT", 3: "QUIT", 4: "ILL", 6: "ABRT", 7: "BUS", 8: "FPE", 9: "KILL",
-		10: "USR1", 11: "SEGV", 12: "USR2", 13: "PIPE", 14: "ALRM", 15: "TERM"}
-	if s, ok := names[n]; ok {
-		return s
-	}
-	return strconv.Itoa(n)
 }
 
 // aliveFn defines alive PID TICKS: true when PID runs (not a zombie) and
@@ -358,13 +383,9 @@ const DefaultGrace = 10 * time.Second
 // to grace and sends SIGKILL to what is left. It marks the job directory
 // `cancelled` and returns the number of processes it signalled.
 func Cancel(ctx context.Context, run Runner, host, cluster string, j job.Job, grace time.Duration) (int, error) {
-	d := j.Remote.Dir
-	if d == "" {
-		d = DirName(cluster, j.ID)
-	}
 	steps := int(grace / (200 * time.Millisecond))
-	script := aliveFn + procsFn + `
-d=` + q(d) + `; case $d in /*) ;; *) d="$HOME/$d" ;; esac
+	script := aliveFn + procsFn + jobdirFn + `
+jobdir ` + q(dirOf(cluster, j)) + `
 pid=` + strconv.Itoa(j.Remote.PID) + `; st=` + strconv.FormatInt(j.Remote.StartTicks, 10) + `
 jid=` + q(strconv.FormatUint(uint64(j.ID), 10)) + `; cid=` + q(cluster) + `
 if [ "$pid" = 0 ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
@@ -384,7 +405,7 @@ left=$(members | sort -un | grep -vx "$$")
 echo "signalled $n"`
 	res, err := run.Run(ctx, host, script, nil)
 	if err != nil {
-		return 0, fmt.Errorf("cancel on %s: %w", host, err)
+		return 0, &StepError{"cancel", host, err}
 	}
 	var n int
 	fmt.Sscanf(strings.TrimSpace(string(res.Stdout)), "signalled %d", &n)
@@ -395,16 +416,12 @@ echo "signalled $n"`
 // and, with follow, what the job writes next until it ends (GNU tail
 // --pid).
 func Logs(ctx context.Context, s Streamer, host, cluster string, j job.Job, tail int, follow bool, w io.Writer) error {
-	d := j.Remote.Dir
-	if d == "" {
-		d = DirName(cluster, j.ID)
-	}
 	n := "+1"
 	if tail >= 0 {
 		n = strconv.Itoa(tail)
 	}
-	cmd := aliveFn + `
-d=` + q(d) + `; case $d in /*) ;; *) d="$HOME/$d" ;; esac
+	cmd := aliveFn + jobdirFn + `
+jobdir ` + q(dirOf(cluster, j)) + `
 [ -e "$d/log" ] || { echo "no log for this job on the worker ($d/log)" >&2; exit 1; }`
 	if follow && j.Remote.PID > 0 {
 		cmd += `
@@ -416,13 +433,55 @@ fi`
 	cmd += `
 exec tail -n ` + n + ` "$d/log"`
 	var stderr bytes.Buffer
-	err := s.Stream(ctx, host, cmd, nil, w, &stderr)
-	if err != nil {
-		var xe *sshexec.ExitError
-		if errors.As(err, &xe) {
-			return fmt.Errorf("logs on %s: %s", host, strings.TrimSpace(xe.Stderr))
-		}
-		return fmt.Errorf("logs on %s: %w", host, err)
+	if err := s.Stream(ctx, host, cmd, nil, w, &stderr); err != nil {
+		return &StepError{"logs", host, err}
 	}
 	return nil
+}
+
+// Workers does the worker side of jobs on the hosts they are placed on:
+// Start, Poll, Cancel and Logs through each host's Shell. It is the real
+// control.Workers.
+type Workers struct {
+	// Cluster is the state's cluster id (names job directories).
+	Cluster string
+	// Shell returns the runner of an inventory host, or an error naming a
+	// host that is not in the inventory (any more).
+	Shell func(host string) (Shell, error)
+}
+
+// Start launches j on j.Placement.Host; see Start.
+func (w Workers) Start(ctx context.Context, j job.Job) (job.Remote, error) {
+	sh, err := w.Shell(j.Placement.Host)
+	if err != nil {
+		return job.Remote{}, err
+	}
+	return Start(ctx, sh, j.Placement.Host, w.Cluster, j)
+}
+
+// Poll checks jobs, all placed on host; see Poll.
+func (w Workers) Poll(ctx context.Context, host string, jobs []job.Job) (map[job.ID]job.Status, error) {
+	sh, err := w.Shell(host)
+	if err != nil {
+		return nil, err
+	}
+	return Poll(ctx, sh, host, w.Cluster, jobs)
+}
+
+// Cancel stops j where it runs; see Cancel.
+func (w Workers) Cancel(ctx context.Context, j job.Job, grace time.Duration) (int, error) {
+	sh, err := w.Shell(j.Placement.Host)
+	if err != nil {
+		return 0, err
+	}
+	return Cancel(ctx, sh, j.Placement.Host, w.Cluster, j, grace)
+}
+
+// Logs writes j's log to out; see Logs.
+func (w Workers) Logs(ctx context.Context, j job.Job, tail int, follow bool, out io.Writer) error {
+	sh, err := w.Shell(j.Placement.Host)
+	if err != nil {
+		return err
+	}
+	return Logs(ctx, sh, j.Placement.Host, w.Cluster, j, tail, follow, out)
 }

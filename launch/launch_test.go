@@ -3,6 +3,7 @@ package launch_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -58,7 +59,7 @@ func newJob(id job.ID, argv ...string) job.Job {
 }
 
 // waitEnd polls until j is no longer running or starting.
-func waitEnd(t *testing.T, run launch.Runner, j job.Job) launch.Status {
+func waitEnd(t *testing.T, run launch.Runner, j job.Job) job.Status {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -72,7 +73,7 @@ func waitEnd(t *testing.T, run launch.Runner, j job.Job) launch.Status {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("job %d still running after 20s", j.ID)
-	return launch.Status{}
+	return job.Status{}
 }
 
 func start(t *testing.T, run launch.Runner, j job.Job) job.Job {
@@ -262,11 +263,30 @@ func TestLogsFollowStreamsUntilEnd(t *testing.T) {
 	}
 }
 
-// A worker whose home cannot be written: the launch fails cleanly.
+// A worker whose home cannot be written: the launch fails cleanly, with
+// the worker's words, the host named once, and the exit error kept typed.
 func TestUnwritableHome(t *testing.T) {
 	w := startWorker(t, map[string]string{"HOME": "/dev/null/home"})
 	_, err := launch.Start(context.Background(), w.pool(t), "w", cluster, newJob(70, "true"))
-	if err == nil || !strings.Contains(err.Error(), "launch on w") {
+	var xe *sshexec.ExitError
+	var se *launch.StepError
+	if !errors.As(err, &xe) || !errors.As(err, &se) || se.Host != "w" || xe.Code == 0 {
+		t.Fatalf("err = %#v, want a *launch.StepError over an *sshexec.ExitError", err)
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "launch on w: ") || strings.Contains(msg, "w: w:") || !strings.Contains(msg, "/dev/null") {
+		t.Errorf("err = %q", msg)
+	}
+}
+
+// A transport failure names the host once too, and keeps its sentinel.
+func TestStepErrorTransport(t *testing.T) {
+	w := startWorker(t, nil)
+	s := w.settings
+	s.Port = 1 // nothing listens there
+	p := sshexec.NewPool(sshexec.PoolOptions{Resolve: func(string) (sshconfig.Settings, error) { return s, nil }})
+	defer p.Close()
+	_, err := launch.Poll(context.Background(), p, "w", cluster, []job.Job{newJob(71, "true")})
+	if !errors.Is(err, sshexec.ErrUnreachable) || !strings.HasPrefix(err.Error(), "poll on w: host unreachable: connect to ") {
 		t.Errorf("err = %v", err)
 	}
 }

@@ -3,6 +3,8 @@ package launch
 import (
 	"os"
 	"os/exec"
+	"os/user"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,6 +26,35 @@ func TestRunScriptIsValidShell(t *testing.T) {
 	}
 	if !strings.Contains(s, `export CUDA_VISIBLE_DEVICES=GPU-1,GPU-2`) || !strings.Contains(s, `cd "$HOME"/'my dir'`) {
 		t.Errorf("script:\n%s", s)
+	}
+}
+
+// Workdirs: the worker's homes expand, everything else is literal, and
+// each form is valid shell that cd's where it should.
+func TestWorkdir(t *testing.T) {
+	for in, want := range map[string]string{
+		"~":                    `"$HOME"`,
+		"~/my dir":             `"$HOME"/'my dir'`,
+		"~root":                `~root`,
+		"~root/a b":            `~root/'a b'`,
+		"~root/":               `~root/''`,
+		"/abs/$(x)":            `'/abs/$(x)'`,
+		"~$(touch pwned)/x":    `'~$(touch pwned)/x'`,
+		"~root;touch pwned":    `'~root;touch pwned'`,
+		"~a`touch pwned`":      "'~a`touch pwned`'",
+		"relative/not/ours/to": `relative/not/ours/to`,
+	} {
+		if got := workdir(in); got != want {
+			t.Errorf("workdir(%q) = %s, want %s", in, got, want)
+		}
+	}
+	root, err := user.Lookup("root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("sh", "-c", "cd "+workdir("~root")+" && pwd -P").Output()
+	if want, _ := filepath.EvalSymlinks(root.HomeDir); err != nil || strings.TrimSpace(string(out)) != want {
+		t.Errorf("cd ~root: %q %v, want %s", out, err, want)
 	}
 }
 

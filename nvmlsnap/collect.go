@@ -340,16 +340,11 @@ func (c *collector) memory(g *gpuinfo.GPU, dev nvml.Device) {
 
 func (c *collector) memoryFailed(g *gpuinfo.GPU, ret nvml.Return) {
 	g.MemoryState = State(ret)
-	if unsupported(ret) && unifiedMemory(g.Name) {
+	if unsupported(ret) && gpuinfo.UnifiedMemory(g.Name) {
 		g.MemoryState = gpuinfo.MemoryUnified
 	}
 	note(g, ret, false)
 }
-
-// unifiedMemory reports whether name is a GPU that shares host memory
-// (GB10, DGX Spark) and so has no memory of its own to report; the same
-// test the nvidia-smi parser makes.
-func unifiedMemory(name string) bool { return strings.Contains(name, "GB10") }
 
 // BusID formats the PCI bus id of nvmlDeviceGetPciInfo as nvidia-smi prints
 // it ("00000000:07:00.0": 8 hex digits of domain, upper case), from BusId,

@@ -46,10 +46,10 @@ func LoadHelperBinary(path string) (*HelperBinary, error) {
 	return &HelperBinary{Path: path, SHA256: hex.EncodeToString(sum[:]), Arch: arch, Data: data}, nil
 }
 
-// Memo remembers, per host, why the helper cannot be used there, so a
+// FallbackMemo remembers, per host, why the helper cannot be used there, so a
 // host that cannot run it is not retried on every probe. Entries belong to
 // one helper hash: a new helper is tried afresh.
-type Memo interface {
+type FallbackMemo interface {
 	// Get returns the remembered reason for host and helper sha256.
 	Get(host, sha string) (reason string, ok bool)
 	// Put remembers reason for ttl (0 = until the helper changes).
@@ -77,7 +77,7 @@ func (e *HelperUnusable) Error() string { return "helper unusable: " + e.Reason 
 // cannot answer there (other architecture, glibc too old, libnvidia-ml
 // missing, home not writable); the reason is remembered in memo (may be
 // nil). Transport errors are returned as they are.
-func Helper(run Runner, host string, bin *HelperBinary, memo Memo, local bool) Source {
+func Helper(run Runner, host string, bin *HelperBinary, memo FallbackMemo, local bool) Source {
 	return &helperSource{run: run, host: host, bin: bin, memo: memo, local: local}
 }
 
@@ -85,7 +85,7 @@ type helperSource struct {
 	run   Runner
 	host  string
 	bin   *HelperBinary
-	memo  Memo
+	memo  FallbackMemo
 	local bool
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/gssh/gssh/gpuinfo"
 )
 
 // maxGPUs bounds GPU indices: no host has this many GPUs, and a lost-GPU
@@ -61,7 +63,7 @@ func (t Table) gpu(r Row, pos int) (GPU, error) {
 	if g.MemFree, err = t.memory(r, "memory.free", &g.MemoryState); err != nil {
 		return GPU{}, err
 	}
-	if g.MemoryState == FieldNA && unifiedMemory(g.Name) {
+	if g.MemoryState == FieldNA && gpuinfo.UnifiedMemory(g.Name) {
 		g.MemoryState = MemoryUnified
 	}
 	if g.UtilPct, err = t.optInt(r, "utilization.gpu"); err != nil {
@@ -81,13 +83,6 @@ func gpuUUID(s string) string {
 		return ""
 	}
 	return s
-}
-
-// unifiedMemory reports whether a GPU of this name has no memory of its own
-// but shares the host's (DGX Spark's GB10): nvidia-smi reports its memory
-// as [N/A].
-func unifiedMemory(name string) bool {
-	return strings.Contains(name, "GB10")
 }
 
 // memory reads a memory field in bytes: nil when t lacks it or nvidia-smi

@@ -105,16 +105,26 @@ func (s smiSource) Snapshot(ctx context.Context) (Snapshot, error) {
 	return snap, perr
 }
 
-// TransportState names a transport failure in HostState's words
-// (sshexec.Reason's).
+// TransportState names a transport failure in HostState's words, from
+// the sentinel err wraps (a deadline passed is a timeout too).
 func TransportState(err error) HostState {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return HostTimeout
-	}
-	switch r := HostState(sshexec.Reason(err)); r {
-	case HostUnreachable, HostTimeout, HostAuthFailed, HostKeyMismatch, HostKeyUnknown,
-		HostConfigError, HostUnknownHost, HostConnectionLost:
-		return r
+	for _, m := range []struct {
+		sentinel error
+		state    HostState
+	}{
+		{sshexec.ErrHostKey, HostKeyMismatch},
+		{sshexec.ErrUnknownHostKey, HostKeyUnknown},
+		{sshexec.ErrAuth, HostAuthFailed},
+		{sshexec.ErrTimeout, HostTimeout},
+		{context.DeadlineExceeded, HostTimeout},
+		{sshexec.ErrUnreachable, HostUnreachable},
+		{sshexec.ErrUnknownHost, HostUnknownHost},
+		{sshexec.ErrConfig, HostConfigError},
+		{sshexec.ErrNoOutcome, HostConnectionLost},
+	} {
+		if errors.Is(err, m.sentinel) {
+			return m.state
+		}
 	}
 	return HostTransportError
 }

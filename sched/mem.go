@@ -137,18 +137,15 @@ func asciiLower(s string) string {
 }
 
 // FormatMem prints a size in bytes in IEC units for people, as `gssh gpus`
-// does: one decimal from GiB up ("8.0 GiB", "1.5 TiB"), whole MiB, KiB or
-// bytes below ("512 MiB", truncated).
+// and pending reasons do: one decimal from GiB up ("8.0 GiB", "1.5 TiB"),
+// whole MiB below, truncated ("512 MiB", "0 MiB"): GPU memory comes in MiB
+// (nvidia-smi's unit, and --mem is rounded up to it).
 func FormatMem(b uint64) string {
 	switch {
 	case b >= 1<<40:
 		return fmt.Sprintf("%.1f TiB", float64(b)/(1<<40))
 	case b >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%d MiB", b>>20)
-	case b >= 1<<10:
-		return fmt.Sprintf("%d KiB", b>>10)
 	}
-	return fmt.Sprintf("%d B", b)
+	return fmt.Sprintf("%d MiB", b>>20)
 }

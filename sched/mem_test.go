@@ -170,9 +170,10 @@ func TestFormatMem(t *testing.T) {
 		in   uint64
 		want string
 	}{
-		{0, "0 B"},
-		{1023, "1023 B"},
-		{1024, "1 KiB"},
+		{0, "0 MiB"},
+		{1023, "0 MiB"},
+		{MiB - 1, "0 MiB"},
+		{MiB, "1 MiB"},
 		{512 * MiB, "512 MiB"},
 		{1023 * MiB, "1023 MiB"},
 		{1024 * MiB, "1.0 GiB"},

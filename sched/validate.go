@@ -7,28 +7,28 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/gpuinfo"
 )
 
-// Validate says at submit time whether req can ever fit on nodes: an error
+// Validate says at submit time whether req can ever fit on hosts: an error
 // for the user, not a pending reason. It turns down a GPU count of less than
 // 1, an unknown host, labels no (requested) host carries, more GPUs than any
 // matching host has, and more memory per GPU than any matching GPU can give
 // (its total less the host's reserve); each error names the largest there
-// is. What may pass (drain, busy GPUs, a host down) is Place's business: a
+// is. What may pass (drain, busy GPUs, a host down) is the planner's business: a
 // host whose GPUs are not known now (unreachable, degraded) could fit, so
 // it lets the request pass.
-func Validate(nodes []Node, req Request) error {
+func Validate(hosts []Host, req Request) error {
 	if req.GPUs < 1 {
 		return fmt.Errorf("%d GPUs requested: ask for at least 1", req.GPUs)
 	}
-	if len(nodes) == 0 {
+	if len(hosts) == 0 {
 		return errors.New("no hosts to run on: list some in the inventory")
 	}
-	sorted := byName(nodes)
-	var named, cands []*Node
+	sorted := own(hosts, nil)
+	var named, cands []*Host
 	for _, n := range sorted {
-		if checkHost(n, &req) == "" {
+		if checkHost(n, &req).ok() {
 			named = append(named, n)
 		}
 	}
@@ -36,7 +36,7 @@ func Validate(nodes []Node, req Request) error {
 		return fmt.Errorf("unknown host %q; the hosts are %s", req.Host, strings.Join(nodeNames(sorted), ", "))
 	}
 	for _, n := range named {
-		if checkLabels(n, &req) == "" {
+		if checkLabels(n, &req).ok() {
 			cands = append(cands, n)
 		}
 	}
@@ -52,18 +52,18 @@ func Validate(nodes []Node, req Request) error {
 }
 
 // gpusKnown reports whether n's snapshot lists all its GPUs.
-func gpusKnown(n *Node) bool {
-	return n.Snapshot.State == probe.HostOK || n.Snapshot.State == probe.HostNoDevices
+func gpusKnown(n *Host) bool {
+	return n.Snapshot.State == gpuinfo.HostOK || n.Snapshot.State == gpuinfo.HostNoDevices
 }
 
-func labelError(named []*Node, req Request) error {
+func labelError(named []*Host, req Request) error {
 	if !auto(req.Host) {
 		n := named[0]
 		has := "no labels"
 		if len(n.Labels) > 0 {
 			has = plural(len(n.Labels), "label") + " " + strings.Join(n.Labels, ", ")
 		}
-		return fmt.Errorf("host %s %s (it has %s)", n.Name, checkLabels(n, &req), has)
+		return fmt.Errorf("host %s %s (it has %s)", n.Name, checkLabels(n, &req).Text, has)
 	}
 	var inUse []string
 	for _, n := range named {
@@ -83,13 +83,13 @@ func labelError(named []*Node, req Request) error {
 
 // capacityError checks GPU count and memory on hosts whose GPUs are all
 // known; nil when one of them could take req once idle.
-func capacityError(cands []*Node, req Request) error {
+func capacityError(cands []*Host, req Request) error {
 	var (
 		mostGPUs     = -1
 		mostGPUsHost string
 		migSkipped   bool
 		bestMem      uint64 // the most each of req.GPUs units of one host can give
-		bestMemHost  *Node
+		bestMemHost  *Host
 		bestTotal    uint64
 		memState     string // why memory is unknown, when no unit knows it
 	)
@@ -167,7 +167,7 @@ func capacityError(cands []*Node, req Request) error {
 		FormatMem(req.MemPerGPU), most, FormatMem(bestMem), bestMemHost.Name, FormatMem(bestTotal), max(bestMemHost.ReservePct, 0))
 }
 
-func nodeNames(ns []*Node) []string {
+func nodeNames(ns []*Host) []string {
 	out := make([]string, len(ns))
 	for i, n := range ns {
 		out[i] = n.Name

@@ -60,7 +60,7 @@ func newHostKeys(s sshconfig.Settings, warn func(string), appendMu *sync.Mutex) 
 	if len(hk.files) > 0 {
 		db, err := knownhosts.New(hk.files...)
 		if err != nil {
-			return nil, fmt.Errorf("%w: known_hosts: %v", ErrConfig, err)
+			return nil, fault(ErrConfig, "known_hosts: %v", err)
 		}
 		hk.db = db
 	}
@@ -110,13 +110,13 @@ func (hk *hostKeys) check(_ string, _ net.Addr, key ssh.PublicKey) error {
 		var re *knownhosts.RevokedError
 		switch {
 		case errors.As(err, &re):
-			return fmt.Errorf("%w: %s offers a key revoked at %s:%d", ErrHostKey, hk.lookup, re.Revoked.Filename, re.Revoked.Line)
+			return fault(ErrHostKey, "%s offers a key revoked at %s:%d", hk.lookup, re.Revoked.Filename, re.Revoked.Line)
 		case errors.As(err, &ke) && len(ke.Want) > 0:
 			w := ke.Want[0]
-			return fmt.Errorf("%w: %s offers %s %s, but %s:%d holds %s %s; if the host was reinstalled, remove that line (ssh-keygen -R '%s') and connect again",
-				ErrHostKey, hk.lookup, key.Type(), ssh.FingerprintSHA256(key), w.Filename, w.Line, w.Key.Type(), ssh.FingerprintSHA256(w.Key), hk.lookup)
+			return fault(ErrHostKey, "%s offers %s %s, but %s:%d holds %s %s; if the host was reinstalled, remove that line (ssh-keygen -R '%s') and connect again",
+				hk.lookup, key.Type(), ssh.FingerprintSHA256(key), w.Filename, w.Line, w.Key.Type(), ssh.FingerprintSHA256(w.Key), hk.lookup)
 		case !errors.As(err, &ke):
-			return fmt.Errorf("%w: known_hosts: %v", ErrConfig, err)
+			return fault(ErrConfig, "known_hosts: %v", err)
 		}
 	}
 	// Unknown host.
@@ -124,26 +124,26 @@ func (hk *hostKeys) check(_ string, _ net.Addr, key ssh.PublicKey) error {
 	case "accept-new", "no":
 		return hk.add(key)
 	}
-	return fmt.Errorf("%w: no known_hosts entry for %s (%s %s) and StrictHostKeyChecking is %s; check the fingerprint and add it with `%s`, connect once with ssh, or set StrictHostKeyChecking accept-new for this host in your ssh config",
-		ErrUnknownHostKey, hk.lookup, key.Type(), ssh.FingerprintSHA256(key), orDefault(hk.strict, "ask"), hk.keyscan)
+	return fault(ErrUnknownHostKey, "no known_hosts entry for %s (%s %s) and StrictHostKeyChecking is %s; check the fingerprint and add it with `%s`, connect once with ssh, or set StrictHostKeyChecking accept-new for this host in your ssh config",
+		hk.lookup, key.Type(), ssh.FingerprintSHA256(key), orDefault(hk.strict, "ask"), hk.keyscan)
 }
 
 func (hk *hostKeys) add(key ssh.PublicKey) error {
 	if hk.addTo == "" {
-		return fmt.Errorf("%w: no UserKnownHostsFile to add the key of %s to", ErrConfig, hk.lookup)
+		return fault(ErrConfig, "no UserKnownHostsFile to add the key of %s to", hk.lookup)
 	}
 	hk.appendMu.Lock()
 	defer hk.appendMu.Unlock()
 	if err := os.MkdirAll(filepath.Dir(hk.addTo), 0o700); err != nil {
-		return fmt.Errorf("%w: known_hosts: %v", ErrConfig, err)
+		return fault(ErrConfig, "known_hosts: %v", err)
 	}
 	f, err := os.OpenFile(hk.addTo, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
-		return fmt.Errorf("%w: known_hosts: %v", ErrConfig, err)
+		return fault(ErrConfig, "known_hosts: %v", err)
 	}
 	defer f.Close()
 	if _, err := fmt.Fprintln(f, knownhosts.Line([]string{hk.lookup}, key)); err != nil {
-		return fmt.Errorf("%w: known_hosts: %v", ErrConfig, err)
+		return fault(ErrConfig, "known_hosts: %v", err)
 	}
 	if hk.warn != nil {
 		hk.warn(fmt.Sprintf("added the %s key of %s (%s) to %s", key.Type(), hk.lookup, ssh.FingerprintSHA256(key), hk.addTo))

@@ -3,10 +3,13 @@ package sshexec
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Local runs commands on the controller itself with `sh -c`, for hosts
@@ -37,7 +40,7 @@ func (l Local) Stream(ctx context.Context, host, cmd string, stdin io.Reader, st
 	c.Stdout, c.Stderr = stdout, io.MultiWriter(stderr, &kept)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
-		return fmt.Errorf("%s: start sh: %w", host, err)
+		return &Error{Host: host, Detail: "start sh: " + err.Error(), Err: err}
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
@@ -47,32 +50,27 @@ func (l Local) Stream(ctx context.Context, host, cmd string, stdin io.Reader, st
 	case <-ctx.Done():
 		syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 		<-done
-		return fmt.Errorf("%s: %w: command did not finish in time: %w", host, ErrTimeout, ctx.Err())
+		return commandCut(ctx, host)
 	}
 	var xe *exec.ExitError
 	if errors.As(err, &xe) {
 		e := &ExitError{Host: host, Cmd: cmd, Code: xe.ExitCode(), Stderr: kept.String()}
 		if ws, ok := xe.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			e.Code, e.Signal = -1, signalName(ws.Signal())
+			e.Code, e.Signal = -1, SignalName(int(ws.Signal()))
 		}
 		return e
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", host, err)
+		return &Error{Host: host, Detail: err.Error(), Err: err}
 	}
 	return nil
 }
 
-// signalName gives the SSH-style name of a signal ("KILL", "TERM").
-func signalName(s syscall.Signal) string {
-	names := map[syscall.Signal]string{
-		syscall.SIGABRT: "ABRT", syscall.SIGALRM: "ALRM", syscall.SIGFPE: "FPE", syscall.SIGHUP: "HUP",
-		syscall.SIGILL: "ILL", syscall.SIGINT: "INT", syscall.SIGKILL: "KILL", syscall.SIGPIPE: "PIPE",
-		syscall.SIGQUIT: "QUIT", syscall.SIGSEGV: "SEGV", syscall.SIGTERM: "TERM", syscall.SIGUSR1: "USR1",
-		syscall.SIGUSR2: "USR2",
+// SignalName gives the name of signal n without "SIG", as OpenSSH's
+// exit-signal does ("KILL", "TERM"), or the number when it has no name.
+func SignalName(n int) string {
+	if name := unix.SignalName(syscall.Signal(n)); name != "" {
+		return strings.TrimPrefix(name, "SIG")
 	}
-	if n, ok := names[s]; ok {
-		return n
-	}
-	return fmt.Sprintf("%d", int(s))
+	return strconv.Itoa(n)
 }

@@ -40,7 +40,18 @@ type PoolOptions struct {
 	MaxSessions int
 	// Warn receives notices such as a host key added under accept-new. May be nil.
 	Warn func(string)
+	// RetryFatalAfter is how long a host key or configuration error is
+	// given again without dialling, so a mismatching host is not hammered
+	// (0 = DefaultRetryFatalAfter). After it, or after Forget, the next
+	// command dials afresh and so reads known_hosts and the settings anew:
+	// a long-running process needs no restart once the user fixes them.
+	RetryFatalAfter time.Duration
+	// Now is the clock of RetryFatalAfter (nil = time.Now).
+	Now func() time.Time
 }
+
+// DefaultRetryFatalAfter is PoolOptions.RetryFatalAfter's default.
+const DefaultRetryFatalAfter = 30 * time.Second
 
 // Pool keeps one SSH client per host and runs every command of the process
 // over it, one session per command. It is safe for concurrent use.
@@ -62,17 +73,24 @@ func NewPool(opt PoolOptions) *Pool {
 	if opt.MaxSessions <= 0 {
 		opt.MaxSessions = DefaultMaxSessions
 	}
+	if opt.RetryFatalAfter <= 0 {
+		opt.RetryFatalAfter = DefaultRetryFatalAfter
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
 	return &Pool{opt: opt, hosts: map[string]*hostConn{}}
 }
 
 // hostConn is the pooled connection of one host.
 type hostConn struct {
-	dialMu chan struct{} // a 1-slot lock held while dialling; ctx-aware
-	mu     sync.Mutex
-	client *ssh.Client
-	closer []io.Closer // the client and the jump clients under it
-	fatal  error       // a host key or configuration error: never retried
-	gate   gate
+	dialMu  chan struct{} // a 1-slot lock held while dialling; ctx-aware
+	mu      sync.Mutex
+	client  *ssh.Client
+	closer  []io.Closer // the client and the jump clients under it
+	fatal   error       // a host key or configuration error: given again until RetryFatalAfter
+	fatalAt time.Time   // when fatal was found
+	gate    gate
 }
 
 func (p *Pool) host(name string) (*hostConn, error) {
@@ -115,11 +133,14 @@ func (p *Pool) client(ctx context.Context, host string, hc *hostConn) (*ssh.Clie
 	select {
 	case hc.dialMu <- struct{}{}:
 	case <-ctx.Done():
-		return nil, false, fmt.Errorf("%s: %w: waiting for the connection: %v", host, ErrTimeout, ctx.Err())
+		return nil, false, ctxFault(ctx, host, "waiting for the connection")
 	}
 	defer func() { <-hc.dialMu }()
 	hc.mu.Lock()
 	c, fatal := hc.client, hc.fatal
+	if fatal != nil && p.opt.Now().Sub(hc.fatalAt) >= p.opt.RetryFatalAfter {
+		fatal, hc.fatal = nil, nil
+	}
 	hc.mu.Unlock()
 	if c != nil {
 		return c, false, nil
@@ -133,10 +154,10 @@ func (p *Pool) client(ctx context.Context, host string, hc *hostConn) (*ssh.Clie
 	}
 	c, closers, err := p.dial(ctx, s)
 	if err != nil {
-		err = fmt.Errorf("%s: %w", host, err)
+		err = named(host, err)
 		if errors.Is(err, ErrHostKey) || errors.Is(err, ErrConfig) {
 			hc.mu.Lock()
-			hc.fatal = err
+			hc.fatal, hc.fatalAt = err, p.opt.Now()
 			hc.mu.Unlock()
 		}
 		return nil, false, err
@@ -206,7 +227,7 @@ func (p *Pool) dropLocked(hc *hostConn) {
 // returned closers must be closed in reverse order.
 func (p *Pool) dial(ctx context.Context, s sshconfig.Settings) (*ssh.Client, []io.Closer, error) {
 	if s.ProxyCommand != "" {
-		return nil, nil, fmt.Errorf("%w: ProxyCommand %q is not supported by gssh; use ProxyJump", ErrConfig, s.ProxyCommand)
+		return nil, nil, fault(ErrConfig, "ProxyCommand %q is not supported by gssh; use ProxyJump", s.ProxyCommand)
 	}
 	var via *ssh.Client
 	var closers []io.Closer
@@ -219,6 +240,11 @@ func (p *Pool) dial(ctx context.Context, s sshconfig.Settings) (*ssh.Client, []i
 	for i, hop := range s.ProxyJump {
 		c, err := p.dialOne(ctx, via, hop)
 		if err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				e.Detail = fmt.Sprintf("jump host %d (%s): %s", i+1, hop.Alias, e.Detail)
+				return fail(err)
+			}
 			return fail(fmt.Errorf("jump host %d (%s): %w", i+1, hop.Alias, err))
 		}
 		closers = append(closers, c)
@@ -264,7 +290,7 @@ func (p *Pool) dialOne(ctx context.Context, via *ssh.Client, s sshconfig.Setting
 			why = strings.Join(kr.notes, "; ")
 		}
 		conn.Close()
-		return nil, fmt.Errorf("%w: %s@%s: %s", ErrAuth, s.User, addr, why)
+		return nil, fault(ErrAuth, "%s@%s: %s", s.User, addr, why)
 	}
 	cfg := &ssh.ClientConfig{
 		User:              s.User,
@@ -284,8 +310,13 @@ func (p *Pool) dialOne(ctx context.Context, via *ssh.Client, s sshconfig.Setting
 	if err != nil {
 		conn.Close()
 		var ne net.Error
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return nil, ctxFault(ctx, "", "ssh handshake with "+addr)
+		}
 		if !stopped || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
-			return nil, fmt.Errorf("%w: ssh handshake with %s did not finish within %s (the port answers but does not speak SSH, or the host is overloaded)", ErrTimeout, addr, timeout)
+			e := fault(ErrTimeout, "ssh handshake with %s did not finish within %s (the port answers but does not speak SSH, or the host is overloaded)", addr, timeout)
+			e.Err = context.DeadlineExceeded // the conn's deadline is ctx's
+			return nil, e
 		}
 		return nil, classifyHandshake(addr, s.User, err, kr.notes)
 	}
@@ -316,7 +347,7 @@ func (p *Pool) Stream(ctx context.Context, host, cmd string, stdin io.Reader, st
 			return err
 		}
 		if err := hc.gate.acquire(ctx); err != nil {
-			return fmt.Errorf("%s: %w: waiting for a free session: %v", host, ErrTimeout, err)
+			return ctxFault(ctx, host, "waiting for a free session")
 		}
 		sess, err := c.NewSession()
 		if err == nil {
@@ -334,12 +365,12 @@ func (p *Pool) Stream(ctx context.Context, host, cmd string, stdin io.Reader, st
 			hc.gate.release()
 			if alone {
 				if refusals++; refusals > 5 {
-					return fmt.Errorf("%s: open session: %v", host, err)
+					return &Error{Host: host, Detail: "open session: " + err.Error(), Err: err}
 				}
 				select {
 				case <-time.After(time.Duration(refusals*refusals) * 10 * time.Millisecond):
 				case <-ctx.Done():
-					return fmt.Errorf("%s: %w: waiting for a free session: %v", host, ErrTimeout, ctx.Err())
+					return ctxFault(ctx, host, "waiting for a free session")
 				}
 			}
 			continue
@@ -352,7 +383,7 @@ func (p *Pool) Stream(ctx context.Context, host, cmd string, stdin io.Reader, st
 		}
 		hc.mu.Unlock()
 		if redialed {
-			return fmt.Errorf("%s: %w: open session: %v", host, ErrUnreachable, err)
+			return &Error{Host: host, Kind: ErrUnreachable, Detail: "open session: " + err.Error()}
 		}
 		redialed = true
 	}
@@ -372,7 +403,7 @@ func runSession(ctx context.Context, host, cmd string, sess *ssh.Session, stdin 
 	}
 	done := make(chan error, 1)
 	if err := sess.Start(cmd); err != nil {
-		return fmt.Errorf("%s: %w: start command: %v", host, ErrUnreachable, err)
+		return &Error{Host: host, Kind: ErrUnreachable, Detail: "start command: " + err.Error()}
 	}
 	go func() { done <- sess.Wait() }()
 	var err error
@@ -387,7 +418,7 @@ func runSession(ctx context.Context, host, cmd string, sess *ssh.Session, stdin 
 		errw.close()
 		sess.Signal(ssh.SIGKILL)
 		sess.Close()
-		return fmt.Errorf("%s: %w: command did not finish in time: %w", host, ErrTimeout, ctx.Err())
+		return commandCut(ctx, host)
 	}
 	if err == nil {
 		return nil
@@ -402,9 +433,31 @@ func runSession(ctx context.Context, host, cmd string, sess *ssh.Session, stdin 
 		}
 		return xe
 	case errors.As(err, &em):
-		return fmt.Errorf("%s: %w: the session ended without an exit status", host, ErrNoOutcome)
+		return &Error{Host: host, Kind: ErrNoOutcome, Detail: "the session ended without an exit status"}
 	}
-	return fmt.Errorf("%s: %w: %v", host, ErrNoOutcome, err)
+	return &Error{Host: host, Kind: ErrNoOutcome, Detail: err.Error()}
+}
+
+// commandCut is the error of a command whose caller gave up on it: its
+// deadline passed (ErrTimeout), or it was cancelled.
+func commandCut(ctx context.Context, host string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ctxFault(ctx, host, "command did not finish in time")
+	}
+	return ctxFault(ctx, host, "command interrupted")
+}
+
+// Forget drops every host key and configuration error the pool keeps, so
+// the next command to each host dials afresh (call it after reloading the
+// inventory or ssh_config).
+func (p *Pool) Forget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, hc := range p.hosts {
+		hc.mu.Lock()
+		hc.fatal = nil
+		hc.mu.Unlock()
+	}
 }
 
 // Close closes every connection. Runs in flight fail.
@@ -478,29 +531,28 @@ func (g *gate) refused() (alone bool) {
 // classifyDial maps a TCP connect error to a sentinel.
 func classifyDial(addr string, err error, timeout time.Duration) error {
 	var ne net.Error
+	if errors.Is(err, context.Canceled) {
+		return &Error{Detail: "connect to " + addr, Err: context.Canceled}
+	}
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return fmt.Errorf("%w: connect to %s: no answer within %s", ErrTimeout, addr, timeout)
+		return fault(ErrTimeout, "connect to %s: no answer within %s", addr, timeout)
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
-		return fmt.Errorf("%w: %s: cannot resolve %q: %v (check the name or set `address:` in the inventory)", ErrUnreachable, addr, dnsErr.Name, dnsErr.Err)
+		return fault(ErrUnreachable, "%s: cannot resolve %q: %v (check the name or set `address:` in the inventory)", addr, dnsErr.Name, dnsErr.Err)
 	}
-	return fmt.Errorf("%w: connect to %s: %v", ErrUnreachable, addr, unwrapOpErr(err))
+	return fault(ErrUnreachable, "connect to %s: %v", addr, unwrapOpErr(err))
 }
 
 // classifyHandshake maps an ssh.NewClientConn error to a sentinel. x/crypto
 // reports authentication failure only as text, so this is the one place
 // that reads error text.
 func classifyHandshake(addr, user string, err error, notes []string) error {
-	for _, own := range []error{ErrHostKey, ErrUnknownHostKey, ErrConfig} {
-		if errors.Is(err, own) {
-			// Our own host key callback's error, without x/crypto's
-			// "ssh: handshake failed:" in front.
-			for u := errors.Unwrap(err); u != nil && u != own && errors.Is(u, own); u = errors.Unwrap(u) {
-				err = u
-			}
-			return err
-		}
+	var own *Error
+	if errors.As(err, &own) {
+		// Our own host key callback's error, without x/crypto's "ssh:
+		// handshake failed:" in front.
+		return own
 	}
 	msg := err.Error()
 	hint := ""
@@ -509,13 +561,13 @@ func classifyHandshake(addr, user string, err error, notes []string) error {
 	}
 	switch {
 	case strings.Contains(msg, "unable to authenticate"):
-		return fmt.Errorf("%w: %s@%s refused every key offered%s", ErrAuth, user, addr, hint)
+		return fault(ErrAuth, "%s@%s refused every key offered%s", user, addr, hint)
 	case strings.Contains(msg, "Too many authentication failures"):
-		return fmt.Errorf("%w: %s@%s: too many authentication failures: the agent offers more keys than the server's MaxAuthTries allows; set IdentityFile and IdentitiesOnly yes for this host%s", ErrAuth, user, addr, hint)
+		return fault(ErrAuth, "%s@%s: too many authentication failures: the agent offers more keys than the server's MaxAuthTries allows; set IdentityFile and IdentitiesOnly yes for this host%s", user, addr, hint)
 	case strings.Contains(msg, "no common algorithm for host key"):
-		return fmt.Errorf("%w: %s offers none of the key types known_hosts holds for it: %v", ErrHostKey, addr, err)
+		return fault(ErrHostKey, "%s offers none of the key types known_hosts holds for it: %v", addr, err)
 	}
-	return fmt.Errorf("%w: ssh handshake with %s: %v", ErrUnreachable, addr, err)
+	return fault(ErrUnreachable, "ssh handshake with %s: %v", addr, err)
 }
 
 func unwrapOpErr(err error) error {
@@ -543,10 +595,10 @@ func (p *Pool) Ping(ctx context.Context, host string) (time.Duration, error) {
 	select {
 	case err := <-done:
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w: keepalive: %v", host, ErrUnreachable, err)
+			return 0, &Error{Host: host, Kind: ErrUnreachable, Detail: "keepalive: " + err.Error()}
 		}
 		return time.Since(start), nil
 	case <-ctx.Done():
-		return 0, fmt.Errorf("%s: %w: keepalive: %v", host, ErrTimeout, ctx.Err())
+		return 0, ctxFault(ctx, host, "keepalive")
 	}
 }

@@ -199,14 +199,20 @@ func TestPoolInProcessMaxSessions(t *testing.T) {
 	}
 }
 
-func TestHostKeyMismatchNeverRetried(t *testing.T) {
+// A host key mismatch is not retried (no second dial) until
+// RetryFatalAfter has passed or Forget is called; then a fixed known_hosts
+// is read afresh and the host is reached.
+func TestHostKeyMismatchNotRetriedUntilLater(t *testing.T) {
 	dir := t.TempDir()
 	key := sshtest.NewKey(t, dir, "")
 	srv := sshtest.NewServer(t, sshtest.ServerOptions{AuthorizedKeys: []ssh.PublicKey{key.Signer.PublicKey()}, Exec: shExec})
 	other := sshtest.NewServer(t, sshtest.ServerOptions{Exec: shExec}) // another host key
 	line := strings.Replace(other.KnownHostsLine, knownName(other.Addr), knownName(srv.Addr), 1)
 	kh := sshtest.KnownHosts(t, dir, "# comment", line)
-	p := newPool(t, map[string]sshconfig.Settings{"h": target(srv.Addr, "u", key.Path, kh)})
+	now := time.Unix(1e9, 0)
+	p := newPool(t, map[string]sshconfig.Settings{"h": target(srv.Addr, "u", key.Path, kh)}, func(o *sshexec.PoolOptions) {
+		o.Now = func() time.Time { return now }
+	})
 	_, err := p.Run(context.Background(), "h", "true", nil)
 	if !errors.Is(err, sshexec.ErrHostKey) {
 		t.Fatalf("err = %v, want ErrHostKey", err)
@@ -220,6 +226,54 @@ func TestHostKeyMismatchNeverRetried(t *testing.T) {
 	}
 	if sshexec.Reason(err) != "host key mismatch" {
 		t.Errorf("reason %q", sshexec.Reason(err))
+	}
+	var e *sshexec.Error
+	if !errors.As(err, &e) || e.Host != "h" || err.Error() != "h: host key mismatch: "+e.Detail || strings.Contains(e.Detail, "h: ") {
+		t.Errorf("error %#v names the host %q more or less than once: %v", e, "h", err)
+	}
+
+	// The user fixes known_hosts: still the kept error within the window...
+	if err := os.WriteFile(kh, []byte(srv.KnownHostsLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(sshexec.DefaultRetryFatalAfter - time.Second)
+	if _, err := p.Run(context.Background(), "h", "true", nil); !errors.Is(err, sshexec.ErrHostKey) || srv.Conns() != 1 {
+		t.Errorf("within the window: %v, conns %d", err, srv.Conns())
+	}
+	// ...and a fresh dial after it.
+	now = now.Add(2 * time.Second)
+	if _, err := p.Run(context.Background(), "h", "true", nil); err != nil || srv.Conns() != 2 {
+		t.Errorf("after the window: %v, conns %d", err, srv.Conns())
+	}
+
+	// Forget does the same at once (after a reload).
+	p2 := newPool(t, map[string]sshconfig.Settings{"h": target(srv.Addr, "u", key.Path, sshtest.KnownHosts(t, t.TempDir(), line))})
+	if _, err := p2.Run(context.Background(), "h", "true", nil); !errors.Is(err, sshexec.ErrHostKey) {
+		t.Fatalf("p2: %v", err)
+	}
+	p2.Forget()
+	if _, err := p2.Run(context.Background(), "h", "true", nil); !errors.Is(err, sshexec.ErrHostKey) || srv.Conns() != 4 {
+		t.Errorf("after Forget: %v, conns %d (want a new dial)", err, srv.Conns())
+	}
+}
+
+// A Ctrl-C while connecting is not a timeout: the error carries
+// context.Canceled and no ErrTimeout.
+func TestCancelWhileConnectingIsNotTimeout(t *testing.T) {
+	addr := sshtest.Silent(t) // accepts, never speaks SSH
+	dir := t.TempDir()
+	key := sshtest.NewKey(t, dir, "")
+	p := newPool(t, map[string]sshconfig.Settings{"h": target(addr, "u", key.Path, filepath.Join(dir, "kh"))})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	_, err := p.Run(ctx, "h", "true", nil)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, sshexec.ErrTimeout) || sshexec.Reason(err) == "timeout" {
+		t.Errorf("err = %v (reason %q), want context.Canceled and no timeout", err, sshexec.Reason(err))
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := p.Run(ctx, "h", "true", nil); !errors.Is(err, sshexec.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("deadline: err = %v, want ErrTimeout", err)
 	}
 }
 

@@ -42,7 +42,10 @@ type ExitError struct {
 // maxErrStderr bounds how much stderr Error() prints; the field keeps it all.
 const maxErrStderr = 512
 
-func (e *ExitError) Error() string {
+func (e *ExitError) Error() string { return e.Host + ": " + e.detail() }
+
+// detail is the message without the host: "command exit status 3: <stderr>".
+func (e *ExitError) detail() string {
 	msg := strings.TrimSpace(e.Stderr)
 	if len(msg) > maxErrStderr {
 		msg = msg[:maxErrStderr] + "…"
@@ -52,9 +55,9 @@ func (e *ExitError) Error() string {
 		what = "killed by signal " + e.Signal
 	}
 	if msg == "" {
-		return fmt.Sprintf("%s: command %s", e.Host, what)
+		return "command " + what
 	}
-	return fmt.Sprintf("%s: command %s: %s", e.Host, what, msg)
+	return "command " + what + ": " + msg
 }
 
 // Sentinels for transport failures. Wrapped errors keep the cause as well.
@@ -80,6 +83,113 @@ var (
 	// ProxyCommand, unreadable key file).
 	ErrConfig = errors.New("ssh configuration")
 )
+
+// Error is a transport failure on one host, as Pool and Local report it:
+// Kind is the sentinel a caller decides on (errors.Is works through it),
+// Detail says what happened in words, and Err keeps a cause worth
+// matching (context.Canceled when the caller gave up: a Ctrl-C while
+// connecting is not ErrTimeout). Error() is "host: kind: detail".
+type Error struct {
+	Host   string // inventory name; "" while the failure is not yet tied to one
+	Kind   error  // one of the sentinels above; nil when none applies (Ctrl-C)
+	Detail string // without the host or Kind's text: "connect to 10.0.0.9:22: no route to host"
+	Err    error  // the cause, when there is one to match
+}
+
+func (e *Error) Error() string {
+	var parts []string
+	for _, p := range []string{e.Host, kindText(e.Kind), e.Detail} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 && e.Err != nil {
+		return e.Err.Error()
+	}
+	return strings.Join(parts, ": ")
+}
+
+func kindText(k error) string {
+	if k == nil {
+		return ""
+	}
+	return k.Error()
+}
+
+// Unwrap gives Kind and Err to errors.Is and errors.As.
+func (e *Error) Unwrap() []error {
+	var out []error
+	for _, err := range []error{e.Kind, e.Err} {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// fault builds an *Error of kind with a formatted detail.
+func fault(kind error, format string, args ...any) *Error {
+	return &Error{Kind: kind, Detail: fmt.Sprintf(format, args...)}
+}
+
+// ctxFault is the *Error of an operation cut short by ctx: ErrTimeout when
+// its deadline passed, no sentinel at all when the caller cancelled it.
+func ctxFault(ctx context.Context, host, what string) *Error {
+	e := &Error{Host: host, Detail: what, Err: ctx.Err()}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		e.Kind = ErrTimeout
+	}
+	return e
+}
+
+// named returns err with its *Error tied to host (the pool's inner steps
+// do not know the host's name).
+func named(host string, err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Host == "" {
+		e.Host = host
+		return err
+	}
+	if errors.As(err, &e) {
+		return err
+	}
+	return &Error{Host: host, Detail: err.Error(), Err: err}
+}
+
+// Detail is err's text without the host and the sentinel's own words,
+// when err is an *Error or an *ExitError ("connect to 10.0.0.9:22: no
+// route to host" for a host row already saying "unreachable"); else the
+// whole text.
+func Detail(err error) string {
+	var e *Error
+	var xe *ExitError
+	switch {
+	case errors.As(err, &e) && e.Detail != "":
+		return e.Detail
+	case errors.As(err, &e) && e.Err != nil:
+		return e.Err.Error()
+	case errors.As(err, &xe):
+		return xe.detail()
+	}
+	return err.Error()
+}
+
+// WithoutHost is err's text without the host in front, kind and detail
+// kept ("host unreachable: connect to 10.0.0.9:22: no route to host"), for
+// messages that name the host themselves.
+func WithoutHost(err error) string {
+	var e *Error
+	var xe *ExitError
+	switch {
+	case errors.As(err, &e):
+		c := *e
+		c.Host = ""
+		return c.Error()
+	case errors.As(err, &xe):
+		return xe.detail()
+	}
+	return err.Error()
+}
 
 // Reason names the sentinel err wraps in the words `gssh gpus` and `gssh
 // hosts` print in their STATE column ("auth failed", "timeout"...), or

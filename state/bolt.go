@@ -18,9 +18,14 @@ The state file is a bbolt database (go.etcd.io/bbolt), schema version 1:
 	usage/                  reserved (later: user -> JSON fair-share usage)
 
 Rules:
-  - Open creates all buckets and the meta keys on an empty file; any change
-    of the layout above bumps schemaVersion, and a file with a newer version
-    is refused (ErrNewerSchema) rather than misread.
+  - Open creates a new file whole: buckets and meta keys are written to a
+    temporary file in the same directory, which is then linked into place,
+    so no process ever sees a half-made state file. A file of 0 bytes, or
+    one shorter than its own metadata says (truncated), is an error
+    (ErrDamaged), never a fresh queue: bbolt would otherwise start afresh,
+    or crash with SIGBUS on pages past the end.
+  - Any change of the layout above bumps schemaVersion, and a file with a
+    newer version is refused (ErrNewerSchema) rather than misread.
   - A job record and its active index entry change in the same transaction.
   - The file is opened for each operation and closed before the method
     returns: bbolt holds an exclusive flock (shared for reads) from its Open
@@ -33,6 +38,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -73,6 +80,10 @@ type Options struct {
 	Timeout time.Duration
 	// Now is the clock Submit uses for a zero SubmittedAt; nil means time.Now.
 	Now func() time.Time
+	// NoCreate makes Open fail with ErrNoState instead of creating a
+	// missing file (read-only commands: a typo in --state must not look
+	// like an empty queue).
+	NoCreate bool
 }
 
 // Bolt is the Store kept in a bbolt file. It holds no open file between
@@ -87,14 +98,17 @@ type Bolt struct {
 
 var _ Store = (*Bolt)(nil)
 
-// Open prepares the state file at path for use and returns the store. It
-// creates the parent directory (mode 0700) and the file (mode 0600) when
-// missing, tightens an existing file with a looser mode to 0600, and on a
-// new file creates the buckets, the schema version and a random cluster id.
+// Open prepares the state file at path for use and returns the store. A
+// missing file is created (mode 0600, in a directory made 0700) with the
+// buckets, the schema version and a random cluster id, unless
+// opt.NoCreate; an existing file with a looser mode is tightened to 0600.
 //
-// Errors: a *BusyError (errors.Is ErrBusy) when another process holds the
-// file past opt.Timeout; ErrCorrupt when the file is not a gssh state file;
-// ErrNewerSchema when a newer gssh wrote it. All name the file.
+// Errors are *FileError values naming the file, wrapping: ErrNoState (no
+// file, with NoCreate); a *BusyError (errors.Is ErrBusy) when another
+// process holds the file past opt.Timeout; ErrDamaged when the file is
+// empty or truncated; ErrCorrupt when it is not a gssh state file;
+// ErrNewerSchema when a newer gssh wrote it; the OS error when it cannot
+// be read or written (a directory, no permission, a full disk).
 func Open(path string, opt Options) (*Bolt, error) {
 	if path == "" {
 		return nil, errors.New("open state: empty path")
@@ -106,36 +120,97 @@ func Open(path string, opt Options) (*Bolt, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("open state: %w", err)
-	}
-	if fi, err := os.Stat(path); err == nil {
-		if !fi.Mode().IsRegular() {
-			return nil, fmt.Errorf("open state %s: not a regular file", path)
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && opt.NoCreate:
+		return nil, s.fail("open", fmt.Errorf("%w: no such file (check --state and $GSSH_STATE; gssh submit creates it)", ErrNoState))
+	case errors.Is(err, fs.ErrNotExist):
+		if err := s.create(); err != nil {
+			return nil, err
 		}
-		if fi.Mode().Perm()&0o077 != 0 {
-			if err := os.Chmod(path, 0o600); err != nil {
-				return nil, fmt.Errorf("open state %s: make it private: %w", path, err)
-			}
+	case err != nil:
+		return nil, s.fail("open", err)
+	case fi.IsDir():
+		return nil, s.fail("open", errors.New("is a directory: give the state file's path, such as "+filepath.Join(path, "state.db")))
+	case !fi.Mode().IsRegular():
+		return nil, s.fail("open", errors.New("not a regular file"))
+	case fi.Mode().Perm()&0o077 != 0:
+		if err := os.Chmod(path, 0o600); err != nil {
+			return nil, s.fail("open", fmt.Errorf("make it private: %w", err))
 		}
 	}
-	db, err := s.openDB(false)
-	if err != nil {
-		return nil, err
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		id, err := s.initSchema(tx)
-		s.clusterID = id
-		return err
+	err = s.view(func(tx *bolt.Tx) error {
+		s.clusterID = string(tx.Bucket([]byte(bucketMeta)).Get([]byte(keyClusterID)))
+		if _, err := hex.DecodeString(s.clusterID); err != nil || len(s.clusterID) != 32 {
+			return s.corrupt("bad cluster id %q", s.clusterID)
+		}
+		return nil
 	})
-	if cerr := db.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("close state %s: %w", path, cerr)
-	}
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
+
+// create makes a new state file at s.path: the schema is written to a
+// temporary file beside it, which is then linked into place. When another
+// process created the file meanwhile, its file is kept.
+func (s *Bolt) create() error {
+	dir := filepath.Dir(s.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return s.fail("create", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".state-*.db")
+	if err != nil {
+		return s.fail("create", err)
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	db, err := bolt.Open(tmp.Name(), 0o600, &bolt.Options{Timeout: s.timeout})
+	if err != nil {
+		return s.fail("create", err)
+	}
+	err = db.Update(s.initSchema)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return s.fail("create", err)
+	}
+	err = os.Link(tmp.Name(), s.path)
+	switch {
+	case err == nil, errors.Is(err, fs.ErrExist):
+		return nil
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.ENOTSUP), errors.Is(err, syscall.EXDEV):
+		// A filesystem without hard links: rename, unless the file
+		// appeared meanwhile.
+		if _, serr := os.Stat(s.path); serr == nil {
+			return nil
+		}
+		if err := os.Rename(tmp.Name(), s.path); err != nil {
+			return s.fail("create", err)
+		}
+		return nil
+	}
+	return s.fail("create", err)
+}
+
+// FileError is a failure of the state file itself (it cannot be opened,
+// read, written or trusted), as opposed to a job the store does not have:
+// `gssh` exits 3 for it. Err wraps ErrBusy, ErrNoState, ErrDamaged,
+// ErrCorrupt, ErrNewerSchema or the OS error.
+type FileError struct {
+	Op   string // "open", "create", "read", "write"
+	Path string
+	Err  error
+}
+
+func (e *FileError) Error() string { return e.Op + " state " + e.Path + ": " + e.Err.Error() }
+
+func (e *FileError) Unwrap() error { return e.Err }
+
+// fail wraps err as a *FileError of op on s's file.
+func (s *Bolt) fail(op string, err error) error { return &FileError{Op: op, Path: s.path, Err: err} }
 
 // Path returns the state file's path.
 func (s *Bolt) Path() string { return s.path }
@@ -234,7 +309,7 @@ func (s *Bolt) Active() ([]job.Job, error) {
 		return nil, err
 	}
 	if len(errs) > 0 {
-		return out, fmt.Errorf("active: %w", errors.Join(errs...))
+		return out, fmt.Errorf("active: %w: %w", ErrBadRecord, errors.Join(errs...))
 	}
 	return out, nil
 }
@@ -276,7 +351,7 @@ func (s *Bolt) List(f Filter) ([]job.Job, error) {
 	}
 	reverse(out)
 	if len(errs) > 0 {
-		return out, fmt.Errorf("list: %w", errors.Join(errs...))
+		return out, fmt.Errorf("list: %w: %w", ErrBadRecord, errors.Join(errs...))
 	}
 	return out, nil
 }
@@ -288,36 +363,52 @@ func (s *Bolt) view(fn func(*bolt.Tx) error) error { return s.do(false, fn) }
 func (s *Bolt) update(fn func(*bolt.Tx) error) error { return s.do(true, fn) }
 
 // do opens the file, checks the schema and runs fn in one transaction, then
-// closes the file (and so releases the lock) before it returns.
+// closes the file (and so releases the lock) before it returns. fn's own
+// error comes back as it is; any other (the commit of a write on a full
+// disk, a close) is a *FileError.
 func (s *Bolt) do(write bool, fn func(*bolt.Tx) error) (err error) {
 	db, err := s.openDB(!write)
 	if err != nil {
 		return err
 	}
+	op := "read"
+	if write {
+		op = "write"
+	}
 	defer func() {
 		if cerr := db.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close state %s: %w", s.path, cerr)
+			err = s.fail(op, cerr)
 		}
 	}()
 	run := db.View
 	if write {
 		run = db.Update
 	}
-	return run(func(tx *bolt.Tx) error {
+	var fnErr error
+	err = run(func(tx *bolt.Tx) error {
 		if err := s.checkSchema(tx); err != nil {
+			fnErr = err
 			return err
 		}
-		return fn(tx)
+		fnErr = fn(tx)
+		return fnErr
 	})
+	if err != nil && err != fnErr {
+		return s.fail(op, err)
+	}
+	return err
 }
 
 // openDB opens the bbolt file and maps its errors to the package's.
 func (s *Bolt) openDB(readOnly bool) (db *bolt.DB, err error) {
+	if err := s.checkLength(); err != nil {
+		return nil, err
+	}
 	// A damaged file can make bbolt panic while it loads the freelist:
-	// report it as the corrupt file it is.
+	// report it as the damaged file it is.
 	defer func() {
 		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("open state %s: %w: %v%s", s.path, ErrCorrupt, r, corruptAdvice)
+			db, err = nil, s.fail("open", fmt.Errorf("%w: %v%s", ErrDamaged, r, corruptAdvice))
 		}
 	}()
 	db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.timeout, ReadOnly: readOnly})
@@ -325,15 +416,91 @@ func (s *Bolt) openDB(readOnly bool) (db *bolt.DB, err error) {
 	case err == nil:
 		return db, nil
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("open state %s: %w", s.path, &BusyError{Path: s.path, PID: lockHolder(s.path), Waited: s.timeout})
+		return nil, s.fail("open", &BusyError{Path: s.path, PID: lockHolder(s.path), Waited: s.timeout})
 	case isOSError(err):
-		return nil, fmt.Errorf("open state %s: %w", s.path, err)
+		return nil, s.fail("open", err)
+	case errors.Is(err, berrors.ErrChecksum):
+		return nil, s.fail("open", fmt.Errorf("%w: %w%s", ErrDamaged, err, corruptAdvice))
 	default:
-		// bbolt's ErrInvalid, ErrChecksum, ErrVersionMismatch and its
-		// unwrapped "file size too small", "mmap too large": what it read
-		// is not a bbolt file.
-		return nil, fmt.Errorf("open state %s: %w: %w%s", s.path, ErrCorrupt, err, corruptAdvice)
+		// bbolt's ErrInvalid, ErrVersionMismatch and its unwrapped "file
+		// size too small", "mmap too large": what it read is not a bbolt
+		// file.
+		return nil, s.fail("open", fmt.Errorf("%w: %w%s", ErrCorrupt, err, corruptAdvice))
 	}
+}
+
+// bbolt's on-disk meta page (go.etcd.io/bbolt/internal/common/meta.go),
+// two copies at pages 0 and 1, native byte order: a 16-byte page header,
+// then magic, version, page size, flags (4 bytes each), the root bucket
+// (16), the freelist page id, the high-water page id, the txid (8 each)
+// and an FNV-64a checksum of the 56 bytes before it.
+const (
+	boltMagic    = 0xED0CDAED
+	boltVersion  = 2
+	metaOffset   = 16
+	metaSumBytes = 56
+)
+
+// checkLength refuses a file that is empty or shorter than the pages its
+// newest valid meta page says it has: bbolt would start a fresh queue in
+// an empty file, and die of SIGBUS (which no recover catches) reading
+// pages past the end of a truncated one. A file without a valid meta page
+// is left to bbolt to refuse.
+func (s *Bolt) checkLength() error {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return s.fail("open", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return s.fail("open", err)
+	}
+	size := fi.Size()
+	if size == 0 {
+		return s.fail("open", fmt.Errorf("%w: the file is empty (0 bytes)%s", ErrDamaged, corruptAdvice))
+	}
+	var best struct{ txid, pages, pageSize uint64 }
+	page0 := make([]byte, 4096)
+	n, _ := io.ReadFull(f, page0)
+	page0 = page0[:n]
+	first, ok := readMeta(page0)
+	if !ok || first.pageSize < 512 {
+		return nil
+	}
+	for i := range int64(2) {
+		buf := make([]byte, metaOffset+metaSumBytes+8)
+		if _, err := f.ReadAt(buf, i*int64(first.pageSize)); err != nil {
+			continue
+		}
+		if m, ok := readMeta(buf); ok && m.txid >= best.txid {
+			best.txid, best.pages, best.pageSize = m.txid, m.pages, uint64(m.pageSize)
+		}
+	}
+	if need := best.pages * best.pageSize; best.pageSize > 0 && uint64(size) < need {
+		return s.fail("open", fmt.Errorf("%w: the file is truncated (%d bytes; its last transaction wrote %d)%s", ErrDamaged, size, need, corruptAdvice))
+	}
+	return nil
+}
+
+type boltMeta struct {
+	pageSize    uint32
+	pages, txid uint64
+}
+
+// readMeta decodes and checks the meta page at the start of b.
+func readMeta(b []byte) (boltMeta, bool) {
+	if len(b) < metaOffset+metaSumBytes+8 {
+		return boltMeta{}, false
+	}
+	m := b[metaOffset:]
+	ne := binary.NativeEndian
+	h := fnv.New64a()
+	h.Write(m[:metaSumBytes])
+	if ne.Uint32(m[0:]) != boltMagic || ne.Uint32(m[4:]) != boltVersion || h.Sum64() != ne.Uint64(m[metaSumBytes:]) {
+		return boltMeta{}, false
+	}
+	return boltMeta{pageSize: ne.Uint32(m[8:]), pages: ne.Uint64(m[40:]), txid: ne.Uint64(m[48:])}, true
 }
 
 // isOSError reports whether err came from the OS (open, stat, mmap, I/O)
@@ -344,45 +511,30 @@ func isOSError(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &errno)
 }
 
-// initSchema creates the buckets and meta keys on a new (empty) file, or
-// checks an existing one, and returns the cluster id.
-func (s *Bolt) initSchema(tx *bolt.Tx) (string, error) {
-	if tx.Bucket([]byte(bucketMeta)) == nil {
-		empty := true
-		_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
-		if !empty {
-			return "", s.corrupt("no %q bucket", bucketMeta)
-		}
-		meta, err := tx.CreateBucket([]byte(bucketMeta))
-		if err != nil {
-			return "", fmt.Errorf("create state %s: %w", s.path, err)
-		}
-		var raw [16]byte
-		_, _ = rand.Read(raw[:]) // never fails (crypto/rand, Go >= 1.24)
-		id := hex.EncodeToString(raw[:])
-		for _, kv := range [][2][]byte{
-			{[]byte(keyVersion), uint64Bytes(schemaVersion)},
-			{[]byte(keyClusterID), []byte(id)},
-			{[]byte(keyJobSeq), uint64Bytes(0)},
-		} {
-			if err := meta.Put(kv[0], kv[1]); err != nil {
-				return "", fmt.Errorf("create state %s: %w", s.path, err)
-			}
-		}
-		for _, name := range []string{bucketJobs, bucketActive, bucketHosts, bucketUsage} {
-			if _, err := tx.CreateBucket([]byte(name)); err != nil {
-				return "", fmt.Errorf("create state %s: %w", s.path, err)
-			}
+// initSchema creates the buckets and meta keys of a new state file with a
+// random cluster id.
+func (s *Bolt) initSchema(tx *bolt.Tx) error {
+	meta, err := tx.CreateBucket([]byte(bucketMeta))
+	if err != nil {
+		return err
+	}
+	var raw [16]byte
+	_, _ = rand.Read(raw[:]) // never fails (crypto/rand, Go >= 1.24)
+	for _, kv := range [][2][]byte{
+		{[]byte(keyVersion), uint64Bytes(schemaVersion)},
+		{[]byte(keyClusterID), []byte(hex.EncodeToString(raw[:]))},
+		{[]byte(keyJobSeq), uint64Bytes(0)},
+	} {
+		if err := meta.Put(kv[0], kv[1]); err != nil {
+			return err
 		}
 	}
-	if err := s.checkSchema(tx); err != nil {
-		return "", err
+	for _, name := range []string{bucketJobs, bucketActive, bucketHosts, bucketUsage} {
+		if _, err := tx.CreateBucket([]byte(name)); err != nil {
+			return err
+		}
 	}
-	id := string(tx.Bucket([]byte(bucketMeta)).Get([]byte(keyClusterID)))
-	if _, err := hex.DecodeString(id); err != nil || len(id) != 32 {
-		return "", s.corrupt("bad cluster id %q", id)
-	}
-	return id, nil
+	return nil
 }
 
 // checkSchema verifies the schema version and the buckets it promises.
@@ -397,7 +549,7 @@ func (s *Bolt) checkSchema(tx *bolt.Tx) error {
 	}
 	switch {
 	case v > schemaVersion:
-		return fmt.Errorf("open state %s: %w (schema %d); upgrade gssh", s.path, ErrNewerSchema, v)
+		return s.fail("open", fmt.Errorf("%w (schema %d); upgrade gssh", ErrNewerSchema, v))
 	case v < schemaVersion:
 		// No older schema exists yet; migrations go here.
 		return s.corrupt("unknown schema version %d", v)
@@ -418,7 +570,7 @@ const corruptAdvice = "; restore it from a backup, or move it aside to start an 
 
 // corrupt returns an ErrCorrupt error naming the file and what is wrong.
 func (s *Bolt) corrupt(format string, args ...any) error {
-	return fmt.Errorf("open state %s: %w: %s%s", s.path, ErrCorrupt, fmt.Sprintf(format, args...), corruptAdvice)
+	return s.fail("open", fmt.Errorf("%w: %s%s", ErrCorrupt, fmt.Sprintf(format, args...), corruptAdvice))
 }
 
 // putJob stores a job record and keeps the active index in step with state.

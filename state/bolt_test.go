@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -239,16 +241,112 @@ func TestCorrupt(t *testing.T) {
 	}
 }
 
-func TestEmptyFileIsInitialised(t *testing.T) {
+// A 0-byte file is an error, not a fresh queue; so is a truncated one (at
+// any length: bbolt alone would die of SIGBUS on some), and a directory.
+// Every such error is a *FileError naming the file.
+func TestDamagedFiles(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	write(t, path, nil)
+	_, err := state.Open(path, state.Options{})
+	if !errors.Is(err, state.ErrDamaged) || !strings.Contains(err.Error(), "empty (0 bytes)") {
+		t.Errorf("empty file: %v", err)
+	}
+	if fi, _ := os.Stat(path); fi.Size() != 0 {
+		t.Errorf("Open wrote to the empty file")
+	}
+
+	s, full := openTemp(t)
+	for range 200 {
+		if _, err := s.Submit(job.Job{User: "a", Spec: job.Spec{Argv: []string{strings.Repeat("x", 200)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{100, 4096, 8192, 12000, 16384, 20000, 30000} { // all below the pages in use
+		cut := filepath.Join(t.TempDir(), "state.db")
+		write(t, cut, data[:n])
+		_, err := state.Open(cut, state.Options{})
+		var fe *state.FileError
+		if !errors.As(err, &fe) || fe.Path != cut || !errors.Is(err, state.ErrDamaged) && !errors.Is(err, state.ErrCorrupt) {
+			t.Errorf("cut to %d of %d bytes: %v", n, len(data), err)
+		}
+		if n >= 8192 && !errors.Is(err, state.ErrDamaged) {
+			t.Errorf("cut to %d bytes: %v, want ErrDamaged (it was a gssh file)", n, err)
+		}
+	}
+
+	dir := t.TempDir()
+	_, err = state.Open(dir, state.Options{})
+	var fe *state.FileError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("a directory: %v", err)
+	}
+}
+
+// NoCreate (read-only commands) never makes the file or its directory.
+func TestNoCreate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "typo", "state.db")
+	_, err := state.Open(path, state.Options{NoCreate: true})
+	var fe *state.FileError
+	if !errors.Is(err, state.ErrNoState) || !errors.As(err, &fe) || !strings.Contains(err.Error(), path) {
+		t.Errorf("Open = %v, want ErrNoState naming the file", err)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the directory was made: %v", err)
+	}
+	if _, err := state.Open(path, state.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := state.Open(path, state.Options{NoCreate: true})
+	if err != nil {
+		t.Fatalf("existing file: %v", err)
+	}
+	if js, err := s.List(state.Filter{}); err != nil || len(js) != 0 {
+		t.Errorf("List = %v, %v", js, err)
+	}
+}
+
+// A write that fails for a full disk is a *FileError (exit 3), the job is
+// not stored, and the file stays readable.
+func TestDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root: this test mounts a small tmpfs")
+		}
+		t.Skip("needs root to mount a small tmpfs (CI runs as root)")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	path := filepath.Join(dir, "state.db")
 	s, err := state.Open(path, state.Options{})
 	if err != nil {
-		t.Fatalf("Open of an empty file: %v", err)
+		t.Fatal(err)
 	}
-	if j, err := s.Submit(job.Job{User: "a"}); err != nil || j.ID != 1 {
-		t.Errorf("Submit = %d, %v", j.ID, err)
+	big := strings.Repeat("x", 16<<10)
+	var last job.ID
+	for i := range 100 {
+		j, err := s.Submit(job.Job{User: "a", Spec: job.Spec{Argv: []string{big}}})
+		if err == nil {
+			last = j.ID
+			continue
+		}
+		var fe *state.FileError
+		if !errors.As(err, &fe) || fe.Op != "write" || !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("submit %d: %v, want a write *FileError for ENOSPC", i, err)
+		}
+		js, err := s.List(state.Filter{})
+		if err != nil || len(js) == 0 || js[len(js)-1].ID != last {
+			t.Fatalf("after ENOSPC: %d jobs (last %d), %v", len(js), last, err)
+		}
+		return
 	}
+	t.Fatal("the disk never filled")
 }
 
 func TestCorruptRecord(t *testing.T) {
@@ -274,8 +372,8 @@ func TestCorruptRecord(t *testing.T) {
 		"Active": s.Active,
 	} {
 		js, err := list()
-		if err == nil || !strings.Contains(err.Error(), "job 2") {
-			t.Errorf("%s error = %v, want one naming job 2", name, err)
+		if !errors.Is(err, state.ErrBadRecord) || !strings.Contains(err.Error(), "job 2") {
+			t.Errorf("%s error = %v, want ErrBadRecord naming job 2", name, err)
 		}
 		if len(js) != 2 || js[0].ID != 1 || js[1].ID != 3 {
 			t.Errorf("%s returned %d jobs, want the 2 good ones", name, len(js))

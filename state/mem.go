@@ -109,7 +109,7 @@ func (m *Mem) Active() ([]job.Job, error) {
 		out = append(out, j)
 	}
 	if len(errs) > 0 {
-		return out, fmt.Errorf("active: %w", errors.Join(errs...))
+		return out, fmt.Errorf("active: %w: %w", ErrBadRecord, errors.Join(errs...))
 	}
 	return out, nil
 }
@@ -136,7 +136,7 @@ func (m *Mem) List(f Filter) ([]job.Job, error) {
 	}
 	reverse(out)
 	if len(errs) > 0 {
-		return out, fmt.Errorf("list: %w", errors.Join(errs...))
+		return out, fmt.Errorf("list: %w: %w", ErrBadRecord, errors.Join(errs...))
 	}
 	return out, nil
 }

@@ -41,11 +41,12 @@ type Store interface {
 	// A missing job gives an error wrapping ErrNotFound.
 	Update(id job.ID, fn func(*job.Job) error) (job.Job, error)
 	// Active returns the non-terminal jobs (queued, launching, running, ...)
-	// in id order, read from the active index.
+	// in id order, read from the active index. Like List, it returns the
+	// jobs it could read with an error wrapping ErrBadRecord for the others.
 	Active() ([]job.Job, error)
 	// List returns the jobs matching f in id order (newest last). If a
 	// record cannot be decoded, List returns the others together with an
-	// error naming each bad record.
+	// error wrapping ErrBadRecord that names each bad record.
 	List(f Filter) ([]job.Job, error)
 }
 
@@ -70,6 +71,14 @@ var (
 	ErrCorrupt = errors.New("not a gssh state file")
 	// ErrNewerSchema: the file was written by a newer gssh.
 	ErrNewerSchema = errors.New("state file was written by a newer gssh")
+	// ErrNoState: Open with NoCreate found no file.
+	ErrNoState = errors.New("no state file")
+	// ErrDamaged: the state file is empty or truncated, or its pages fail
+	// their checksums: it was a gssh state file, but cannot be trusted now.
+	ErrDamaged = errors.New("state file is damaged")
+	// ErrBadRecord: Active or List could not decode some job records; they
+	// return the others, and the error names each bad one.
+	ErrBadRecord = errors.New("unreadable job records")
 )
 
 // DefaultPath returns the default state file: $XDG_STATE_HOME/gssh/state.db,

@@ -2,16 +2,18 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/service"
 )
 
 // Bounds of --watch, in seconds: faster than twice a second would only load
@@ -25,7 +27,7 @@ type gpusOptions struct {
 	watch  float64 // seconds; 0 = once
 }
 
-func (a *app) newGPUsCmd(runF func(*gpusOptions) error) *cobra.Command {
+func newGPUsCmd(a *app, runF func(*gpusOptions) error) *cobra.Command {
 	opts := &gpusOptions{}
 	cmd := &cobra.Command{
 		Use:   "gpus",
@@ -55,7 +57,7 @@ in bytes.
 			if runF != nil {
 				return runF(opts)
 			}
-			return a.gpusRun(c.Context(), opts)
+			return gpusRun(c.Context(), a, opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -66,37 +68,30 @@ in bytes.
 	return cmd
 }
 
-func (a *app) gpusRun(ctx context.Context, opts *gpusOptions) error {
-	f, err := a.loadFleet()
-	if err != nil {
-		return err
-	}
-	defer f.Remote.Close()
-	hosts, err := f.Select(opts.hosts, opts.labels)
-	if err != nil {
-		return err
-	}
+func gpusRun(ctx context.Context, a *app, opts *gpusOptions) error {
+	svc := a.service()
+	q := service.HostQuery{Hosts: opts.hosts, Labels: opts.labels}
 	for {
-		reports := f.Probe(ctx, hosts, fleet.ProbeOptions{Timeout: a.probeTimeout})
-		if ctx.Err() != nil {
-			return errInterrupted // what was cut short is not a timeout to report
+		doc, err := svc.GPUs(ctx, q)
+		var pe *service.PartialError
+		if err != nil && !errors.As(err, &pe) {
+			return interrupted(ctx, err)
 		}
 		if opts.watch > 0 && a.tty && !opts.json {
 			fmt.Fprint(a.stdout, "\x1b[H\x1b[2J")
 		}
 		if opts.watch > 0 && !a.tty && !opts.json {
-			fmt.Fprintf(a.stdout, "# %s\n", time.Now().Format(time.RFC3339))
+			fmt.Fprintf(a.stdout, "# %s\n", a.now().Format(time.RFC3339))
 		}
 		if opts.json {
-			if err := a.printJSON(fleet.NewGPUsDoc(time.Now(), reports)); err != nil {
-				return err
+			if jerr := a.printJSON(doc); jerr != nil {
+				return jerr
 			}
-		} else {
-			a.printGPUTable(reports)
+		} else if terr := a.printGPUTable(doc.Hosts); terr != nil {
+			return terr
 		}
-		perr := partial(reports)
 		if opts.watch == 0 {
-			return perr
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -106,36 +101,16 @@ func (a *app) gpusRun(ctx context.Context, opts *gpusOptions) error {
 	}
 }
 
-// partial returns a partialError when some host was not probed.
-func partial(reports []fleet.Report) error {
-	failed := 0
-	for _, r := range reports {
-		if !r.Probed() {
-			failed++
-		}
-	}
-	if failed > 0 {
-		return partialError{failed: failed, total: len(reports)}
-	}
-	return nil
-}
-
-func (a *app) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 var gpuHeader = []string{"HOST", "GPU", "NAME", "MEMORY", "UTIL", "TEMP", "PROCESSES", "STATE"}
 
-// gpuRows turns reports into table rows, sorted by host then GPU index; MIG
+// gpuRows turns hosts into table rows, sorted by host then GPU index; MIG
 // devices follow their GPU as "0/mig1". Host warnings are returned apart.
-func gpuRows(reports []fleet.Report) (rows [][]string, warnings []string) {
-	sorted := append([]fleet.Report(nil), reports...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Host.Name < sorted[j].Host.Name })
+func gpuRows(hosts []service.HostGPUs) (rows [][]string, warnings []string) {
+	sorted := slices.Clone(hosts)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Host < sorted[j].Host })
 	for _, r := range sorted {
 		s := r.Snapshot
-		name := r.Host.Name
+		name := s.Host
 		for _, w := range s.Warnings {
 			warnings = append(warnings, name+": "+w)
 		}
@@ -157,12 +132,15 @@ func gpuRows(reports []fleet.Report) (rows [][]string, warnings []string) {
 	return rows, warnings
 }
 
-func (a *app) printGPUTable(reports []fleet.Report) {
-	rows, warnings := gpuRows(reports)
-	printTable(a.stdout, a.tty, gpuHeader, rows)
+func (a *app) printGPUTable(hosts []service.HostGPUs) error {
+	rows, warnings := gpuRows(hosts)
+	if err := printTable(a.stdout, a.tty, gpuHeader, rows); err != nil {
+		return err
+	}
 	for _, w := range warnings {
 		fmt.Fprintln(a.stderr, "gssh: warning:", w)
 	}
+	return nil
 }
 
 // hostState is the STATE cell of a host without GPU rows: the state and why.
@@ -205,16 +183,12 @@ func memory(used, total *uint64, state string) string {
 	return size(used) + " / " + size(total)
 }
 
-// size prints bytes in IEC units with one decimal from GiB up ("39.6 GiB"),
-// whole MiB below, as nvidia-smi users read them.
+// size prints bytes as sched.FormatMem does, "?" when unknown.
 func size(b *uint64) string {
 	if b == nil {
 		return "?"
 	}
-	if *b >= 1<<30 {
-		return fmt.Sprintf("%.1f GiB", float64(*b)/(1<<30))
-	}
-	return fmt.Sprintf("%d MiB", *b>>20)
+	return sched.FormatMem(*b)
 }
 
 func pct(p *int) string {

@@ -7,18 +7,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gssh/gssh/fleet"
-	"github.com/gssh/gssh/inventory"
 	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/service"
 )
 
 func u64(v uint64) *uint64 { return &v }
 func ip(v int) *int        { return &v }
 
 func TestGPURowsOrderAndCells(t *testing.T) {
-	reports := []fleet.Report{
-		{Host: inventory.Host{Name: "zeta"}, Snapshot: probe.Snapshot{State: probe.HostUnreachable, Error: "connect to 10.0.0.9:22: no route to host"}},
-		{Host: inventory.Host{Name: "alpha"}, Snapshot: probe.Snapshot{State: probe.HostOK, Warnings: []string{"infoROM"}, GPUs: []probe.GPU{
+	reports := []service.HostGPUs{
+		{Snapshot: probe.Snapshot{Host: "zeta", State: probe.HostUnreachable, Error: "connect to 10.0.0.9:22: no route to host"}},
+		{Snapshot: probe.Snapshot{Host: "alpha", State: probe.HostOK, Warnings: []string{"infoROM"}, GPUs: []probe.GPU{
 			{Index: 2, Name: "A", MemUsed: u64(512 << 20), MemTotal: u64(80 << 30), UtilPct: ip(3), TempC: ip(30), Health: probe.HealthOK, ProcsKnown: true},
 			{Index: 0, Name: "A", MemTotal: nil, MemoryState: "unified memory", Health: probe.HealthOK, ProcsKnown: true,
 				Procs: []probe.Proc{{PID: 1, User: "bob"}, {PID: 2, User: "alice"}, {PID: 3, User: "bob"}, {PID: 4}}},
@@ -55,9 +54,9 @@ func TestPrintTablePlainWhenNotTTY(t *testing.T) {
 
 func TestExitCodes(t *testing.T) {
 	for err, want := range map[error]int{
-		nil:                               exitOK,
-		partialError{failed: 1, total: 3}: exitPartial,
-		errors.New("bad flag"):            exitUsage,
+		nil: exitOK,
+		&service.PartialError{Failed: 1, Total: 3}: exitPartial,
+		errors.New("bad flag"):                     exitUsage,
 	} {
 		if got := exitCode(err); got != want {
 			t.Errorf("exitCode(%v) = %d, want %d", err, got, want)

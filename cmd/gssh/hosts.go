@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/service"
 )
 
 type hostsOptions struct {
@@ -16,7 +16,7 @@ type hostsOptions struct {
 	json   bool
 }
 
-func (a *app) newHostsCmd(runF func(*hostsOptions) error) *cobra.Command {
+func newHostsCmd(a *app, runF func(*hostsOptions) error) *cobra.Command {
 	opts := &hostsOptions{}
 	cmd := &cobra.Command{
 		Use:   "hosts",
@@ -25,6 +25,8 @@ func (a *app) newHostsCmd(runF func(*hostsOptions) error) *cobra.Command {
 resolved through the inventory and ~/.ssh/config (with jump hosts), whether
 it is reachable and if not why, which probe source answered, the driver
 version, the GPU count, the SSH round-trip time and the connect time.
+
+--json prints one document (schema "gssh.hosts/v1", see README).
 
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
@@ -35,7 +37,7 @@ version, the GPU count, the SSH round-trip time and the connect time.
 			if runF != nil {
 				return runF(opts)
 			}
-			return a.hostsRun(c.Context(), opts)
+			return hostsRun(c.Context(), a, opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -45,59 +47,20 @@ version, the GPU count, the SSH round-trip time and the connect time.
 	return cmd
 }
 
-// hostDoc is one element of `gssh hosts --json`.
-type hostDoc struct {
-	Name      string   `json:"name"`
-	Address   string   `json:"address"`
-	Labels    []string `json:"labels"`
-	Drain     bool     `json:"drain"`
-	State     string   `json:"state"`
-	Error     string   `json:"error,omitempty"`
-	Source    string   `json:"source,omitempty"`
-	SourceWhy string   `json:"source_reason,omitempty"`
-	Driver    string   `json:"driver_version,omitempty"`
-	GPUs      int      `json:"gpu_count"`
-	RTTMS     float64  `json:"rtt_ms"`     // one SSH request round trip; 0 for local
-	ConnectMS float64  `json:"connect_ms"` // TCP + SSH handshake + auth; 0 for local
-}
-
-func (a *app) hostsRun(ctx context.Context, opts *hostsOptions) error {
-	f, err := a.loadFleet()
-	if err != nil {
-		return err
-	}
-	defer f.Remote.Close()
-	hosts, err := f.Select(opts.hosts, opts.labels)
-	if err != nil {
-		return err
-	}
-	reports := f.Probe(ctx, hosts, fleet.ProbeOptions{Timeout: a.probeTimeout, Ping: true})
-	if ctx.Err() != nil {
-		return errInterrupted
-	}
-	docs := make([]hostDoc, len(reports))
-	for i, r := range reports {
-		s := r.Snapshot
-		labels := r.Host.Labels
-		if labels == nil {
-			labels = []string{}
-		}
-		docs[i] = hostDoc{Name: r.Host.Name, Address: r.Address, Labels: labels, Drain: r.Host.Drain,
-			State: string(s.State), Error: s.Error, Source: s.Source, SourceWhy: s.SourceWhy, Driver: s.Driver,
-			GPUs: len(s.GPUs), RTTMS: ms(r.RTT), ConnectMS: ms(r.Connect)}
+func hostsRun(ctx context.Context, a *app, opts *hostsOptions) error {
+	doc, err := a.service().Hosts(ctx, service.HostQuery{Hosts: opts.hosts, Labels: opts.labels})
+	var pe *service.PartialError
+	if err != nil && !errors.As(err, &pe) {
+		return interrupted(ctx, err)
 	}
 	if opts.json {
-		doc := struct {
-			Schema string    `json:"schema"`
-			Hosts  []hostDoc `json:"hosts"`
-		}{"gssh.hosts/v1", docs}
-		if err := a.printJSON(doc); err != nil {
-			return err
+		if jerr := a.printJSON(doc); jerr != nil {
+			return jerr
 		}
-		return partial(reports)
+		return err
 	}
-	rows := make([][]string, len(docs))
-	for i, d := range docs {
+	rows := make([][]string, len(doc.Hosts))
+	for i, d := range doc.Hosts {
 		state := d.State
 		if d.Error != "" {
 			state += ": " + oneLine(d.Error)
@@ -109,19 +72,19 @@ func (a *app) hostsRun(ctx context.Context, opts *hostsOptions) error {
 		if d.Drain {
 			state += " (drained)"
 		}
-		rows[i] = []string{d.Name, d.Address, state, src, orDash(d.Driver), fmt.Sprint(d.GPUs), dur(reports[i].RTT), dur(reports[i].Connect)}
+		rows[i] = []string{d.Name, d.Address, state, src, orDash(d.Driver), fmt.Sprint(d.GPUs), msCell(d.RTTMS), msCell(d.ConnectMS)}
 	}
-	printTable(a.stdout, a.tty, []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "CONNECT"}, rows)
-	return partial(reports)
+	if terr := printTable(a.stdout, a.tty, []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "CONNECT"}, rows); terr != nil {
+		return terr
+	}
+	return err
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func dur(d time.Duration) string {
-	if d == 0 {
+func msCell(ms float64) string {
+	if ms == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.1fms", ms(d))
+	return fmt.Sprintf("%.1fms", ms)
 }
 
 // checkHostFlag refuses `--host ”`, which pflag reads as no host at all and

@@ -4,277 +4,393 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gssh/gssh/control"
-	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
-	"github.com/gssh/gssh/launch"
 	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
 )
 
-// passWait is how long a submit-triggered pass waits for the pass lock
-// before leaving the job queued (ARCHITECTURE: about 2 s).
-const passWait = 2 * time.Second
-
-// statePath is --state, else $GSSH_STATE, else ~/.local/state/gssh/state.db.
-func (a *app) statePath() string {
-	if a.stateFile != "" {
-		return a.stateFile
-	}
-	if p := a.getenv("GSSH_STATE"); p != "" {
-		return p
-	}
-	return state.DefaultPath(a.home(), a.getenv("XDG_STATE_HOME"))
-}
-
-func (a *app) openStore() (*state.Bolt, error) {
-	return state.Open(a.statePath(), state.Options{Now: time.Now})
-}
-
-// fleetAndStore loads the fleet and opens the state store; the caller
-// closes the fleet's pool.
-func (a *app) fleetAndStore() (*fleet.Fleet, *state.Bolt, error) {
-	f, err := a.loadFleet()
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := a.openStore()
-	if err != nil {
-		f.Remote.Close()
-		return nil, nil, err
-	}
-	return f, st, nil
-}
-
-func (a *app) controller(f *fleet.Fleet, st *state.Bolt) *control.Controller {
-	return &control.Controller{Store: st, Fleet: f, Now: time.Now, ProbeTimeout: a.probeTimeout}
-}
-
-// runPass runs one pass under the pass lock, waiting up to wait for it.
-func (a *app) runPass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, reports []fleet.Report, wait time.Duration) (control.Result, error) {
-	unlock, err := control.LockPass(ctx, a.statePath()+".pass.lock", wait)
-	if err != nil {
-		return control.Result{}, err
-	}
-	defer unlock()
-	return a.controller(f, st).Pass(ctx, reports)
-}
-
-type submitOptions struct {
-	host     string
-	labels   []string
-	gpus     int
-	mem      string
-	name     string
-	workdir  string
-	env      []string
-	timeout  string
-	priority int
-	dryRun   bool
-	json     bool
-	argv     []string
-}
-
-func (a *app) newSubmitCmd() *cobra.Command {
-	opts := &submitOptions{}
-	cmd := &cobra.Command{
-		Use:   "submit [flags] -- CMD [ARGS...]",
-		Short: "Queue a job and start it at once on a GPU with room for it",
-		Long: `Queue a job, then run one scheduling pass: the job starts on a GPU that has
-room for it, or stays queued with the reason.
-
-After --, several words are a command whose every word reaches the job
-literally; a single string is your own shell command, run by sh -c on the
-worker (as ssh HOST 'cmd' would).
-
---mem is GPU memory per GPU (not host RAM, unlike Slurm's --mem): a bare
-number is MiB; K, M, G, T (optionally followed by B or iB) are binary
-multiples; fractions are allowed (0.5G = 512 MiB). Without --mem the job
-gets its GPUs exclusively. --timeout is the walltime: 90m, 2h30m, or
-Slurm's [D-]HH:MM:SS.
-
-The job runs as your SSH login user on the worker, in --workdir (default:
-the current directory, which must exist there too; '~' is the worker's
-home), with CUDA_VISIBLE_DEVICES set to its GPUs' UUIDs, GSSH_JOB_ID, and
-only the --env values of your environment. stdout and stderr go to one log
-(gssh logs). CUDA_VISIBLE_DEVICES is a convention, not enforcement.
-
-` + exitCodesHelp,
-		Example: `  gssh submit --mem 8G -- python train.py --lr 3e-4
-  gssh submit --host gpu01 --gpus 2 --timeout 12:00:00 -- ./run.sh
-  gssh submit -- 'cd ~/proj && make train 2>&1 | tee out.txt'`,
-		RunE: func(c *cobra.Command, args []string) error {
-			opts.argv = args
-			return a.submitRun(c.Context(), c, opts)
-		},
-	}
-	fl := cmd.Flags()
-	fl.StringVar(&opts.host, "host", "auto", "host to run on, or auto")
-	fl.StringSliceVar(&opts.labels, "label", nil, "only hosts carrying every one of these labels")
-	fl.IntVar(&opts.gpus, "gpus", 1, "number of GPUs, all on one host")
-	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU, e.g. 8G, 8000M, 0.5G (default: whole GPUs, exclusively)")
-	fl.StringVar(&opts.mem, "gpu-mem", "", "alias of --mem")
-	fl.StringVar(&opts.name, "name", "", "job name (default: the command's first word)")
-	fl.StringVar(&opts.workdir, "workdir", "", "directory the job runs in on the worker (default: the current directory; '~' = the worker's home)")
-	fl.StringArrayVar(&opts.env, "env", nil, "K=V to set in the job's environment (repeatable)")
-	fl.StringVar(&opts.timeout, "timeout", "", "walltime: 90m, 2h, or [D-]HH:MM:SS (default: none)")
-	fl.IntVar(&opts.priority, "priority", 5, "0 (first) to 10 (last)")
-	fl.BoolVar(&opts.dryRun, "dry-run", false, "check and say where the job would go, without queueing it")
-	fl.BoolVar(&opts.json, "json", false, "print the result as JSON")
-	return cmd
-}
-
-// spec turns the flags into a job spec, or says what is wrong with them.
-func (a *app) spec(opts *submitOptions) (job.Spec, error) {
-	s := job.Spec{Argv: opts.argv, Shell: len(opts.argv) == 1, Host: opts.host, Labels: opts.labels, GPUs: opts.gpus,
-		Priority: opts.priority, Name: opts.name, Workdir: opts.workdir}
-	if len(opts.argv) == 0 {
-		return s, errors.New("empty command: give it after --, e.g. gssh submit --mem 8G -- python train.py")
-	}
-	if s.Host == "" {
-		s.Host = "auto"
-	}
-	if s.GPUs < 1 {
-		return s, fmt.Errorf("--gpus %d: a job needs at least 1 GPU", s.GPUs)
-	}
-	if s.Priority < 0 || s.Priority > 10 {
-		return s, fmt.Errorf("--priority %d: give 0 (first) to 10 (last)", s.Priority)
-	}
-	if opts.mem != "" {
-		m, err := sched.ParseMem(opts.mem)
-		if err != nil {
-			return s, fmt.Errorf("--mem: %w", err)
-		}
-		if m < 256*sched.MiB && strings.IndexFunc(opts.mem, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
-			fmt.Fprintf(a.stderr, "gssh: warning: --mem %s means %s (a bare number is MiB, as in Slurm); did you mean %sG?\n", opts.mem, sched.FormatMem(m), opts.mem)
-		}
-		s.MemPerGPU = m
-	}
-	if opts.timeout != "" {
-		d, err := sched.ParseWalltime(opts.timeout)
-		if err != nil {
-			return s, fmt.Errorf("--timeout: %w", err)
-		}
-		s.Timeout = d
-	}
-	for _, kv := range opts.env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return s, fmt.Errorf("--env %q: give KEY=VALUE", kv)
-		}
-		s.Env = append(s.Env, job.EnvVar{Key: k, Value: v})
-	}
-	if s.Workdir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return s, fmt.Errorf("--workdir: the current directory: %w", err)
-		}
-		s.Workdir = wd
-	}
-	if s.Name == "" {
-		s.Name = filepath.Base(strings.Fields(opts.argv[0] + " x")[0])
-	}
-	return s, nil
-}
-
-func (a *app) submitRun(ctx context.Context, c *cobra.Command, opts *submitOptions) error {
-	if c.Flags().Changed("mem") && c.Flags().Changed("gpu-mem") {
-		return errors.New("--mem and --gpu-mem are the same flag: give one")
-	}
-	s, err := a.spec(opts)
-	if err != nil {
-		return err
-	}
-	if err := launch.CheckSpec(s); err != nil {
-		return err
-	}
-	f, st, err := a.fleetAndStore()
-	if err != nil {
-		return err
-	}
-	defer f.Remote.Close()
-	active, err := st.Active()
-	if err != nil {
-		return err
-	}
-	reports := f.Probe(ctx, f.Inv.Hosts, fleet.ProbeOptions{Timeout: a.probeTimeout})
-	if ctx.Err() != nil {
-		return errInterrupted
-	}
-	nodes := control.Nodes(f.Inv, reports, active)
-	if err := sched.Validate(nodes, control.Request(s)); err != nil {
-		return err
-	}
-	if opts.dryRun {
-		d := sched.Place(nodes, control.Request(s))
-		if opts.json {
-			return a.printJSON(map[string]any{"dry_run": true, "would_run": d.OK, "host": d.Placement.Host,
-				"gpus": orEmpty(d.Placement.GPUs), "gpu_indexes": orEmptyInts(d.Placement.Indexes), "reason": d.Reason})
-		}
-		if d.OK {
-			fmt.Fprintf(a.stdout, "would run on %s\n", where(d.Placement))
-		} else {
-			fmt.Fprintf(a.stdout, "would be queued: %s\n", d.Reason)
-		}
-		return nil
-	}
-	j, err := st.Submit(job.Job{User: a.localUser(), Spec: s, Reason: "waiting for the first scheduling pass"})
-	if err != nil {
-		return err
-	}
-	res, perr := a.runPass(ctx, f, st, reports, passWait)
-	if got, err := st.Get(j.ID); err == nil {
-		j = got
-	}
-	if ctx.Err() != nil {
-		fmt.Fprintf(a.stderr, "gssh: interrupted; job %d is %s (%s); gssh schedule picks it up\n", j.ID, j.State, j.Reason)
-		return errInterrupted
-	}
-	if perr != nil && !errors.Is(perr, control.ErrPassBusy) {
-		return fmt.Errorf("job %d is queued, but the scheduling pass failed: %w", j.ID, perr)
-	}
-	if errors.Is(perr, control.ErrPassBusy) {
-		j.Reason = "another scheduling pass is running; the next pass (gssh schedule) will place it"
-	}
-	for _, e := range res.Errors {
-		fmt.Fprintln(a.stderr, "gssh: warning:", e)
-	}
-	if opts.json {
-		return a.printJSON(submitDoc(j))
-	}
-	if j.State == job.Running {
-		fmt.Fprintf(a.stdout, "job %d running on %s\n", j.ID, where(j.Placement))
-	} else {
-		fmt.Fprintf(a.stdout, "job %d %s: %s\n", j.ID, j.State, j.Reason)
+// oneJobID accepts exactly one argument, a job id, and says so otherwise.
+func oneJobID(c *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("give one job id, e.g. gssh %s 12 (gssh ps lists them)", c.Name())
 	}
 	return nil
 }
 
-func submitDoc(j job.Job) map[string]any {
-	return map[string]any{"id": j.ID, "state": j.State, "host": j.Placement.Host, "gpus": orEmpty(j.Placement.GPUs),
-		"gpu_indexes": orEmptyInts(j.Placement.Indexes), "reason": j.Reason}
+// parseID reads a job id argument.
+func parseID(s string) (job.ID, error) {
+	n, err := strconv.ParseUint(strings.TrimPrefix(s, "#"), 10, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("%q is not a job id (a number, as gssh ps shows)", s)
+	}
+	return job.ID(n), nil
 }
 
-func orEmpty(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
+type psOptions struct {
+	all, json bool
+	user      string
 }
 
-func orEmptyInts(s []int) []int {
-	if s == nil {
-		return []int{}
+func newPsCmd(a *app, runF func(*psOptions) error) *cobra.Command {
+	opts := &psOptions{}
+	cmd := &cobra.Command{
+		Use:   "ps",
+		Short: "List jobs: queued, launching and running (-a: all)",
+		Long: `List jobs, oldest first: ID, USER, STATE, HOST:GPUS, MEM (per GPU, or
+"excl" for whole GPUs), AGE (queued) or RUNTIME, NAME and command.
+This reads the state file only: what it shows changes when a pass runs
+(gssh submit, or gssh schedule from cron). It never creates the state
+file: a --state or $GSSH_STATE that names no file is an error.
+
+--json prints one document (schema "gssh.jobs/v1"): the job records.
+
+` + exitCodesHelp,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return psRun(c.Context(), a, opts)
+		},
 	}
-	return s
+	cmd.Flags().BoolVarP(&opts.all, "all", "a", false, "include ended jobs")
+	cmd.Flags().StringVar(&opts.user, "user", "", "only this user's jobs")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
+	return cmd
+}
+
+func psRun(ctx context.Context, a *app, opts *psOptions) error {
+	doc, err := a.service().Jobs(ctx, service.JobQuery{All: opts.all, User: opts.user})
+	if err != nil && !errors.Is(err, state.ErrBadRecord) {
+		return err
+	}
+	if err != nil {
+		fmt.Fprintln(a.stderr, "gssh: warning:", err) // the others are listed
+	}
+	if opts.json {
+		return a.printJSON(doc)
+	}
+	now := a.now()
+	rows := make([][]string, len(doc.Jobs))
+	for i, j := range doc.Jobs {
+		rows[i] = []string{strconv.FormatUint(uint64(j.ID), 10), j.User, string(j.State), where(j.Placement), memCell(j.Spec),
+			age(j, now), jobName(j)}
+	}
+	return printTable(a.stdout, a.tty, []string{"ID", "USER", "STATE", "HOST:GPUS", "MEM", "AGE/RUNTIME", "NAME/CMD"}, rows)
+}
+
+func memCell(s job.Spec) string {
+	if s.MemPerGPU == 0 {
+		return "excl"
+	}
+	return sched.FormatMem(s.MemPerGPU)
+}
+
+// age is how long a queued job waits, or how long a job ran / has run.
+func age(j job.Job, now time.Time) string {
+	switch {
+	case j.StartedAt.IsZero():
+		return short(now.Sub(j.SubmittedAt))
+	case j.EndedAt.IsZero():
+		return short(now.Sub(j.StartedAt))
+	}
+	return short(j.EndedAt.Sub(j.StartedAt))
+}
+
+// short prints a duration as people read it: 42s, 1m27s, 2h05m, 3d04h.
+func short(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours()/24), int(d.Hours())%24)
+}
+
+func jobName(j job.Job) string {
+	cmd := strings.Join(j.Spec.Argv, " ")
+	if len(cmd) > 60 {
+		cmd = cmd[:57] + "..."
+	}
+	return printable(oneLine(j.Spec.Name + ": " + cmd))
+}
+
+// printable replaces control characters (escape sequences a job's command
+// could carry to another user's terminal) with "?".
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+type showOptions struct {
+	id   job.ID
+	json bool
+}
+
+func newShowCmd(a *app, runF func(*showOptions) error) *cobra.Command {
+	opts := &showOptions{}
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show everything known about a job, including why it is pending",
+		Long: `Show everything known about a job: what was asked, where it runs, the
+pending reason while queued, and how it ended (exit code, signal). Like
+gssh ps, it reads the state file only.
+
+` + exitCodesHelp,
+		Args: oneJobID,
+		RunE: func(c *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			opts.id = id
+			if runF != nil {
+				return runF(opts)
+			}
+			return showRun(c.Context(), a, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print the job record as JSON")
+	return cmd
+}
+
+func showRun(ctx context.Context, a *app, opts *showOptions) error {
+	j, err := a.service().Job(ctx, opts.id)
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		return a.printJSON(j)
+	}
+	s := j.Spec
+	lines := [][2]string{
+		{"id", strconv.FormatUint(uint64(j.ID), 10)}, {"user", j.User}, {"state", string(j.State)}, {"reason", j.Reason},
+		{"name", s.Name}, {"command", fmt.Sprintf("%q", s.Argv)}, {"shell", strconv.FormatBool(s.Shell)},
+		{"host", s.Host}, {"labels", strings.Join(s.Labels, ",")}, {"gpus", strconv.Itoa(s.GPUs)}, {"mem per gpu", memCell(s)},
+		{"workdir", s.Workdir}, {"timeout", durOrNone(s.Timeout)}, {"priority", strconv.Itoa(s.Priority)},
+		{"placed on", where(j.Placement)}, {"gpu uuids", strings.Join(j.Placement.GPUs, ",")},
+		{"job dir", j.Remote.Dir}, {"pid", pidCell(j.Remote.PID)},
+		{"submitted", timeCell(j.SubmittedAt)}, {"started", timeCell(j.StartedAt)}, {"ended", timeCell(j.EndedAt)},
+	}
+	for _, e := range s.Env {
+		lines = append(lines, [2]string{"env", e.Key + "=" + e.Value})
+	}
+	if j.ExitCode != nil {
+		lines = append(lines, [2]string{"exit code", strconv.Itoa(*j.ExitCode)})
+	}
+	if j.Signal != "" {
+		lines = append(lines, [2]string{"signal", j.Signal})
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		if l[1] != "" {
+			fmt.Fprintf(&b, "%-12s %s\n", l[0]+":", printable(l[1]))
+		}
+	}
+	_, err = io.WriteString(a.stdout, b.String())
+	return err
+}
+
+func durOrNone(d time.Duration) string {
+	if d == 0 {
+		return "none"
+	}
+	return d.String()
+}
+
+func pidCell(p int) string {
+	if p == 0 {
+		return ""
+	}
+	return strconv.Itoa(p)
+}
+
+func timeCell(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Local().Format(time.RFC3339)
+}
+
+type logsOptions struct {
+	id     job.ID
+	follow bool
+	tail   int
+}
+
+func newLogsCmd(a *app, runF func(*logsOptions) error) *cobra.Command {
+	opts := &logsOptions{}
+	cmd := &cobra.Command{
+		Use:   "logs ID",
+		Short: "Print a job's output (stdout and stderr); -f follows it until the job ends",
+		Long: `Print a job's log (stdout and stderr together, as sbatch does) from its
+worker. With -f, keep printing until the job ends, then say on stderr how it
+ended.
+
+` + exitCodesHelp,
+		Args: oneJobID,
+		RunE: func(c *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			if opts.tail < -1 {
+				return fmt.Errorf("--tail %d: give a number of lines, or -1 for all", opts.tail)
+			}
+			opts.id = id
+			if runF != nil {
+				return runF(opts)
+			}
+			return logsRun(c.Context(), a, opts)
+		},
+	}
+	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "keep printing output until the job ends")
+	cmd.Flags().IntVar(&opts.tail, "tail", -1, "print only the last N lines first (-1: all)")
+	return cmd
+}
+
+func logsRun(ctx context.Context, a *app, opts *logsOptions) error {
+	res, err := a.service().Logs(ctx, service.LogsRequest{ID: opts.id, Tail: opts.tail, Follow: opts.follow}, a.stdout)
+	if err != nil {
+		return interrupted(ctx, err)
+	}
+	if res.Ended != nil {
+		fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", res.Job.ID, res.Ended.State, res.Ended.Reason)
+	}
+	return nil
+}
+
+type cancelOptions struct {
+	ids   []job.ID
+	grace time.Duration
+}
+
+func newCancelCmd(a *app, runF func(*cancelOptions) error) *cobra.Command {
+	opts := &cancelOptions{}
+	cmd := &cobra.Command{
+		Use:   "cancel ID...",
+		Short: "Cancel jobs: queued ones are dropped, running ones get SIGTERM, then SIGKILL after --grace",
+		Long: `Cancel jobs. A running job's whole process tree gets SIGTERM (its session,
+and processes carrying its GSSH_JOB_ID that started sessions of their own),
+then SIGKILL after the grace period; gssh cancel returns when they are gone
+or the grace has run out.
+
+` + exitCodesHelp,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("give the ids of the jobs to cancel (gssh ps lists them)")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkDuration("--grace", opts.grace, 0, time.Hour); err != nil {
+				return err
+			}
+			var errs []error
+			opts.ids = nil
+			for _, arg := range args {
+				id, err := parseID(arg)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				opts.ids = append(opts.ids, id)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return errors.Join(append(errs, cancelRun(c.Context(), a, opts))...)
+		},
+	}
+	cmd.Flags().DurationVar(&opts.grace, "grace", service.DefaultGrace, "time between SIGTERM and SIGKILL")
+	return cmd
+}
+
+func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
+	var errs []error
+	for _, id := range opts.ids {
+		if _, err := a.service().Cancel(ctx, service.CancelRequest{ID: id, Grace: opts.grace}); err != nil {
+			if ctx.Err() != nil {
+				return errInterrupted
+			}
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(a.stdout, "job %d cancelled\n", id)
+	}
+	return errors.Join(errs...)
+}
+
+type scheduleOptions struct {
+	wait time.Duration
+}
+
+func newScheduleCmd(a *app, runF func(*scheduleOptions) error) *cobra.Command {
+	opts := &scheduleOptions{}
+	cmd := &cobra.Command{
+		Use:   "schedule",
+		Short: "Run one scheduling pass (for cron or a systemd timer)",
+		Long: `Run one pass: notice jobs that ended (exit code, signal, lost), stop jobs past
+their walltime, then start queued jobs in priority and submit order where
+they fit. Passes are serialised by a lock next to the state file: when
+another pass holds it for longer than --wait, gssh schedule exits 3.
+
+` + exitCodesHelp,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := checkDuration("--wait", opts.wait, 0, 24*time.Hour); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return scheduleRun(c.Context(), a, opts)
+		},
+	}
+	cmd.Flags().DurationVar(&opts.wait, "wait", 30*time.Second, "how long to wait for another pass to finish")
+	return cmd
+}
+
+func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
+	res, err := a.service().Schedule(ctx, service.ScheduleRequest{Wait: opts.wait})
+	if err != nil {
+		return interrupted(ctx, err)
+	}
+	var b strings.Builder
+	for _, j := range res.Finished {
+		fmt.Fprintf(&b, "job %d %s: %s\n", j.ID, j.State, j.Reason)
+	}
+	for _, j := range res.Started {
+		fmt.Fprintf(&b, "job %d running on %s\n", j.ID, where(j.Placement))
+	}
+	for _, j := range res.Pending {
+		fmt.Fprintf(&b, "job %d queued: %s\n", j.ID, j.Reason)
+	}
+	if _, err := io.WriteString(a.stdout, b.String()); err != nil {
+		return err
+	}
+	a.warn(res.Problems)
+	if len(res.Problems) > 0 {
+		return &service.PartialError{Failed: len(res.Problems), Total: len(res.Problems)}
+	}
+	return nil
 }
 
 // where prints a placement as host:indexes ("gpu01:0,1").
@@ -287,47 +403,4 @@ func where(p job.Placement) string {
 		idx[i] = strconv.Itoa(n)
 	}
 	return p.Host + ":" + strings.Join(idx, ",")
-}
-
-func (a *app) newScheduleCmd() *cobra.Command {
-	var wait time.Duration
-	cmd := &cobra.Command{
-		Use:   "schedule",
-		Short: "Run one scheduling pass (for cron or a systemd timer)",
-		Long: `Run one pass: notice jobs that ended (exit code, signal, lost), stop jobs past
-their walltime, then start queued jobs in priority and submit order where
-they fit. Passes are serialised by a lock next to the state file.
-
-` + exitCodesHelp,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			f, st, err := a.fleetAndStore()
-			if err != nil {
-				return err
-			}
-			defer f.Remote.Close()
-			res, err := a.runPass(c.Context(), f, st, nil, wait)
-			if err != nil {
-				return err
-			}
-			for _, j := range res.Finished {
-				fmt.Fprintf(a.stdout, "job %d %s: %s\n", j.ID, j.State, j.Reason)
-			}
-			for _, j := range res.Started {
-				fmt.Fprintf(a.stdout, "job %d running on %s\n", j.ID, where(j.Placement))
-			}
-			for _, j := range res.Pending {
-				fmt.Fprintf(a.stdout, "job %d queued: %s\n", j.ID, j.Reason)
-			}
-			for _, e := range res.Errors {
-				fmt.Fprintln(a.stderr, "gssh: warning:", e)
-			}
-			if len(res.Errors) > 0 {
-				return partialError{failed: len(res.Errors), total: len(res.Errors)}
-			}
-			return nil
-		},
-	}
-	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for another pass to finish")
-	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,9 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gssh/gssh/fleet"
-	"github.com/gssh/gssh/inventory"
-	"github.com/gssh/gssh/probe"
-	"github.com/gssh/gssh/sshconfig"
+	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/sshexec"
 	"github.com/gssh/gssh/state"
 )
@@ -32,7 +31,7 @@ const (
 	exitOK      = 0
 	exitUsage   = 1   // usage or input error
 	exitPartial = 2   // some hosts could not be reached or probed
-	exitState   = 3   // state busy or unreadable
+	exitState   = 3   // state busy or unreadable, or the pass lock held
 	exitSignal  = 130 // interrupted (SIGINT/SIGTERM), as shells report 128+2
 )
 
@@ -44,27 +43,22 @@ const exitCodesHelp = `Exit status:
   0  success
   1  usage or input error (bad flag, malformed inventory, unknown host)
   2  some hosts could not be reached or probed (the others are still listed)
-  3  job state busy (another gssh holds it) or unreadable
+  3  job state busy (another gssh holds it), missing, damaged or unreadable;
+     or another scheduling pass holds the pass lock (gssh schedule)
   130 interrupted (Ctrl-C)`
-
-// partialError means the command did its work but some hosts failed.
-type partialError struct{ failed, total int }
-
-func (e partialError) Error() string {
-	return fmt.Sprintf("%d of %d hosts could not be reached or probed", e.failed, e.total)
-}
 
 // exitCode maps an error to the process exit status: the one place that does.
 func exitCode(err error) int {
-	var pe partialError
+	var pe *service.PartialError
+	var fe *state.FileError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &pe):
 		return exitPartial
-	case errors.Is(err, errInterrupted):
+	case errors.Is(err, errInterrupted), errors.Is(err, context.Canceled):
 		return exitSignal
-	case errors.Is(err, state.ErrBusy), errors.Is(err, state.ErrCorrupt), errors.Is(err, state.ErrNewerSchema):
+	case errors.As(err, &fe), errors.Is(err, state.ErrBusy), errors.Is(err, service.ErrPassBusy):
 		return exitState
 	case errors.Is(err, sshexec.ErrUnreachable), errors.Is(err, sshexec.ErrTimeout), errors.Is(err, sshexec.ErrAuth),
 		errors.Is(err, sshexec.ErrHostKey), errors.Is(err, sshexec.ErrUnknownHostKey), errors.Is(err, sshexec.ErrNoOutcome):
@@ -73,26 +67,30 @@ func exitCode(err error) int {
 	return exitUsage
 }
 
-// app holds what every command needs: streams, environment, global flags.
+// app is what every command needs (cli/cli's Factory): streams, the
+// environment, the global flags, and the service built from them.
 type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	env            map[string]string
 	environ        []string
 	tty            bool // stdout is a terminal
+	now            func() time.Time
 
 	inventoryPath  string
 	stateFile      string
 	sshConfigPath  string
 	connectTimeout time.Duration
 	probeTimeout   time.Duration
+
+	svc *service.Local // made on first use; closed by Main
 }
 
 func (a *app) getenv(k string) string { return a.env[k] }
 
 // Main runs gssh with args and returns the exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, env: map[string]string{}, environ: environ}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, env: map[string]string{}, environ: environ, now: time.Now}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			a.env[k] = v
@@ -106,11 +104,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 	root := a.newRootCmd()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
-	if err != nil {
-		var pe partialError
-		if !errors.As(err, &pe) && !errors.Is(err, errInterrupted) {
-			fmt.Fprintln(stderr, "gssh:", err)
-		}
+	if a.svc != nil {
+		a.svc.Close()
+	}
+	var pe *service.PartialError
+	if err != nil && !errors.As(err, &pe) && !errors.Is(err, errInterrupted) {
+		fmt.Fprintln(stderr, "gssh:", err)
 	}
 	return exitCode(err)
 }
@@ -151,14 +150,64 @@ local host alone.
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", 0, "SSH connect and handshake timeout when ssh_config sets no ConnectTimeout (default 10s)")
 	pf.DurationVar(&a.probeTimeout, "probe-timeout", fleet.DefaultProbeTimeout, "how long one host's GPU probe may take once connected")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		if a.connectTimeout < 0 || a.probeTimeout <= 0 {
-			return fmt.Errorf("--connect-timeout and --probe-timeout take a positive duration such as 10s (got %v and %v)", a.connectTimeout, a.probeTimeout)
+		if err := checkDuration("--connect-timeout", a.connectTimeout, 0, 10*time.Minute); err != nil {
+			return err
 		}
-		return nil
+		return checkDuration("--probe-timeout", a.probeTimeout, time.Second, time.Hour)
 	}
-	root.AddCommand(a.newGPUsCmd(nil), a.newHostsCmd(nil), a.newSubmitCmd(), a.newPsCmd(), a.newShowCmd(),
-		a.newLogsCmd(), a.newCancelCmd(), a.newScheduleCmd())
+	root.AddCommand(newGPUsCmd(a, nil), newHostsCmd(a, nil), newSubmitCmd(a, nil), newPsCmd(a, nil), newShowCmd(a, nil),
+		newLogsCmd(a, nil), newCancelCmd(a, nil), newScheduleCmd(a, nil))
 	return root
+}
+
+// checkDuration refuses a duration flag outside [lo, hi]: negative ones,
+// and ones no one means (a grace of a week).
+func checkDuration(flag string, d, lo, hi time.Duration) error {
+	if d < lo || d > hi {
+		return fmt.Errorf("%s %s: give a duration from %s to %s, such as 10s or 2m", flag, d, lo, hi)
+	}
+	return nil
+}
+
+// service returns the service the commands call, made from the global
+// flags and the environment on first use.
+func (a *app) service() service.Service {
+	if a.svc == nil {
+		home := a.home()
+		hostname, _ := os.Hostname()
+		a.svc = service.New(service.Options{
+			Fleet: fleet.Options{
+				InventoryPath:  a.inventoryPath,
+				InventoryEnv:   a.getenv("GSSH_INVENTORY"),
+				Home:           home,
+				LocalUser:      a.localUser(),
+				LocalHost:      hostname,
+				SSHConfig:      a.sshConfigPath,
+				AgentSock:      a.getenv("SSH_AUTH_SOCK"),
+				ConnectTimeout: a.connectTimeout,
+				Environ:        a.environ,
+				HelperPath:     a.getenv("GSSH_HELPER"),
+				CacheDir:       a.cacheDir(home),
+				Warn:           func(s string) { fmt.Fprintln(a.stderr, "gssh:", s) },
+			},
+			StatePath:     a.statePath(),
+			StateExplicit: a.stateFile != "" || a.getenv("GSSH_STATE") != "",
+			User:          a.localUser(),
+			ProbeTimeout:  a.probeTimeout,
+		})
+	}
+	return a.svc
+}
+
+// statePath is --state, else $GSSH_STATE, else ~/.local/state/gssh/state.db.
+func (a *app) statePath() string {
+	if a.stateFile != "" {
+		return a.stateFile
+	}
+	if p := a.getenv("GSSH_STATE"); p != "" {
+		return p
+	}
+	return state.DefaultPath(a.home(), a.getenv("XDG_STATE_HOME"))
 }
 
 // home is $HOME, falling back to the passwd entry.
@@ -181,28 +230,6 @@ func (a *app) localUser() string {
 	return a.getenv("USER")
 }
 
-// findHelper locates gssh-helper: $GSSH_HELPER, else beside the gssh
-// executable (where `make` puts it). Without one, hosts are probed through
-// nvidia-smi and the reason says so.
-func (a *app) findHelper() (*probe.HelperBinary, string) {
-	path := a.getenv("GSSH_HELPER")
-	if path == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, "gssh-helper not found: " + err.Error()
-		}
-		path = filepath.Join(filepath.Dir(exe), "gssh-helper")
-		if _, err := os.Stat(path); err != nil {
-			return nil, "no gssh-helper beside " + exe + " (a `go install` build?): build it with `make`, or set $GSSH_HELPER"
-		}
-	}
-	bin, err := probe.LoadHelperBinary(path)
-	if err != nil {
-		return nil, err.Error()
-	}
-	return bin, ""
-}
-
 // cacheDir is $XDG_CACHE_HOME/gssh or ~/.cache/gssh on the controller.
 func (a *app) cacheDir(home string) string {
 	if x := a.getenv("XDG_CACHE_HOME"); x != "" {
@@ -211,53 +238,24 @@ func (a *app) cacheDir(home string) string {
 	return filepath.Join(home, ".cache", "gssh")
 }
 
-// loadFleet reads the inventory and ssh_config and returns a fleet ready to
-// reach hosts. Warnings about ssh_config go to stderr once. The caller
-// closes the fleet's pool.
-func (a *app) loadFleet() (*fleet.Fleet, error) {
-	home := a.home()
-	var inv *inventory.Inventory
-	path, err := inventory.Locate(a.inventoryPath, a.getenv("GSSH_INVENTORY"), home)
-	switch {
-	case errors.Is(err, inventory.ErrNotFound):
-		host, _ := os.Hostname()
-		host, _, _ = strings.Cut(host, ".")
-		if host == "" {
-			host = "localhost"
-		}
-		inv = inventory.LocalOnly(host)
-	case err != nil:
-		return nil, err
-	default:
-		if inv, err = inventory.Load(path); err != nil {
-			return nil, err
-		}
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// warn prints each problem as a warning on stderr.
+func (a *app) warn(problems []error) {
+	for _, e := range problems {
+		fmt.Fprintln(a.stderr, "gssh: warning:", e)
 	}
-	hostname, _ := os.Hostname()
-	env := sshconfig.Env{Home: home, LocalUser: a.localUser(), LocalHost: hostname}
-	userCfg := a.sshConfigPath
-	if userCfg == "" {
-		userCfg = filepath.Join(home, ".ssh", "config")
-	} else if fi, err := os.Stat(userCfg); err != nil {
-		return nil, fmt.Errorf("--ssh-config: %w", err)
-	} else if fi.IsDir() {
-		return nil, fmt.Errorf("--ssh-config %s is a directory; give the config file", userCfg)
+}
+
+// interrupted maps an error of a command cut short by Ctrl-C to
+// errInterrupted, which prints nothing more.
+func interrupted(ctx context.Context, err error) error {
+	if err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled)) {
+		return errInterrupted
 	}
-	cfg, err := sshconfig.Load(env, userCfg, "/etc/ssh/ssh_config")
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range cfg.Warnings() {
-		fmt.Fprintln(a.stderr, "gssh: warning:", w)
-	}
-	f := &fleet.Fleet{Inv: inv, SSH: cfg, Local: sshexec.Local{Env: a.environ}}
-	f.Helper, f.NoHelperWhy = a.findHelper()
-	f.Memo = fleet.NewFileMemo(filepath.Join(a.cacheDir(home), "helper-fallback.json"), time.Now)
-	f.Remote = sshexec.NewPool(sshexec.PoolOptions{
-		Resolve:        f.Settings,
-		AgentSock:      a.getenv("SSH_AUTH_SOCK"),
-		ConnectTimeout: a.connectTimeout,
-		Warn:           func(s string) { fmt.Fprintln(a.stderr, "gssh:", s) },
-	})
-	return f, nil
+	return err
 }

@@ -12,13 +12,16 @@ import (
 
 // printTable writes rows under header: aligned columns without colour on a
 // terminal, plain tab-separated lines otherwise (for scripts and pipes).
-func printTable(w io.Writer, tty bool, header []string, rows [][]string) {
+// The error is a write error (a closed pipe) or tablewriter's.
+func printTable(w io.Writer, tty bool, header []string, rows [][]string) error {
 	if !tty {
-		fmt.Fprintln(w, strings.Join(header, "\t"))
+		var b strings.Builder
+		b.WriteString(strings.Join(header, "\t") + "\n")
 		for _, r := range rows {
-			fmt.Fprintln(w, strings.Join(r, "\t"))
+			b.WriteString(strings.Join(r, "\t") + "\n")
 		}
-		return
+		_, err := io.WriteString(w, b.String())
+		return err
 	}
 	t := tablewriter.NewTable(w,
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
@@ -34,9 +37,14 @@ func printTable(w io.Writer, tty bool, header []string, rows [][]string) {
 	)
 	t.Header(toAny(header)...)
 	for _, r := range rows {
-		t.Append(toAny(r)...)
+		if err := t.Append(toAny(r)...); err != nil {
+			return fmt.Errorf("table: %w", err)
+		}
 	}
-	t.Render()
+	if err := t.Render(); err != nil {
+		return fmt.Errorf("table: %w", err)
+	}
+	return nil
 }
 
 func toAny(s []string) []any {

@@ -10,34 +10,34 @@ import (
 	"time"
 )
 
-// FileMemo is a probe.Memo kept in a JSON file (mode 0600), so that a host
+// FallbackFile is a probe.FallbackMemo kept in a JSON file (mode 0600), so that a host
 // where the helper cannot run is not retried by every gssh process. Entries
 // are keyed by host and helper sha256: a new helper is tried afresh. Write
 // errors are ignored: the memo only saves work.
-type FileMemo struct {
+type FallbackFile struct {
 	path string
 	now  func() time.Time
 	mu   sync.Mutex
 }
 
-type memoEntry struct {
+type fallbackEntry struct {
 	Host   string    `json:"host"`
 	SHA256 string    `json:"helper_sha256"`
 	Reason string    `json:"reason"`
 	Until  time.Time `json:"until,omitzero"` // zero: until the helper changes
 }
 
-// NewFileMemo returns a memo stored at path (e.g. ~/.cache/gssh/helper-fallback.json).
-func NewFileMemo(path string, now func() time.Time) *FileMemo {
-	return &FileMemo{path: path, now: now}
+// NewFallbackFile returns a memo stored at path (e.g. ~/.cache/gssh/helper-fallback.json).
+func NewFallbackFile(path string, now func() time.Time) *FallbackFile {
+	return &FallbackFile{path: path, now: now}
 }
 
-func (m *FileMemo) load() []memoEntry {
+func (m *FallbackFile) load() []fallbackEntry {
 	b, err := os.ReadFile(m.path)
 	if err != nil {
 		return nil
 	}
-	var es []memoEntry
+	var es []fallbackEntry
 	if json.Unmarshal(b, &es) != nil {
 		return nil // a damaged memo is as good as none
 	}
@@ -45,7 +45,7 @@ func (m *FileMemo) load() []memoEntry {
 }
 
 // Get returns the reason remembered for host and helper sha, if still valid.
-func (m *FileMemo) Get(host, sha string) (string, bool) {
+func (m *FallbackFile) Get(host, sha string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, e := range m.load() {
@@ -58,18 +58,18 @@ func (m *FileMemo) Get(host, sha string) (string, bool) {
 
 // Put remembers reason for ttl (0 = until the helper changes), dropping
 // entries of other helpers and expired ones.
-func (m *FileMemo) Put(host, sha, reason string, ttl time.Duration) {
+func (m *FallbackFile) Put(host, sha, reason string, ttl time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	keep := []memoEntry{}
+	keep := []fallbackEntry{}
 	for _, e := range m.load() {
 		if e.SHA256 != sha || e.Host == host || (!e.Until.IsZero() && now.After(e.Until)) {
 			continue
 		}
 		keep = append(keep, e)
 	}
-	e := memoEntry{Host: host, SHA256: sha, Reason: reason}
+	e := fallbackEntry{Host: host, SHA256: sha, Reason: reason}
 	if ttl > 0 {
 		e.Until = now.Add(ttl).UTC()
 	}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/service"
+)
+
+type submitOptions struct {
+	host     string
+	labels   []string
+	gpus     int
+	mem      string
+	gpuMem   string
+	name     string
+	workdir  string
+	env      []string
+	timeout  string
+	priority int
+	dryRun   bool
+	json     bool
+	argv     []string
+}
+
+func newSubmitCmd(a *app, runF func(*submitOptions) error) *cobra.Command {
+	opts := &submitOptions{}
+	cmd := &cobra.Command{
+		Use:   "submit [flags] -- CMD [ARGS...]",
+		Short: "Queue a job and start it at once on a GPU with room for it",
+		Long: `Queue a job, then run one scheduling pass: the job starts on a GPU that has
+room for it, or stays queued with the reason.
+
+After --, several words are a command whose every word reaches the job
+literally; a single string is your own shell command, run by sh -c on the
+worker (as ssh HOST 'cmd' would).
+
+--mem is GPU memory per GPU (not host RAM, unlike Slurm's --mem): a bare
+number is MiB; K, M, G, T (optionally followed by B or iB) are binary
+multiples; fractions are allowed (0.5G = 512 MiB). Without --mem the job
+gets its GPUs exclusively. --timeout is the walltime: 90m, 2h30m, or
+Slurm's [D-]HH:MM:SS.
+
+The job runs as your SSH login user on the worker, in --workdir (default:
+the current directory, which must exist there too; a relative path is
+taken from the current directory, as sbatch does; '~' is the worker's
+home, '~user' that user's), with CUDA_VISIBLE_DEVICES set to its GPUs'
+UUIDs, GSSH_JOB_ID, and only the --env values of your environment. stdout
+and stderr go to one log (gssh logs). CUDA_VISIBLE_DEVICES is a
+convention, not enforcement.
+
+A job that cannot start now stays queued: gssh ps and gssh show change
+only when a pass runs (this submit, or gssh schedule from cron).
+
+` + exitCodesHelp,
+		Example: `  gssh submit --mem 8G -- python train.py --lr 3e-4
+  gssh submit --host gpu01 --gpus 2 --timeout 12:00:00 -- ./run.sh
+  gssh submit -- 'cd ~/proj && make train 2>&1 | tee out.txt'`,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.argv = args
+			if c.Flags().Changed("mem") && c.Flags().Changed("gpu-mem") {
+				return errors.New("--mem and --gpu-mem are the same flag: give one")
+			}
+			if opts.gpuMem != "" {
+				opts.mem = opts.gpuMem
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return submitRun(c.Context(), a, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.host, "host", "auto", "host to run on, or auto")
+	fl.StringSliceVar(&opts.labels, "label", nil, "only hosts carrying every one of these labels")
+	fl.IntVar(&opts.gpus, "gpus", 1, "number of GPUs, all on one host")
+	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU, e.g. 8G, 8000M, 0.5G (default: whole GPUs, exclusively)")
+	fl.StringVar(&opts.gpuMem, "gpu-mem", "", "alias of --mem")
+	fl.StringVar(&opts.name, "name", "", "job name (default: the command's first word)")
+	fl.StringVar(&opts.workdir, "workdir", "", "directory the job runs in on the worker (default: the current directory; '~' = the worker's home)")
+	fl.StringArrayVar(&opts.env, "env", nil, "K=V to set in the job's environment (repeatable)")
+	fl.StringVar(&opts.timeout, "timeout", "", "walltime: 90m, 2h, or [D-]HH:MM:SS (default: none)")
+	fl.IntVar(&opts.priority, "priority", 5, "0 (first) to 10 (last)")
+	fl.BoolVar(&opts.dryRun, "dry-run", false, "check and say where the job would go (behind the jobs queued now), without queueing it")
+	fl.BoolVar(&opts.json, "json", false, "print the result as JSON")
+	return cmd
+}
+
+// spec turns the flags into a job spec, or says what is wrong with them.
+// A relative --workdir (and the default, the current directory) is made
+// absolute here, where it was given.
+func (o *submitOptions) spec(warn func(string)) (job.Spec, error) {
+	s := job.Spec{Argv: o.argv, Shell: len(o.argv) == 1, Host: o.host, Labels: o.labels, GPUs: o.gpus,
+		Priority: o.priority, Name: o.name, Workdir: o.workdir}
+	if len(o.argv) == 0 {
+		return s, errors.New("empty command: give it after --, e.g. gssh submit --mem 8G -- python train.py")
+	}
+	if o.mem != "" {
+		m, err := sched.ParseMem(o.mem)
+		if err != nil {
+			return s, fmt.Errorf("--mem: %w", err)
+		}
+		if m < 256*sched.MiB && strings.IndexFunc(o.mem, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
+			warn(fmt.Sprintf("--mem %s means %s (a bare number is MiB, as in Slurm); did you mean %sG?", o.mem, sched.FormatMem(m), o.mem))
+		}
+		s.MemPerGPU = m
+	}
+	if o.timeout != "" {
+		d, err := sched.ParseWalltime(o.timeout)
+		if err != nil {
+			return s, fmt.Errorf("--timeout: %w", err)
+		}
+		s.Timeout = d
+	}
+	for _, kv := range o.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return s, fmt.Errorf("--env %q: give KEY=VALUE", kv)
+		}
+		s.Env = append(s.Env, job.EnvVar{Key: k, Value: v})
+	}
+	if !filepath.IsAbs(s.Workdir) && !strings.HasPrefix(s.Workdir, "~") {
+		wd, err := os.Getwd()
+		if err != nil {
+			return s, fmt.Errorf("--workdir: the current directory: %w", err)
+		}
+		s.Workdir = filepath.Join(wd, s.Workdir)
+	}
+	return s, nil
+}
+
+func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
+	s, err := opts.spec(func(w string) { fmt.Fprintln(a.stderr, "gssh: warning:", w) })
+	if err != nil {
+		return err
+	}
+	res, err := a.service().Submit(ctx, service.SubmitRequest{Spec: s, DryRun: opts.dryRun})
+	if err != nil && res.Job.ID != 0 && ctx.Err() != nil {
+		j := res.Job
+		fmt.Fprintf(a.stderr, "gssh: interrupted; job %d is %s (%s); gssh schedule picks it up\n", j.ID, j.State, j.Reason)
+		return errInterrupted
+	}
+	if err != nil {
+		return interrupted(ctx, err)
+	}
+	if res.PassError != nil && !errors.Is(res.PassError, service.ErrPassBusy) {
+		fmt.Fprintf(a.stderr, "gssh: warning: job %d is stored, but its scheduling pass could not run: %v\n", res.Job.ID, res.PassError)
+	}
+	a.warn(res.Problems)
+	if opts.json {
+		return a.printJSON(res.Doc())
+	}
+	switch {
+	case res.DryRun && res.WouldRun:
+		fmt.Fprintf(a.stdout, "would run on %s\n", where(res.Placement))
+	case res.DryRun:
+		fmt.Fprintf(a.stdout, "would be queued: %s\n", res.Reason)
+	case res.Job.State == job.Running:
+		fmt.Fprintf(a.stdout, "job %d running on %s\n", res.Job.ID, where(res.Job.Placement))
+	default:
+		fmt.Fprintf(a.stdout, "job %d %s: %s\n", res.Job.ID, res.Job.State, res.Job.Reason)
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+package sched
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+
+	"github.com/gssh/gssh/gpuinfo"
+	"github.com/gssh/gssh/job"
+)
+
+// IdleUsedMax is the most GPU memory, in bytes, a GPU whose process list
+// cannot be read may show in use and still count as idle for an exclusive
+// job: the driver keeps a few MiB, a CUDA context takes hundreds.
+const IdleUsedMax = 256 * MiB
+
+// Host is one host as the planner sees it: the inventory's facts and the
+// host's last snapshot. What gssh jobs hold there comes from
+// Input.Running, never from the caller.
+type Host struct {
+	Name       string
+	Labels     []string
+	ReservePct float64 // GPU memory kept back, percent of each GPU's total, in [0, 100)
+	Drain      bool    // no new jobs
+	Snapshot   gpuinfo.Snapshot
+
+	// booked holds the gssh jobs placed on each GPU, by key (a GPU's Key,
+	// or a MIG device's UUID). Set by the planner; nil = nothing booked.
+	booked map[string]Booking
+	// units caches units(h) until the next booking changes the snapshot.
+	units []unit
+}
+
+// Holder is one gssh job holding a GPU or MIG device: enough to tell who
+// would lose what if the job were preempted.
+type Holder struct {
+	Job      job.ID
+	User     string
+	Priority int
+	Mem      uint64 // bytes booked on this GPU; 0 = the job holds it exclusively
+}
+
+// Booking is what gssh jobs hold on one GPU (or MIG device): each holder
+// in the order it was booked.
+type Booking struct {
+	Holders []Holder
+}
+
+// Jobs is the number of gssh jobs holding the GPU.
+func (b Booking) Jobs() int { return len(b.Holders) }
+
+// Mem is the memory, in bytes, shared jobs booked on the GPU.
+func (b Booking) Mem() uint64 {
+	var sum uint64
+	for _, h := range b.Holders {
+		sum += h.Mem
+	}
+	return sum
+}
+
+// Exclusive reports whether an exclusive gssh job holds the GPU.
+func (b Booking) Exclusive() bool {
+	return slices.ContainsFunc(b.Holders, func(h Holder) bool { return h.Mem == 0 })
+}
+
+// Key is the booking key of a whole GPU: its UUID, or "idx:N" when the
+// driver reports none (corpus 020).
+func Key(g gpuinfo.GPU) string {
+	if g.UUID == "" {
+		return "idx:" + strconv.Itoa(g.Index)
+	}
+	return g.UUID
+}
+
+// placementKeys are the booking keys of the GPUs of p: the ids given in
+// CUDA_VISIBLE_DEVICES, except a GPU without UUID, which goes by index.
+func placementKeys(p job.Placement) []string {
+	keys := make([]string, len(p.GPUs))
+	for i, id := range p.GPUs {
+		keys[i] = id
+		if i < len(p.Indexes) && id == strconv.Itoa(p.Indexes[i]) {
+			keys[i] = "idx:" + id
+		}
+	}
+	return keys
+}
+
+// HolderOf is the Holder record of job j.
+func HolderOf(j job.Job) Holder {
+	return Holder{Job: j.ID, User: j.User, Priority: j.Spec.Priority, Mem: j.Spec.MemPerGPU}
+}
+
+// Bookings returns what active (launching or running) jobs hold, by host
+// name and then GPU key, holders in job order. Other jobs are left out.
+func Bookings(jobs []job.Job) map[string]map[string]Booking {
+	out := map[string]map[string]Booking{}
+	for _, j := range jobs {
+		if !j.State.Active() || j.Placement.Host == "" {
+			continue
+		}
+		if out[j.Placement.Host] == nil {
+			out[j.Placement.Host] = map[string]Booking{}
+		}
+		addHolder(out[j.Placement.Host], j.Placement, HolderOf(j))
+	}
+	return out
+}
+
+// addHolder books h on every GPU of p in booked and returns their keys.
+func addHolder(booked map[string]Booking, p job.Placement, h Holder) []string {
+	keys := placementKeys(p)
+	for _, k := range keys {
+		b := booked[k]
+		b.Holders = append(slices.Clip(b.Holders), h)
+		booked[k] = b
+	}
+	return keys
+}
+
+// book records a job just placed at p on h (which the planner owns), and
+// lowers the live free memory of its GPUs by what a shared job booked: the
+// job has not allocated it yet, and the next placement of the same plan
+// must not count it as free. (Jobs already running are counted by their
+// bookings instead: their memory is in the snapshot.)
+func (h *Host) book(p job.Placement, who Holder) {
+	if h.booked == nil {
+		h.booked = map[string]Booking{}
+	}
+	for _, key := range addHolder(h.booked, p, who) {
+		if who.Mem > 0 {
+			lowerFree(h.Snapshot.GPUs, key, who.Mem)
+		}
+	}
+	h.units = nil
+}
+
+// lowerFree takes mem bytes off the free memory of the GPU or MIG device
+// with booking key key. The planner owns gpus (see own).
+func lowerFree(gpus []gpuinfo.GPU, key string, mem uint64) {
+	less := func(free *uint64) *uint64 {
+		if free == nil {
+			return nil
+		}
+		v := *free - min(*free, mem)
+		return &v
+	}
+	for i := range gpus {
+		g := &gpus[i]
+		if Key(*g) == key {
+			g.MemFree = less(g.MemFree)
+			return
+		}
+		for j, m := range g.MIG {
+			if m.UUID != "" && m.UUID == key {
+				g.MIG[j].MemFree = less(m.MemFree)
+				return
+			}
+		}
+	}
+}
+
+// own returns copies of hosts in name order that the planner may change:
+// the GPU and MIG slices are cloned (booking lowers free memory there) and
+// bookings come from booked. The caller's values stay as they were.
+func own(hosts []Host, booked map[string]map[string]Booking) []*Host {
+	out := make([]*Host, len(hosts))
+	for i, h := range hosts {
+		h.Snapshot.GPUs = slices.Clone(h.Snapshot.GPUs)
+		for k := range h.Snapshot.GPUs {
+			h.Snapshot.GPUs[k].MIG = slices.Clone(h.Snapshot.GPUs[k].MIG)
+		}
+		h.booked = map[string]Booking{}
+		for k, b := range booked[h.Name] {
+			h.booked[k] = Booking{Holders: slices.Clone(b.Holders)}
+		}
+		out[i] = &h
+	}
+	slices.SortStableFunc(out, func(a, b *Host) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Usable is the memory, in bytes, gssh may book on a GPU of total bytes
+// on a host that keeps reservePct percent back.
+func Usable(total uint64, reservePct float64) uint64 {
+	switch {
+	case reservePct <= 0:
+		return total
+	case reservePct >= 100:
+		return 0
+	}
+	return uint64(float64(total) * (1 - reservePct/100))
+}
+
+// unit is what one job's GPU slot can be: a whole GPU, or a MIG device.
+type unit struct {
+	key      string // booking key
+	id       string // for CUDA_VISIBLE_DEVICES: a UUID, or the index when there is none
+	index    int    // the (parent) GPU's index
+	mig      int    // the MIG device's index; -1 for a whole GPU
+	gpu      *gpuinfo.GPU
+	total    *uint64 // bytes; nil when unknown
+	used     *uint64
+	free     *uint64
+	memState string // why memory is unknown
+	procs    int    // processes that may be on the unit (for MIG: its own and those not attributed to one)
+	broken   string // why the unit cannot take jobs as listed ("MIG device without a UUID")
+}
+
+// units lists a host's GPUs, or their MIG devices where they have some,
+// in index order. The list is cached on h until h is booked.
+func units(h *Host) []unit {
+	if h.units == nil {
+		h.units = listUnits(h)
+	}
+	return h.units
+}
+
+func listUnits(h *Host) []unit {
+	gpus := make([]*gpuinfo.GPU, len(h.Snapshot.GPUs))
+	for i := range h.Snapshot.GPUs {
+		gpus[i] = &h.Snapshot.GPUs[i]
+	}
+	slices.SortStableFunc(gpus, func(a, b *gpuinfo.GPU) int { return cmp.Compare(a.Index, b.Index) })
+	size := len(gpus)
+	for _, g := range gpus {
+		size += len(g.MIG)
+	}
+	out := make([]unit, 0, size)
+	for _, g := range gpus {
+		if len(g.MIG) == 0 {
+			u := unit{key: Key(*g), id: g.UUID, index: g.Index, mig: -1, gpu: g,
+				total: g.MemTotal, used: g.MemUsed, free: g.MemFree, memState: g.MemoryState, procs: len(g.Procs)}
+			if u.id == "" {
+				u.id = strconv.Itoa(g.Index)
+			}
+			if g.MIGMode == "Enabled" {
+				u.broken = "MIG enabled but no MIG device listed"
+			}
+			out = append(out, u)
+			continue
+		}
+		migs := make([]*gpuinfo.MIG, len(g.MIG))
+		for i := range g.MIG {
+			migs[i] = &g.MIG[i]
+		}
+		slices.SortStableFunc(migs, func(a, b *gpuinfo.MIG) int { return cmp.Compare(a.Index, b.Index) })
+		for _, m := range migs {
+			u := unit{key: m.UUID, id: m.UUID, index: g.Index, mig: m.Index, gpu: g,
+				total: m.MemTotal, used: m.MemUsed, free: m.MemFree, memState: m.MemoryState}
+			if m.UUID == "" {
+				u.broken = "MIG device without a UUID"
+			}
+			for _, p := range g.Procs {
+				if p.GPUUUID == m.UUID || !slices.ContainsFunc(g.MIG, func(o gpuinfo.MIG) bool { return o.UUID != "" && o.UUID == p.GPUUUID }) {
+					u.procs++
+				}
+			}
+			out = append(out, u)
+		}
+	}
+	return out
+}

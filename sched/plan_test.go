@@ -1,0 +1,688 @@
+package sched
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gssh/gssh/gpuinfo"
+	"github.com/gssh/gssh/job"
+)
+
+const GiB = 1 << 30
+
+func ptr[T any](v T) *T { return &v }
+
+// gpu is an idle, healthy GPU with total bytes of memory, all free.
+func gpu(i int, total uint64) gpuinfo.GPU {
+	return gpuinfo.GPU{
+		Index: i, UUID: fmt.Sprintf("GPU-%02d", i), Health: gpuinfo.HealthOK,
+		MemTotal: ptr(total), MemUsed: ptr(uint64(0)), MemFree: ptr(total),
+		Procs: []gpuinfo.Proc{}, ProcsKnown: true,
+	}
+}
+
+// gpus is n idle GPUs of total bytes each.
+func gpus(n int, total uint64) []gpuinfo.GPU {
+	out := make([]gpuinfo.GPU, n)
+	for i := range out {
+		out[i] = gpu(i, total)
+	}
+	return out
+}
+
+// node is a reachable host with a 10% reserve.
+func node(name string, gs ...gpuinfo.GPU) Host {
+	return Host{Name: name, ReservePct: 10, Snapshot: gpuinfo.Snapshot{Host: name, State: gpuinfo.HostOK, GPUs: gs}}
+}
+
+// with returns g changed by f.
+func with(g gpuinfo.GPU, f func(*gpuinfo.GPU)) gpuinfo.GPU {
+	f(&g)
+	return g
+}
+
+func foreign(g *gpuinfo.GPU) {
+	g.Procs = []gpuinfo.Proc{{PID: 4242, Name: "python", UsedBytes: ptr(uint64(GiB)), GPUUUID: g.UUID}}
+	*g.MemUsed, *g.MemFree = GiB, *g.MemTotal-GiB
+}
+
+// migGPU is GPU i with MIG on and two MIG devices (memory as NVML reports it).
+func migGPU(i int) gpuinfo.GPU {
+	g := gpu(i, 80*GiB)
+	g.MIGMode = "Enabled"
+	g.MIG = []gpuinfo.MIG{
+		{Index: 1, UUID: fmt.Sprintf("MIG-%02d-1", i), Profile: "3g.40gb", MemTotal: ptr(uint64(40 * GiB)), MemUsed: ptr(uint64(0)), MemFree: ptr(uint64(40 * GiB))},
+		{Index: 0, UUID: fmt.Sprintf("MIG-%02d-0", i), Profile: "3g.40gb", MemTotal: ptr(uint64(40 * GiB)), MemUsed: ptr(uint64(0)), MemFree: ptr(uint64(40 * GiB))},
+	}
+	return g
+}
+
+func excl(n int) Request               { return Request{Host: "auto", GPUs: n} }
+func shared(n int, mem uint64) Request { return Request{Host: "auto", GPUs: n, MemPerGPU: mem} }
+
+// running is job id running on host's GPUs ids ("GPU-02", "MIG-00-1", or
+// an index for a GPU without UUID) with mem bytes per GPU (0 = exclusive).
+func running(id job.ID, host string, mem uint64, ids ...string) job.Job {
+	p := job.Placement{Host: host, GPUs: ids}
+	for _, s := range ids {
+		var i int
+		if _, err := fmt.Sscanf(s, "GPU-%d", &i); err != nil {
+			if _, err := fmt.Sscanf(s, "MIG-%d-", &i); err != nil {
+				fmt.Sscanf(s, "%d", &i)
+			}
+		}
+		p.Indexes = append(p.Indexes, i)
+	}
+	return job.Job{ID: id, User: "u", State: job.Running, Spec: job.Spec{GPUs: len(ids), MemPerGPU: mem, Priority: 5}, Placement: p}
+}
+
+// queued is job id asking for req.
+func queued(id job.ID, req Request) job.Job {
+	return job.Job{ID: id, User: "u", State: job.Queued, Spec: job.Spec{Host: req.Host, Labels: req.Labels, GPUs: req.GPUs, MemPerGPU: req.MemPerGPU, Priority: 5}}
+}
+
+// plan1 plans one queued job (id 100) for req.
+func plan1(hosts []Host, run []job.Job, req Request) Decisions {
+	return Plan(Input{Hosts: hosts, Running: run, Queue: []job.Job{queued(100, req)}})
+}
+
+// TestPlanPlacement plans one queued job per case: where it goes, or the
+// reason (and code) it stays queued, and every host turned down.
+func TestPlanPlacement(t *testing.T) {
+	drained := node("gpu02", gpus(2, 80*GiB)...)
+	drained.Drain = true
+	labelled := node("gpu02", gpus(2, 80*GiB)...)
+	labelled.Labels = []string{"a100", "nvlink"}
+	state := func(name string, s gpuinfo.HostState) Host {
+		n := node(name)
+		n.Snapshot.State = s
+		return n
+	}
+	degraded := node("gpu01", gpu(1, 80*GiB))
+	degraded.Snapshot.State = gpuinfo.HostDegraded
+	noUUID := gpu(3, 80*GiB)
+	noUUID.UUID = ""
+	permDenied := gpu(0, 80*GiB)
+	permDenied.MemTotal, permDenied.MemUsed, permDenied.MemFree, permDenied.MemoryState = nil, nil, nil, "insufficient permissions"
+	migNoMem := migGPU(0)
+	for i := range migNoMem.MIG { // as nvidia-smi -L lists them
+		migNoMem.MIG[i].MemTotal, migNoMem.MIG[i].MemUsed, migNoMem.MIG[i].MemFree = nil, nil, nil
+	}
+
+	for _, tt := range []struct {
+		name    string
+		nodes   []Host
+		running []job.Job
+		req     Request
+		want    job.Placement // zero: not placed
+		// reason is the pending reason; rejected lists "host: reason".
+		reason   string
+		code     Code // checked when set
+		rejected []string
+	}{
+		{
+			name:  "exclusive on an idle GPU",
+			nodes: []Host{node("gpu01", gpus(2, 80*GiB)...)},
+			req:   excl(1),
+			want:  job.Placement{Host: "gpu01", GPUs: []string{"GPU-00"}, Indexes: []int{0}},
+		},
+		{
+			name:  "hosts by name, GPUs by index, whatever the input order",
+			nodes: []Host{node("gpu02", gpus(2, 80*GiB)...), node("gpu01", gpu(5, 80*GiB), gpu(3, 80*GiB))},
+			req:   excl(1),
+			want:  job.Placement{Host: "gpu01", GPUs: []string{"GPU-03"}, Indexes: []int{3}},
+		},
+		{
+			name:     "multi-GPU jobs take GPUs of one host",
+			nodes:    []Host{node("gpu01", gpus(4, 80*GiB)...), node("gpu02", gpus(4, 80*GiB)...)},
+			running:  []job.Job{running(1, "gpu01", 0, "GPU-02"), running(2, "gpu01", 10*GiB, "GPU-03"), running(3, "gpu01", 10*GiB, "GPU-03")},
+			req:      excl(3),
+			want:     job.Placement{Host: "gpu02", GPUs: []string{"GPU-00", "GPU-01", "GPU-02"}, Indexes: []int{0, 1, 2}},
+			rejected: []string{"gpu01: 2/4 GPUs free, 3 needed (GPU 2,3: in use by gssh jobs)"},
+		},
+		{
+			name:     "requested host",
+			nodes:    []Host{node("gpu01", gpus(1, 80*GiB)...), node("gpu02", gpus(1, 80*GiB)...)},
+			req:      Request{Host: "gpu02", GPUs: 1},
+			want:     job.Placement{Host: "gpu02", GPUs: []string{"GPU-00"}, Indexes: []int{0}},
+			rejected: []string{"gpu01: not the requested host gpu02"},
+		},
+		{
+			name:     "unknown host",
+			nodes:    []Host{node("gpu01", gpus(1, 80*GiB)...)},
+			req:      Request{Host: "gpu09", GPUs: 1},
+			reason:   "no host named gpu09",
+			rejected: []string{"gpu01: not the requested host gpu09"},
+		},
+		{
+			name:     "labels",
+			nodes:    []Host{node("gpu01", gpus(1, 80*GiB)...), labelled},
+			req:      Request{Host: "auto", Labels: []string{"nvlink", "a100"}, GPUs: 1},
+			want:     job.Placement{Host: "gpu02", GPUs: []string{"GPU-00"}, Indexes: []int{0}},
+			rejected: []string{"gpu01: lacks labels nvlink, a100"},
+		},
+		{
+			name:     "no host has the label",
+			nodes:    []Host{node("gpu01", gpus(1, 80*GiB)...), labelled},
+			req:      Request{Host: "auto", Labels: []string{"h100", "nvlink"}, GPUs: 1},
+			reason:   "no host has labels h100, nvlink",
+			rejected: []string{"gpu01: lacks labels h100, nvlink", "gpu02: lacks label h100"},
+		},
+		{
+			name:     "the requested host lacks the label",
+			nodes:    []Host{node("gpu01", gpus(1, 80*GiB)...), labelled},
+			req:      Request{Host: "gpu01", Labels: []string{"a100"}, GPUs: 1},
+			reason:   "gpu01: lacks label a100",
+			rejected: []string{"gpu01: lacks label a100", "gpu02: not the requested host gpu01"},
+		},
+		{
+			name:     "drained, and the reasons of every host",
+			nodes:    []Host{drained, node("gpu01", with(gpu(0, 80*GiB), foreign))},
+			req:      excl(1),
+			reason:   "gpu01: 0/1 GPUs free (GPU 0: in use by other processes); gpu02: drained",
+			rejected: []string{"gpu01: 0/1 GPUs free (GPU 0: in use by other processes)", "gpu02: drained"},
+		},
+		{
+			name: "host states",
+			nodes: []Host{
+				state("a", gpuinfo.HostUnreachable), state("b", gpuinfo.HostDriverNotLoaded), state("c", ""),
+				state("d", gpuinfo.HostNoDevices), node("e"), degraded,
+			},
+			req:  excl(1),
+			want: job.Placement{Host: "gpu01", GPUs: []string{"GPU-01"}, Indexes: []int{1}},
+			rejected: []string{
+				"a: unreachable", "b: driver not loaded", "c: not probed yet", "d: no devices", "e: no GPUs",
+			},
+		},
+		{
+			name: "GPU health",
+			nodes: []Host{node("gpu01",
+				with(gpu(0, 80*GiB), func(g *gpuinfo.GPU) { g.Health = gpuinfo.HealthLost }),
+				with(gpu(1, 80*GiB), func(g *gpuinfo.GPU) { g.Health = gpuinfo.HealthRequiresReset }),
+				with(gpu(2, 80*GiB), func(g *gpuinfo.GPU) { g.Health = gpuinfo.HealthError }),
+				with(gpu(3, 80*GiB), func(g *gpuinfo.GPU) { g.Health = "" }),
+			)},
+			req:      shared(1, GiB),
+			reason:   "gpu01: 0/4 GPUs with ≥ 1.0 GiB free (GPU 0: lost; GPU 1: requires reset; GPU 2: in error state; GPU 3: health unknown)",
+			rejected: []string{"gpu01: 0/4 GPUs with ≥ 1.0 GiB free (GPU 0: lost; GPU 1: requires reset; GPU 2: in error state; GPU 3: health unknown)"},
+		},
+		{
+			name: "exclusive: nothing booked, no foreign process",
+			nodes: []Host{node("gpu01",
+				gpu(0, 80*GiB),
+				gpu(1, 80*GiB),
+				with(gpu(2, 80*GiB), foreign),
+				with(gpu(3, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, g.MemUsed = false, nil }),
+				with(gpu(4, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, *g.MemUsed = false, 2*GiB }),
+				with(gpu(5, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, *g.MemUsed = false, 5*MiB }),
+			)},
+			running: []job.Job{running(1, "gpu01", 0, "GPU-00"), running(2, "gpu01", GiB, "GPU-01")},
+			req:     excl(1),
+			want:    job.Placement{Host: "gpu01", GPUs: []string{"GPU-05"}, Indexes: []int{5}},
+		},
+		{
+			name: "exclusive: each reason",
+			nodes: []Host{node("gpu01",
+				gpu(0, 80*GiB),
+				gpu(1, 80*GiB),
+				with(gpu(2, 80*GiB), foreign),
+				with(gpu(3, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, g.MemUsed = false, nil }),
+				with(gpu(4, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, *g.MemUsed = false, 2*GiB }),
+				with(gpu(5, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, *g.MemUsed = false, 5*MiB }),
+			)},
+			running: []job.Job{running(1, "gpu01", 0, "GPU-00"), running(2, "gpu01", GiB, "GPU-01")},
+			req:     excl(2),
+			code:    CodeNoFreeGPU,
+			reason:  "gpu01: 1/6 GPUs free, 2 needed (GPU 0,1: in use by gssh jobs; GPU 2: in use by other processes; GPU 3: processes and memory unreadable; GPU 4: memory in use, processes unreadable)",
+			rejected: []string{
+				"gpu01: 1/6 GPUs free, 2 needed (GPU 0,1: in use by gssh jobs; GPU 2: in use by other processes; GPU 3: processes and memory unreadable; GPU 4: memory in use, processes unreadable)",
+			},
+		},
+		{
+			name:    "shared: packs while booked + request ≤ usable",
+			nodes:   []Host{node("gpu01", gpus(2, 80*GiB)...)},
+			running: []job.Job{running(1, "gpu01", 40*GiB, "GPU-00"), running(2, "gpu01", 32*GiB, "GPU-01")},
+			req:     shared(1, 40*GiB), // usable 72 GiB: 40+40 does not fit, 32+40 does
+			want:    job.Placement{Host: "gpu01", GPUs: []string{"GPU-01"}, Indexes: []int{1}},
+		},
+		{
+			name: "shared: each reason",
+			nodes: []Host{node("gpu01",
+				gpu(0, 80*GiB),
+				gpu(1, 80*GiB),
+				with(gpu(2, 80*GiB), func(g *gpuinfo.GPU) { *g.MemFree = 30 * GiB }),
+				with(gpu(3, 80*GiB), func(g *gpuinfo.GPU) { g.MemTotal, g.MemFree, g.MemoryState = nil, nil, "insufficient permissions" }),
+				with(gpu(4, 80*GiB), func(g *gpuinfo.GPU) { g.MemFree = nil }),
+				gpu(5, 24*GiB),
+				with(gpu(6, 80*GiB), foreign),
+			)},
+			running: []job.Job{running(1, "gpu01", 0, "GPU-00"), running(2, "gpu01", 20*GiB, "GPU-01"), running(3, "gpu01", 20*GiB, "GPU-01")},
+			code:    CodeMem,
+			req:     shared(2, 40*GiB),
+			reason:  "gpu01: 1/7 GPUs with ≥ 40.0 GiB free, 2 needed (GPU 0: held by an exclusive gssh job; GPU 1: booked by other gssh jobs; GPU 2: not enough memory free now; GPU 3: memory unknown (insufficient permissions); GPU 4: memory unknown; GPU 5: only 21.6 GiB usable)",
+			rejected: []string{
+				"gpu01: 1/7 GPUs with ≥ 40.0 GiB free, 2 needed (GPU 0: held by an exclusive gssh job; GPU 1: booked by other gssh jobs; GPU 2: not enough memory free now; GPU 3: memory unknown (insufficient permissions); GPU 4: memory unknown; GPU 5: only 21.6 GiB usable)",
+			},
+		},
+		{
+			name:  "shared: other people's processes leave room",
+			nodes: []Host{node("gpu01", with(gpu(0, 80*GiB), foreign))},
+			req:   shared(1, 40*GiB),
+			want:  job.Placement{Host: "gpu01", GPUs: []string{"GPU-00"}, Indexes: []int{0}},
+		},
+		{
+			name:     "shared: memory unknown for the whole host",
+			nodes:    []Host{node("gpu01", permDenied)},
+			req:      shared(1, GiB),
+			reason:   "gpu01: 0/1 GPUs with ≥ 1.0 GiB free (GPU 0: memory unknown (insufficient permissions))",
+			rejected: []string{"gpu01: 0/1 GPUs with ≥ 1.0 GiB free (GPU 0: memory unknown (insufficient permissions))"},
+		},
+		{
+			name:  "exclusive: unknown memory is fine when the process list is known",
+			nodes: []Host{node("gpu01", permDenied)},
+			req:   excl(1),
+			want:  job.Placement{Host: "gpu01", GPUs: []string{"GPU-00"}, Indexes: []int{0}},
+		},
+		{
+			name:    "a GPU without UUID goes by index",
+			nodes:   []Host{node("gpu01", noUUID, gpu(4, 80*GiB))},
+			running: []job.Job{running(1, "gpu01", 0, "GPU-04")},
+			req:     excl(1),
+			want:    job.Placement{Host: "gpu01", GPUs: []string{"3"}, Indexes: []int{3}},
+		},
+		{
+			name:     "a GPU without UUID is booked by index",
+			nodes:    []Host{node("gpu01", noUUID)},
+			running:  []job.Job{running(1, "gpu01", 0, "3")},
+			req:      excl(1),
+			reason:   "gpu01: 0/1 GPUs free (GPU 3: in use by gssh jobs)",
+			rejected: []string{"gpu01: 0/1 GPUs free (GPU 3: in use by gssh jobs)"},
+		},
+		{
+			name:  "MIG devices are the units, in index order",
+			nodes: []Host{node("gpu01", migGPU(0))},
+			req:   shared(1, 10*GiB),
+			want:  job.Placement{Host: "gpu01", GPUs: []string{"MIG-00-0"}, Indexes: []int{0}},
+		},
+		{
+			name: "MIG: a process on one MIG device leaves the other",
+			nodes: []Host{node("gpu01", with(migGPU(0), func(g *gpuinfo.GPU) {
+				g.Procs = []gpuinfo.Proc{{PID: 7, GPUUUID: "MIG-00-0"}}
+			}))},
+			req:  excl(1),
+			want: job.Placement{Host: "gpu01", GPUs: []string{"MIG-00-1"}, Indexes: []int{0}},
+		},
+		{
+			name: "MIG: a process not tied to a MIG device blocks them all",
+			nodes: []Host{node("gpu01", with(migGPU(0), func(g *gpuinfo.GPU) {
+				g.Procs = []gpuinfo.Proc{{PID: 7, GPUUUID: "GPU-00"}}
+			}))},
+			req:      excl(1),
+			reason:   "gpu01: 0/2 GPUs free (GPU 0 MIG 0, GPU 0 MIG 1: in use by other processes)",
+			rejected: []string{"gpu01: 0/2 GPUs free (GPU 0 MIG 0, GPU 0 MIG 1: in use by other processes)"},
+		},
+		{
+			name:     "MIG: booked by MIG UUID",
+			nodes:    []Host{node("gpu01", migGPU(0))},
+			running:  []job.Job{running(1, "gpu01", 0, "MIG-00-0"), running(2, "gpu01", 30*GiB, "MIG-00-1")},
+			req:      shared(1, 10*GiB), // MIG 1: 36 GiB usable, 30 booked
+			reason:   "gpu01: 0/2 GPUs with ≥ 10.0 GiB free (GPU 0 MIG 0: held by an exclusive gssh job; GPU 0 MIG 1: booked by other gssh jobs)",
+			rejected: []string{"gpu01: 0/2 GPUs with ≥ 10.0 GiB free (GPU 0 MIG 0: held by an exclusive gssh job; GPU 0 MIG 1: booked by other gssh jobs)"},
+		},
+		{
+			name:     "MIG: memory unknown from nvidia-smi -L",
+			nodes:    []Host{node("gpu01", migNoMem)},
+			req:      shared(1, GiB),
+			reason:   "gpu01: 0/2 GPUs with ≥ 1.0 GiB free (GPU 0 MIG 0, GPU 0 MIG 1: memory unknown)",
+			rejected: []string{"gpu01: 0/2 GPUs with ≥ 1.0 GiB free (GPU 0 MIG 0, GPU 0 MIG 1: memory unknown)"},
+		},
+		{
+			name:  "MIG: exclusive without memory is fine",
+			nodes: []Host{node("gpu01", migNoMem)},
+			req:   excl(1),
+			want:  job.Placement{Host: "gpu01", GPUs: []string{"MIG-00-0"}, Indexes: []int{0}},
+		},
+		{
+			name:     "MIG: multi-GPU jobs take whole GPUs",
+			nodes:    []Host{node("gpu01", migGPU(0), gpu(1, 80*GiB))},
+			req:      excl(2),
+			reason:   "gpu01: 1/3 GPUs free, 2 needed (GPU 0 MIG 0, GPU 0 MIG 1: MIG device (a job sees only one: ask for 1 GPU))",
+			rejected: []string{"gpu01: 1/3 GPUs free, 2 needed (GPU 0 MIG 0, GPU 0 MIG 1: MIG device (a job sees only one: ask for 1 GPU))"},
+		},
+		{
+			name: "MIG: enabled without devices, and a device without UUID",
+			nodes: []Host{node("gpu01",
+				with(gpu(0, 80*GiB), func(g *gpuinfo.GPU) { g.MIGMode = "Enabled" }),
+				with(migGPU(1), func(g *gpuinfo.GPU) { g.MIG = g.MIG[:1]; g.MIG[0].UUID = "" }),
+			)},
+			req:      excl(1),
+			reason:   "gpu01: 0/2 GPUs free (GPU 0: MIG enabled but no MIG device listed; GPU 1 MIG 1: MIG device without a UUID)",
+			rejected: []string{"gpu01: 0/2 GPUs free (GPU 0: MIG enabled but no MIG device listed; GPU 1 MIG 1: MIG device without a UUID)"},
+		},
+		{
+			name: "reasons group GPUs into ranges",
+			nodes: []Host{node("gpu01",
+				gpu(0, 80*GiB), gpu(1, 80*GiB), gpu(2, 80*GiB), gpu(3, 80*GiB),
+				with(gpu(4, 80*GiB), func(g *gpuinfo.GPU) { g.Health = gpuinfo.HealthLost }),
+				with(gpu(5, 80*GiB), foreign), with(gpu(6, 80*GiB), foreign), with(gpu(7, 80*GiB), foreign),
+			)},
+			running:  []job.Job{running(1, "gpu01", 0, "GPU-00"), running(2, "gpu01", 0, "GPU-01", "GPU-02", "GPU-03")},
+			code:     CodeNoFreeGPU,
+			req:      excl(1),
+			reason:   "gpu01: 0/8 GPUs free (GPU 0-3: in use by gssh jobs; GPU 4: lost; GPU 5-7: in use by other processes)",
+			rejected: []string{"gpu01: 0/8 GPUs free (GPU 0-3: in use by gssh jobs; GPU 4: lost; GPU 5-7: in use by other processes)"},
+		},
+		{
+			name:   "no hosts",
+			req:    excl(1),
+			reason: "no hosts",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := plan1(tt.nodes, tt.running, tt.req)
+			if len(d.Starts)+len(d.Pending) != 1 {
+				t.Fatalf("plan of one job: %+v", d)
+			}
+			var got job.Placement
+			var pend Pending
+			if len(d.Starts) == 1 {
+				got = d.Starts[0].Placement
+			} else {
+				pend = d.Pending[0]
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("placement = %+v, want %+v", got, tt.want)
+			}
+			if pend.Reason.Text != tt.reason {
+				t.Errorf("reason:\n got %q\nwant %q", pend.Reason.Text, tt.reason)
+			}
+			if tt.code != "" && pend.Reason.Code != tt.code {
+				t.Errorf("code %q, want %q", pend.Reason.Code, tt.code)
+			}
+			if tt.want.Host == "" && pend.Reason.Code == "" {
+				t.Errorf("pending without a code: %+v", pend)
+			}
+			// Every host turned down, placed or not (a placed job's
+			// rejections are not part of the plan).
+			dec := place(own(tt.nodes, Bookings(tt.running)), tt.req, FitFirst)
+			var rej []string
+			for _, r := range dec.rejected {
+				rej = append(rej, r.Host+": "+r.Reason.Text)
+			}
+			if !slices.Equal(rej, tt.rejected) {
+				t.Errorf("rejected:\n got %q\nwant %q", rej, tt.rejected)
+			}
+			if tt.want.Host == "" && !reflect.DeepEqual(pend.Rejected, dec.rejected) {
+				t.Errorf("pending rejections %+v, want %+v", pend.Rejected, dec.rejected)
+			}
+		})
+	}
+}
+
+// Plan leaves its input alone and answers the same every time, whatever
+// the order of its hosts and queue.
+func TestPlanPure(t *testing.T) {
+	hosts := []Host{node("gpu02", gpus(4, 80*GiB)...), node("gpu01", gpu(3, 80*GiB), gpu(1, 80*GiB))}
+	run := []job.Job{running(1, "gpu02", 10*GiB, "GPU-00")}
+	queue := []job.Job{queued(4, shared(1, 40*GiB)), queued(2, excl(2)), queued(3, excl(4))}
+	in := Input{Hosts: hosts, Running: run, Queue: queue}
+	before := fmt.Sprintf("%#v", in)
+	first := Plan(in)
+	for range 3 {
+		if again := Plan(in); !reflect.DeepEqual(again, first) {
+			t.Fatalf("Plan changed its answer: %+v, then %+v", first, again)
+		}
+	}
+	if after := fmt.Sprintf("%#v", in); after != before {
+		t.Errorf("Plan changed its input")
+	}
+	shuffled := Input{Hosts: []Host{hosts[1], hosts[0]}, Running: run, Queue: []job.Job{queue[2], queue[0], queue[1]}}
+	if again := Plan(shuffled); !reflect.DeepEqual(again, first) {
+		t.Errorf("input order changed the plan: %+v, then %+v", first, again)
+	}
+	want := []Start{
+		{2, job.Placement{Host: "gpu01", GPUs: []string{"GPU-01", "GPU-03"}, Indexes: []int{1, 3}}},
+		{4, job.Placement{Host: "gpu02", GPUs: []string{"GPU-00"}, Indexes: []int{0}}},
+	}
+	if !reflect.DeepEqual(first.Starts, want) {
+		t.Errorf("starts %+v, want %+v", first.Starts, want)
+	}
+	if len(first.Pending) != 1 || first.Pending[0].Job != 3 || first.Pending[0].Reason.Code != CodeTooFewGPUs && first.Pending[0].Reason.Code != CodeNoFreeGPU {
+		t.Errorf("pending %+v", first.Pending)
+	}
+}
+
+// One plan books each job it places before placing the next: GPUs fill
+// the way the rules say.
+func TestPlanBooksAsItGoes(t *testing.T) {
+	g := gpu(0, 80*GiB)
+	*g.MemFree = 50 * GiB // someone else holds 30 GiB
+	hosts := []Host{node("gpu01", g, gpu(1, 80*GiB))}
+	var queue []job.Job
+	for i := range 6 {
+		queue = append(queue, queued(job.ID(i+1), shared(1, 20*GiB)))
+	}
+	d := Plan(Input{Hosts: hosts, Queue: queue})
+	var got []string
+	for _, s := range d.Starts {
+		got = append(got, s.Placement.GPUs[0])
+	}
+	for _, p := range d.Pending {
+		got = append(got, "queued: "+p.Reason.Text)
+	}
+	want := []string{
+		"GPU-00", "GPU-00", // live free 50 → 30 → 10 GiB
+		"GPU-01", "GPU-01", "GPU-01", // 72 GiB usable: 3 × 20
+		"queued: gpu01: 0/2 GPUs with ≥ 20.0 GiB free (GPU 0: not enough memory free now; GPU 1: booked by other gssh jobs)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("placements:\n got %q\nwant %q", got, want)
+	}
+	if *hosts[0].Snapshot.GPUs[0].MemFree != 50*GiB {
+		t.Errorf("Plan changed the caller's snapshot")
+	}
+
+	// Exclusive bookings, and a GPU without UUID booked by index.
+	noUUID := gpu(2, 80*GiB)
+	noUUID.UUID = ""
+	d = Plan(Input{Hosts: []Host{node("gpu01", noUUID)}, Queue: []job.Job{queued(1, excl(1)), queued(2, shared(1, GiB))}})
+	if len(d.Starts) != 1 || d.Starts[0].Placement.GPUs[0] != "2" {
+		t.Fatalf("starts %+v", d.Starts)
+	}
+	if len(d.Pending) != 1 || !strings.Contains(d.Pending[0].Reason.Text, "held by an exclusive gssh job") {
+		t.Errorf("after an exclusive booking: %+v", d.Pending)
+	}
+
+	// A MIG device's live free memory goes down too.
+	d = Plan(Input{Hosts: []Host{node("gpu01", migGPU(0))}, Queue: []job.Job{queued(1, shared(1, 30*GiB)), queued(2, shared(1, 30*GiB))}})
+	if len(d.Starts) != 2 || d.Starts[0].Placement.GPUs[0] != "MIG-00-0" || d.Starts[1].Placement.GPUs[0] != "MIG-00-1" {
+		t.Errorf("MIG placements %+v", d.Starts)
+	}
+}
+
+// The queue's order: priority then submit order by default, submit order
+// alone under fifo.
+func TestPlanOrder(t *testing.T) {
+	hosts := []Host{node("gpu01", gpus(2, 80*GiB)...)}
+	prio := func(id job.ID, p int) job.Job { j := queued(id, excl(1)); j.Spec.Priority = p; return j }
+	queue := []job.Job{prio(1, 5), prio(2, 0), prio(3, 5), prio(4, 10)}
+	started := func(d Decisions) []job.ID {
+		var ids []job.ID
+		for _, s := range d.Starts {
+			ids = append(ids, s.Job)
+		}
+		return ids
+	}
+	for _, tt := range []struct {
+		order Order
+		want  []job.ID
+	}{
+		{"", []job.ID{2, 1}}, // the default
+		{OrderPriority, []job.ID{2, 1}},
+		{OrderFIFO, []job.ID{1, 2}},
+	} {
+		d := Plan(Input{Hosts: hosts, Queue: queue, Policy: Policy{Order: tt.order}})
+		if got := started(d); !slices.Equal(got, tt.want) {
+			t.Errorf("order %q: started %v, want %v", tt.order, got, tt.want)
+		}
+		if len(d.Pending) != 2 {
+			t.Errorf("order %q: pending %+v", tt.order, d.Pending)
+		}
+	}
+}
+
+// A job that does not fit blocks those behind it under backfill none
+// (strict order); under skip they go past it.
+func TestPlanBackfill(t *testing.T) {
+	hosts := []Host{node("gpu01", gpus(2, 80*GiB)...)}
+	run := []job.Job{running(1, "gpu01", 0, "GPU-00")}
+	queue := []job.Job{queued(2, excl(2)), queued(3, excl(1)), queued(4, shared(1, 8*GiB))}
+
+	skip := Plan(Input{Hosts: hosts, Running: run, Queue: queue, Policy: Policy{Backfill: BackfillSkip}})
+	if len(skip.Starts) != 1 || skip.Starts[0].Job != 3 {
+		t.Errorf("skip: starts %+v", skip.Starts)
+	}
+	if len(skip.Pending) != 2 || skip.Pending[0].Job != 2 || skip.Pending[1].Job != 4 || skip.Pending[1].Reason.Code != CodeNoFreeGPU {
+		t.Errorf("skip: pending %+v", skip.Pending)
+	}
+
+	none := Plan(Input{Hosts: hosts, Running: run, Queue: queue, Policy: Policy{Backfill: BackfillNone}})
+	if len(none.Starts) != 0 || len(none.Pending) != 3 {
+		t.Fatalf("none: %+v", none)
+	}
+	if p := none.Pending[0]; p.Job != 2 || p.Reason.Code != CodeNoFreeGPU || p.Reason.Text != "gpu01: 1/2 GPUs free, 2 needed (GPU 0: in use by gssh jobs)" {
+		t.Errorf("none: head %+v", p)
+	}
+	for _, p := range none.Pending[1:] {
+		if p.Reason.Code != CodeBlocked || p.Reason.Text != "waiting behind job 2, which goes first and does not fit yet (backfill: none)" || p.Rejected != nil {
+			t.Errorf("none: behind the head %+v", p)
+		}
+	}
+}
+
+// A pending job's code is the one most of the hosts it could use gave.
+func TestPendingCode(t *testing.T) {
+	drained := func(name string) Host { h := node(name, gpus(1, 80*GiB)...); h.Drain = true; return h }
+	down := node("gpu09")
+	down.Snapshot.State = gpuinfo.HostUnreachable
+	hosts := []Host{node("gpu01", gpus(1, 80*GiB)...), drained("gpu02"), drained("gpu03"), down}
+	run := []job.Job{running(1, "gpu01", 0, "GPU-00")}
+	d := plan1(hosts, run, excl(1))
+	if p := d.Pending[0]; p.Reason.Code != CodeDrained || p.Reason.Text != "gpu01: 0/1 GPUs free (GPU 0: in use by gssh jobs); gpu02: drained; gpu03: drained; gpu09: unreachable" {
+		t.Errorf("pending %+v", p)
+	}
+	if got := dominant([]Code{CodeHostDown, CodeMem, CodeHostDown, CodeMem}); got != CodeMem {
+		t.Errorf("tie: %q", got)
+	}
+	for req, want := range map[*Request]Code{
+		{Host: "nope", GPUs: 1}:                        CodeUnknownHost,
+		{Host: "auto", GPUs: 1, Labels: []string{"x"}}: CodeLabel,
+		{Host: "gpu09", GPUs: 1}:                       CodeHostDown,
+	} {
+		if got := plan1(hosts, nil, *req).Pending[0].Reason.Code; got != want {
+			t.Errorf("%+v: code %q, want %q", *req, got, want)
+		}
+	}
+	if got := plan1(nil, nil, excl(1)).Pending[0].Reason; got != (Reason{CodeNoHosts, "no hosts"}) {
+		t.Errorf("no hosts: %+v", got)
+	}
+}
+
+func TestPolicyCheck(t *testing.T) {
+	if err := (Policy{}).Check(); err != nil {
+		t.Errorf("zero policy: %v", err)
+	}
+	if err := DefaultPolicy().Check(); err != nil {
+		t.Errorf("default policy: %v", err)
+	}
+	for p, want := range map[Policy]string{
+		{Order: "fairest"}: `policy order "fairest": give one of fifo, priority`,
+		{Fit: "best"}:      `policy placement "best": give one of firstfit`,
+		{Backfill: "easy"}: `policy backfill "easy": give one of none, skip`,
+	} {
+		if err := p.Check(); err == nil || err.Error() != want {
+			t.Errorf("%+v: %v, want %s", p, err, want)
+		}
+	}
+}
+
+func TestUsable(t *testing.T) {
+	for _, tt := range []struct {
+		total uint64
+		pct   float64
+		want  uint64
+	}{
+		{80 * GiB, 10, 72 * GiB},
+		{80 * GiB, 0, 80 * GiB},
+		{80 * GiB, -5, 80 * GiB},
+		{80 * GiB, 100, 0},
+		{80 * GiB, 12.5, 70 * GiB},
+	} {
+		if got := Usable(tt.total, tt.pct); got != tt.want {
+			t.Errorf("Usable(%d, %g) = %d, want %d", tt.total, tt.pct, got, tt.want)
+		}
+	}
+}
+
+// BenchmarkPlan plans a queue of 1000 jobs of mixed shapes on 20 hosts ×
+// 8 GPUs, as one scheduling pass of a busy lab would.
+func BenchmarkPlan(b *testing.B) {
+	hosts := make([]Host, 20)
+	for i := range hosts {
+		hosts[i] = node(fmt.Sprintf("gpu%02d", i), gpus(8, 80*GiB)...)
+	}
+	queue := make([]job.Job, 1000)
+	for i := range queue {
+		var r Request
+		switch i % 4 {
+		case 0:
+			r = excl(1 + i%3)
+		case 1:
+			r = shared(1, uint64(4+i%12)*GiB)
+		case 2:
+			r = shared(2, 10*GiB)
+		default:
+			r = Request{Host: fmt.Sprintf("gpu%02d", i%20), GPUs: 1, MemPerGPU: 8 * GiB}
+		}
+		queue[i] = queued(job.ID(i+1), r)
+		queue[i].Spec.Priority = i % 11
+	}
+	in := Input{Hosts: hosts, Queue: queue}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := Plan(in); len(d.Starts) == 0 {
+			b.Fatal("nothing placed")
+		}
+	}
+}
+
+// Bookings keep who holds each GPU: job, user, priority, bytes (0 =
+// exclusive).
+func TestBookings(t *testing.T) {
+	jobs := []job.Job{
+		{ID: 1, User: "ann", State: job.Running, Spec: job.Spec{MemPerGPU: 10 * GiB, Priority: 5}, Placement: job.Placement{Host: "gpu01", GPUs: []string{"GPU-00"}, Indexes: []int{0}}},
+		{ID: 2, User: "bob", State: job.Launching, Spec: job.Spec{MemPerGPU: 5 * GiB, Priority: 1}, Placement: job.Placement{Host: "gpu01", GPUs: []string{"GPU-00", "3"}, Indexes: []int{0, 3}}},
+		{ID: 3, User: "ann", State: job.Running, Placement: job.Placement{Host: "gpu02", GPUs: []string{"MIG-00-1"}, Indexes: []int{0}}},
+		{ID: 4, State: job.Succeeded, Placement: job.Placement{Host: "gpu02", GPUs: []string{"GPU-01"}, Indexes: []int{1}}},
+		{ID: 5, State: job.Queued},
+	}
+	ann := Holder{Job: 1, User: "ann", Priority: 5, Mem: 10 * GiB}
+	bob := Holder{Job: 2, User: "bob", Priority: 1, Mem: 5 * GiB}
+	want := map[string]map[string]Booking{
+		"gpu01": {"GPU-00": {Holders: []Holder{ann, bob}}, "idx:3": {Holders: []Holder{bob}}},
+		"gpu02": {"MIG-00-1": {Holders: []Holder{{Job: 3, User: "ann"}}}},
+	}
+	got := Bookings(jobs)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Bookings:\n got %v\nwant %v", got, want)
+	}
+	if b := got["gpu01"]["GPU-00"]; b.Jobs() != 2 || b.Mem() != 15*GiB || b.Exclusive() {
+		t.Errorf("GPU-00: %d jobs, %d bytes, exclusive %v", b.Jobs(), b.Mem(), b.Exclusive())
+	}
+	if b := got["gpu02"]["MIG-00-1"]; b.Jobs() != 1 || b.Mem() != 0 || !b.Exclusive() {
+		t.Errorf("MIG-00-1: %+v", b)
+	}
+}

@@ -1,0 +1,192 @@
+package sched
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Code is the short, stable name of a reason, beside its prose: for
+// metrics, the API and scripts (`gssh show --json`). Codes are only ever
+// added.
+type Code string
+
+// Reason codes. Host and GPU codes say why one host or GPU was turned
+// down; a pending job's code is the one most of the hosts it could use
+// gave (see Pending).
+const (
+	CodeHost        Code = "host"         // not the host the job asked for (--host)
+	CodeLabel       Code = "label"        // lacks a label the job asked for (--label); for a job: no host has them
+	CodeUnknownHost Code = "unknown_host" // for a job: no host of the inventory has the name it asked for
+	CodeNoHosts     Code = "no_hosts"     // for a job: the inventory lists no host
+	CodeDrained     Code = "drained"      // the host takes no new jobs
+	CodeHostDown    Code = "host_down"    // the host could not be reached or probed; its state says why
+	CodeNotProbed   Code = "not_probed"   // no snapshot of the host yet
+	CodeNoGPUs      Code = "no_gpus"      // the host has no GPU
+	CodeTooFewGPUs  Code = "too_few_gpus" // the host has fewer GPUs than the job needs
+	CodeUnhealthy   Code = "unhealthy"    // lost, requires reset, in error, health unknown
+	CodeMIG         Code = "mig"          // a MIG device cannot take this job (multi-GPU, no UUID, none listed)
+	CodeNoFreeGPU   Code = "no_free_gpu"  // exclusive job: the GPUs are in use (gssh jobs or other processes)
+	CodeMem         Code = "mem"          // shared job: not enough GPU memory, or memory unknown
+	CodeBlocked     Code = "blocked"      // for a job: behind a job that must start first (backfill none)
+)
+
+// codeRank breaks ties between codes given by as many hosts: the one a
+// user can most likely act on (wait, ask for less memory) first.
+var codeRank = []Code{CodeNoFreeGPU, CodeMem, CodeDrained, CodeUnhealthy, CodeHostDown, CodeNotProbed,
+	CodeMIG, CodeTooFewGPUs, CodeNoGPUs, CodeLabel, CodeHost}
+
+// Reason says why something was turned down: a stable Code and the prose
+// for people ("gpu01: 0/8 GPUs free (GPU 0-7: in use by gssh jobs)").
+type Reason struct {
+	Code Code   `json:"code"`
+	Text string `json:"text"`
+}
+
+func (r Reason) String() string { return r.Text }
+
+// ok reports whether r turns nothing down.
+func (r Reason) ok() bool { return r.Code == "" }
+
+func because(c Code, text string) Reason { return Reason{Code: c, Text: text} }
+
+// Rejection is one host turned down for a job, and why.
+type Rejection struct {
+	Host   string `json:"host"`
+	Reason Reason `json:"reason"`
+}
+
+// dominant is the code given most often in codes, ties broken by codeRank.
+func dominant(codes []Code) Code {
+	var count [32]int // by rank; codes are few
+	best := -1
+	for _, c := range codes {
+		r := min(rank(c), len(count)-1)
+		count[r]++
+		if best < 0 || count[r] > count[best] || count[r] == count[best] && r < best {
+			best = r
+		}
+	}
+	switch {
+	case best < 0:
+		return ""
+	case best < len(codeRank):
+		return codeRank[best]
+	}
+	return codes[0] // a code outside codeRank: not expected
+}
+
+func rank(c Code) int {
+	if i := slices.Index(codeRank, c); i >= 0 {
+		return i
+	}
+	return len(codeRank)
+}
+
+// verdict is one unit turned down and why.
+type verdict struct {
+	u   *unit
+	why Reason
+}
+
+// summarize groups turned-down units by reason, in order of first
+// appearance: "GPU 0-3: in use by gssh jobs; GPU 5, GPU 6 MIG 1: lost".
+func summarize(vs []verdict) string {
+	var order []string
+	groups := map[string][]*unit{}
+	for _, v := range vs {
+		if _, ok := groups[v.why.Text]; !ok {
+			order = append(order, v.why.Text)
+		}
+		groups[v.why.Text] = append(groups[v.why.Text], v.u)
+	}
+	parts := make([]string, len(order))
+	for i, why := range order {
+		parts[i] = unitNames(groups[why]) + ": " + why
+	}
+	return strings.Join(parts, "; ")
+}
+
+// unitNames names units for people: whole GPUs as index ranges ("GPU
+// 0-3,5"), MIG devices one by one ("GPU 6 MIG 1").
+func unitNames(us []*unit) string {
+	var idx []int
+	var names []string
+	for _, u := range us {
+		if u.mig < 0 {
+			idx = append(idx, u.index)
+		}
+	}
+	if len(idx) > 0 {
+		names = append(names, "GPU "+ranges(idx))
+	}
+	for _, u := range us {
+		if u.mig >= 0 {
+			names = append(names, fmt.Sprintf("GPU %d MIG %d", u.index, u.mig))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// ranges prints ascending ints with runs of three or more shortened:
+// [0 1 2 3 5 6] → "0-3,5,6".
+func ranges(xs []int) string {
+	var b strings.Builder
+	for i := 0; i < len(xs); {
+		j := i
+		for j+1 < len(xs) && xs[j+1] == xs[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		switch {
+		case j-i >= 2:
+			fmt.Fprintf(&b, "%d-%d", xs[i], xs[j])
+		case j == i+1:
+			fmt.Fprintf(&b, "%d,%d", xs[i], xs[j])
+		default:
+			b.WriteString(strconv.Itoa(xs[i]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// pendingReason says why no host took req: the reasons of the hosts that
+// meet the job's own constraints (--host, --label), joined, with the code
+// most of them gave; or, when none does, which constraint no host meets.
+func pendingReason(hosts []*Host, req Request, rejected []Rejection) Reason {
+	var texts []string
+	var codes []Code
+	for _, r := range rejected {
+		if r.Reason.Code != CodeHost && r.Reason.Code != CodeLabel {
+			texts = append(texts, r.Host+": "+r.Reason.Text)
+			codes = append(codes, r.Reason.Code)
+		}
+	}
+	switch {
+	case len(texts) > 0:
+		return because(dominant(codes), strings.Join(texts, "; "))
+	case len(hosts) == 0:
+		return because(CodeNoHosts, "no hosts")
+	case auto(req.Host):
+		return because(CodeLabel, "no host has "+plural(len(req.Labels), "label")+" "+strings.Join(req.Labels, ", "))
+	}
+	for _, r := range rejected {
+		if r.Host == req.Host {
+			return because(r.Reason.Code, r.Host+": "+r.Reason.Text)
+		}
+	}
+	return because(CodeUnknownHost, "no host named "+req.Host)
+}
+
+func auto(host string) bool { return host == "" || host == "auto" }
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}

@@ -1,0 +1,128 @@
+package service
+
+import (
+	"slices"
+	"time"
+
+	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/probe"
+)
+
+// Schema names of the JSON documents. Within one version fields are only
+// ever added; a change that could break a reader bumps the version.
+const (
+	GPUsSchema  = "gssh.gpus/v1"  // gssh gpus --json
+	HostsSchema = "gssh.hosts/v1" // gssh hosts --json
+	JobsSchema  = "gssh.jobs/v1"  // gssh ps --json
+)
+
+// GPUsDoc is the document `gssh gpus --json` prints.
+type GPUsDoc struct {
+	Schema string     `json:"schema"` // GPUsSchema
+	Time   time.Time  `json:"time"`   // when the probe finished (RFC 3339, UTC, milliseconds)
+	Hosts  []HostGPUs `json:"hosts"`  // in inventory order
+}
+
+// HostGPUs is one host of GPUsDoc: its probe.Snapshot (name, state,
+// error, source, driver, warnings, GPUs with memory in bytes, their
+// processes) and where it was reached.
+type HostGPUs struct {
+	probe.Snapshot
+	Address string   `json:"address"` // "local", or user@host:port [via jumps]
+	Labels  []string `json:"labels"`
+	Drain   bool     `json:"drain"`
+	ProbeMS float64  `json:"probe_ms"` // wall time of this host's probe, connect included
+}
+
+// HostsDoc is the document `gssh hosts --json` prints.
+type HostsDoc struct {
+	Schema string     `json:"schema"` // HostsSchema
+	Hosts  []HostInfo `json:"hosts"`  // in inventory order
+}
+
+// HostInfo is one host of HostsDoc.
+type HostInfo struct {
+	Name      string   `json:"name"`
+	Address   string   `json:"address"` // "local", or user@host:port [via jumps]
+	Labels    []string `json:"labels"`
+	Drain     bool     `json:"drain"`
+	State     string   `json:"state"`           // probe.HostState
+	Error     string   `json:"error,omitempty"` // why, when not ok
+	Source    string   `json:"source,omitempty"`
+	SourceWhy string   `json:"source_reason,omitempty"`
+	Driver    string   `json:"driver_version,omitempty"`
+	GPUs      int      `json:"gpu_count"`
+	RTTMS     float64  `json:"rtt_ms"`     // one SSH request round trip; 0 for local
+	ConnectMS float64  `json:"connect_ms"` // TCP + SSH handshake + auth; 0 for local or reused
+}
+
+// JobsDoc is the document `gssh ps --json` prints: job records as
+// `gssh show --json` prints them one by one.
+type JobsDoc struct {
+	Schema string    `json:"schema"` // JobsSchema
+	Jobs   []job.Job `json:"jobs"`   // oldest first
+}
+
+// SubmitDoc is what `gssh submit --json` prints: where the job runs or why
+// it waits (a dry run: where it would go).
+type SubmitDoc struct {
+	ID       job.ID    `json:"id,omitempty"`        // not on a dry run
+	State    job.State `json:"state,omitempty"`     // not on a dry run
+	DryRun   bool      `json:"dry_run,omitempty"`   //
+	WouldRun *bool     `json:"would_run,omitempty"` // dry run only
+	Host     string    `json:"host"`
+	GPUs     []string  `json:"gpus"`        // UUIDs as in CUDA_VISIBLE_DEVICES
+	Indexes  []int     `json:"gpu_indexes"` // as nvidia-smi numbers them
+	Reason   string    `json:"reason"`      // why queued, or ""
+}
+
+// Doc is r as SubmitDoc.
+func (r SubmitResult) Doc() SubmitDoc {
+	p, reason := r.Job.Placement, r.Job.Reason
+	d := SubmitDoc{ID: r.Job.ID, State: r.Job.State}
+	if r.DryRun {
+		would := r.WouldRun
+		d = SubmitDoc{DryRun: true, WouldRun: &would}
+		p, reason = r.Placement, r.Reason
+	}
+	d.Host, d.GPUs, d.Indexes, d.Reason = p.Host, nonNil(p.GPUs), nonNil(p.Indexes), reason
+	return d
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// gpusDoc builds GPUsDoc from reports: lists are [] rather than null.
+func gpusDoc(now time.Time, reports []fleet.Report) GPUsDoc {
+	doc := GPUsDoc{Schema: GPUsSchema, Time: now.UTC().Truncate(time.Millisecond), Hosts: []HostGPUs{}}
+	for _, r := range reports {
+		s := r.Snapshot
+		s.Warnings = nonNil(s.Warnings)
+		s.GPUs = slices.Clone(nonNil(s.GPUs))
+		for i := range s.GPUs {
+			s.GPUs[i].Procs = nonNil(s.GPUs[i].Procs)
+		}
+		doc.Hosts = append(doc.Hosts, HostGPUs{Snapshot: s, Address: r.Address, Labels: nonNil(r.Host.Labels), Drain: r.Host.Drain,
+			ProbeMS: ms(r.Took)})
+	}
+	return doc
+}
+
+// hostsDoc builds HostsDoc from reports.
+func hostsDoc(reports []fleet.Report) HostsDoc {
+	doc := HostsDoc{Schema: HostsSchema, Hosts: []HostInfo{}}
+	for _, r := range reports {
+		s := r.Snapshot
+		doc.Hosts = append(doc.Hosts, HostInfo{Name: r.Host.Name, Address: r.Address, Labels: nonNil(r.Host.Labels), Drain: r.Host.Drain,
+			State: string(s.State), Error: s.Error, Source: s.Source, SourceWhy: s.SourceWhy, Driver: s.Driver,
+			GPUs: len(s.GPUs), RTTMS: ms(r.RTT), ConnectMS: ms(r.Connect)})
+	}
+	return doc
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

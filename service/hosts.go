@@ -1,0 +1,57 @@
+package service
+
+import (
+	"context"
+
+	"github.com/gssh/gssh/fleet"
+)
+
+// GPUs implements Service. The error is a *PartialError when some host
+// could not be probed (the document still lists it, with its state).
+func (l *Local) GPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
+	reports, err := l.probe(ctx, q, false)
+	if err != nil {
+		return GPUsDoc{}, err
+	}
+	return gpusDoc(l.opt.Now(), reports), partial(reports)
+}
+
+// Hosts implements Service, as GPUs does, with each connection's round
+// trip measured.
+func (l *Local) Hosts(ctx context.Context, q HostQuery) (HostsDoc, error) {
+	reports, err := l.probe(ctx, q, true)
+	if err != nil {
+		return HostsDoc{}, err
+	}
+	return hostsDoc(reports), partial(reports)
+}
+
+func (l *Local) probe(ctx context.Context, q HostQuery, ping bool) ([]fleet.Report, error) {
+	f, err := l.hosts()
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := f.Select(q.Hosts, q.Labels)
+	if err != nil {
+		return nil, err
+	}
+	reports := f.Probe(ctx, hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout, Ping: ping})
+	if err := interrupted(ctx); err != nil {
+		return nil, err // what was cut short is not a timeout to report
+	}
+	return reports, nil
+}
+
+// partial returns a *PartialError when some host was not probed.
+func partial(reports []fleet.Report) error {
+	failed := 0
+	for _, r := range reports {
+		if !r.Probed() {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return &PartialError{Failed: failed, Total: len(reports)}
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/state"
+)
+
+// Jobs implements Service. It reads the state file only (a pass changes
+// what it holds) and never creates it.
+func (l *Local) Jobs(_ context.Context, q JobQuery) (JobsDoc, error) {
+	doc := JobsDoc{Schema: JobsSchema, Jobs: []job.Job{}}
+	st, none, err := l.readStore()
+	if err != nil || none {
+		return doc, err
+	}
+	f := state.Filter{User: q.User}
+	if !q.All {
+		f.States = []job.State{job.Queued, job.Launching, job.Running}
+	}
+	jobs, err := st.List(f)
+	doc.Jobs = append(doc.Jobs, jobs...)
+	return doc, err // with ErrBadRecord: the others, and which could not be read
+}
+
+// Job implements Service. It never creates the state file.
+func (l *Local) Job(_ context.Context, id job.ID) (job.Job, error) {
+	st, none, err := l.readStore()
+	switch {
+	case err != nil:
+		return job.Job{}, err
+	case none:
+		return job.Job{}, fmt.Errorf("%w %d: nothing was submitted yet", state.ErrNotFound, id)
+	}
+	j, err := st.Get(id)
+	if errors.Is(err, state.ErrNotFound) {
+		return job.Job{}, fmt.Errorf("%w (see gssh ps -a)", err)
+	}
+	return j, err
+}
+
+// Logs implements Service. A job that has not started has no log.
+func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsResult, error) {
+	j, err := l.Job(ctx, r.ID)
+	if err != nil {
+		return LogsResult{}, err
+	}
+	res := LogsResult{Job: j}
+	if j.Placement.Host == "" || (j.Remote.Dir == "" && j.State != job.Launching) {
+		return res, fmt.Errorf("job %d has no log: it has not started (%s: %s)", j.ID, j.State, j.Reason)
+	}
+	f, err := l.hosts()
+	if err != nil {
+		return res, err
+	}
+	st, err := l.store(false)
+	if err != nil {
+		return res, err
+	}
+	cluster, err := st.ClusterID()
+	if err != nil {
+		return res, err
+	}
+	if _, ok := f.Lookup(j.Placement.Host); !ok {
+		return res, fmt.Errorf("job %d ran on %s, which is no longer in the inventory", j.ID, j.Placement.Host)
+	}
+	w := workers(f, cluster)
+	follow := r.Follow && !j.State.Terminal()
+	if err := w.Logs(ctx, j, r.Tail, follow, out); err != nil {
+		if ierr := interrupted(ctx); ierr != nil {
+			return res, ierr
+		}
+		return res, err
+	}
+	if err := interrupted(ctx); err != nil {
+		return res, err
+	}
+	if follow {
+		// Say how it ended, as the log itself does not.
+		if m, err := w.Poll(ctx, j.Placement.Host, []job.Job{j}); err == nil {
+			if s, ok := m[j.ID]; ok && s.State != job.Running {
+				res.Ended = &s
+			}
+		}
+	}
+	return res, nil
+}
+
+// Cancel implements Service: a queued job is dropped; an active one gets
+// SIGTERM on its worker, then SIGKILL after r.Grace, and is recorded
+// cancelled once its processes are gone. An ended job is an error.
+func (l *Local) Cancel(ctx context.Context, r CancelRequest) (job.Job, error) {
+	st, err := l.store(false)
+	if errors.Is(err, state.ErrNoState) && !l.opt.StateExplicit {
+		return job.Job{}, fmt.Errorf("%w %d: nothing was submitted yet", state.ErrNotFound, r.ID)
+	}
+	if err != nil {
+		return job.Job{}, err
+	}
+	j, err := st.Get(r.ID)
+	if errors.Is(err, state.ErrNotFound) {
+		return job.Job{}, fmt.Errorf("%w (see gssh ps -a)", err)
+	}
+	if err != nil {
+		return job.Job{}, err
+	}
+	if j.State.Terminal() {
+		return j, fmt.Errorf("job %d has already ended (%s)", j.ID, j.State)
+	}
+	if j.State.Active() {
+		f, err := l.hosts()
+		if err != nil {
+			return j, err
+		}
+		if _, ok := f.Lookup(j.Placement.Host); !ok {
+			return j, fmt.Errorf("job %d: host %s is no longer in the inventory", j.ID, j.Placement.Host)
+		}
+		cluster, err := st.ClusterID()
+		if err != nil {
+			return j, err
+		}
+		if _, err := workers(f, cluster).Cancel(ctx, j, r.Grace); err != nil {
+			return j, fmt.Errorf("job %d: %w", j.ID, err)
+		}
+	}
+	now := l.opt.Now()
+	return st.Update(j.ID, func(x *job.Job) error {
+		if x.State.Terminal() {
+			return nil // ended meanwhile: keep how
+		}
+		x.State, x.EndedAt, x.Reason = job.Cancelled, now, "cancelled by "+l.opt.User
+		return nil
+	})
+}

@@ -1,0 +1,256 @@
+// Package service holds gssh's user-facing operations as typed calls:
+// submit (with validation and dry-run), cancel, the job list and one job,
+// a job's log, a scheduling pass, and the GPUs and hosts of the fleet,
+// with the versioned JSON documents they answer with (docs.go).
+//
+// cmd/gssh calls them through the Service interface. Local carries them
+// out in the calling process, opening the state file and reaching the
+// hosts itself; the daemon will later serve the same interface over a
+// unix socket and HTTP, and a client will implement it.
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/gssh/gssh/control"
+	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/launch"
+	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/state"
+)
+
+// Service is what a gssh front end asks for. Errors that concern some
+// hosts only come as a *PartialError next to a complete answer; state
+// file problems as a *state.FileError; a cancelled ctx as an error
+// wrapping context.Canceled.
+type Service interface {
+	// GPUs probes the selected hosts (all, when q is empty).
+	GPUs(ctx context.Context, q HostQuery) (GPUsDoc, error)
+	// Hosts probes the selected hosts and measures their connections.
+	Hosts(ctx context.Context, q HostQuery) (HostsDoc, error)
+	// Submit validates and queues a job, then runs one pass to start it.
+	Submit(ctx context.Context, r SubmitRequest) (SubmitResult, error)
+	// Jobs lists jobs, oldest first.
+	Jobs(ctx context.Context, q JobQuery) (JobsDoc, error)
+	// Job returns one job; an error wrapping state.ErrNotFound when there
+	// is none.
+	Job(ctx context.Context, id job.ID) (job.Job, error)
+	// Logs writes a job's log to out (following it until the job ends with
+	// r.Follow).
+	Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsResult, error)
+	// Cancel stops one job and records it cancelled.
+	Cancel(ctx context.Context, r CancelRequest) (job.Job, error)
+	// Schedule runs one pass.
+	Schedule(ctx context.Context, r ScheduleRequest) (PassResult, error)
+}
+
+// HostQuery selects hosts: by name (all when empty) and by labels (a host
+// must carry every one).
+type HostQuery struct {
+	Hosts  []string
+	Labels []string
+}
+
+// JobQuery selects jobs for Jobs.
+type JobQuery struct {
+	All  bool   // ended jobs too; else queued, launching and running ones
+	User string // "" = every user's
+}
+
+// LogsRequest asks for a job's log.
+type LogsRequest struct {
+	ID     job.ID
+	Tail   int  // the last Tail lines first; -1 = all
+	Follow bool // keep printing until the job ends
+}
+
+// LogsResult says what became of a followed job.
+type LogsResult struct {
+	Job job.Job
+	// Ended is how the job ended when Logs followed it to its end (nil
+	// otherwise): the log itself does not say.
+	Ended *job.Status
+}
+
+// CancelRequest asks to stop one job.
+type CancelRequest struct {
+	ID    job.ID
+	Grace time.Duration // between SIGTERM and SIGKILL
+}
+
+// ScheduleRequest asks for one pass.
+type ScheduleRequest struct {
+	Wait time.Duration // how long to wait for another pass's lock
+}
+
+// PassResult is what a pass did.
+type PassResult struct {
+	Started  []job.Job `json:"started"`
+	Finished []job.Job `json:"finished"`
+	Pending  []job.Job `json:"pending"`
+	// Problems are per-host and per-job errors that did not stop the pass.
+	Problems []error `json:"-"`
+}
+
+// PartialError means the answer is complete but some hosts could not be
+// reached or probed (`gssh` exits 2).
+type PartialError struct{ Failed, Total int }
+
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("%d of %d hosts could not be reached or probed", e.Failed, e.Total)
+}
+
+// ErrPassBusy means another pass held the pass lock for longer than the
+// wait (Schedule; a Submit reports it in SubmitResult.PassError).
+var ErrPassBusy = control.ErrPassBusy
+
+// Defaults.
+const (
+	// DefaultPassWait is how long a submit-triggered pass waits for the
+	// pass lock before leaving the job queued (ARCHITECTURE: about 2 s).
+	DefaultPassWait = 2 * time.Second
+	// DefaultGrace is gssh cancel's time between SIGTERM and SIGKILL.
+	DefaultGrace = launch.DefaultGrace
+)
+
+// Options configure Local.
+type Options struct {
+	// Fleet says how hosts are found and reached (see fleet.Options).
+	Fleet fleet.Options
+	// StatePath is the state file. StateExplicit says it was given
+	// (--state, $GSSH_STATE): then a missing file is an error for the
+	// read-only calls; the default path missing is an empty queue.
+	StatePath     string
+	StateExplicit bool
+	// StateWait is how long one state operation waits for another
+	// process's lock (0 = state.DefaultTimeout).
+	StateWait time.Duration
+	// User owns the jobs submitted and is named in "cancelled by".
+	User string
+	// ProbeTimeout bounds each host's probe (0 = fleet.DefaultProbeTimeout).
+	ProbeTimeout time.Duration
+	// PassWait is how long a submit's pass waits for the pass lock (0 =
+	// DefaultPassWait).
+	PassWait time.Duration
+	Policy   sched.Policy
+	Now      func() time.Time // nil = time.Now
+}
+
+// Local carries the operations out in this process. Its fleet (and so its
+// SSH connections) lives from the first call that needs hosts to Close.
+type Local struct {
+	opt      Options
+	once     sync.Once
+	fleet    *fleet.Fleet
+	fleetErr error
+}
+
+var _ Service = (*Local)(nil)
+
+// New returns a Local service; nothing is opened before the first call.
+func New(opt Options) *Local {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	opt.ProbeTimeout = cmp.Or(opt.ProbeTimeout, fleet.DefaultProbeTimeout)
+	opt.PassWait = cmp.Or(opt.PassWait, DefaultPassWait)
+	return &Local{opt: opt}
+}
+
+// Close closes the fleet's connections, if any were opened.
+func (l *Local) Close() error {
+	if l.fleet != nil {
+		return l.fleet.Close()
+	}
+	return nil
+}
+
+// hosts opens the fleet on first use.
+func (l *Local) hosts() (*fleet.Fleet, error) {
+	l.once.Do(func() { l.fleet, l.fleetErr = fleet.New(l.opt.Fleet) })
+	return l.fleet, l.fleetErr
+}
+
+// store opens the state file; a read-only caller never creates it.
+func (l *Local) store(create bool) (*state.Bolt, error) {
+	return state.Open(l.opt.StatePath, state.Options{Now: l.opt.Now, Timeout: l.opt.StateWait, NoCreate: !create})
+}
+
+// readStore opens the state file for reading. none reports that the
+// default file does not exist yet: nothing was ever submitted, which is an
+// empty queue, not an error.
+func (l *Local) readStore() (st *state.Bolt, none bool, err error) {
+	st, err = l.store(false)
+	if errors.Is(err, state.ErrNoState) && !l.opt.StateExplicit {
+		return nil, true, nil
+	}
+	return st, false, err
+}
+
+// workers is the worker side of jobs over the fleet, for the state's
+// cluster id.
+func workers(f *fleet.Fleet, cluster string) launch.Workers {
+	return launch.Workers{Cluster: cluster, Shell: func(h string) (launch.Shell, error) { return f.Shell(h) }}
+}
+
+// controller builds the pass of f and st; reports, when set, are the
+// probe the pass uses instead of probing again.
+func (l *Local) controller(f *fleet.Fleet, st *state.Bolt, reports []fleet.Report) (*control.Controller, error) {
+	cluster, err := st.ClusterID()
+	if err != nil {
+		return nil, err
+	}
+	return control.New(control.Options{
+		Store:     st,
+		Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports},
+		Workers:   workers(f, cluster),
+		Now:       l.opt.Now,
+		Policy:    l.opt.Policy,
+	})
+}
+
+// pass runs one pass under the pass lock (next to the state file),
+// waiting up to wait for it.
+func (l *Local) pass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, reports []fleet.Report, wait time.Duration) (PassResult, error) {
+	ctl, err := l.controller(f, st, reports)
+	if err != nil {
+		return PassResult{}, err
+	}
+	unlock, err := control.LockPass(ctx, l.opt.StatePath+".pass.lock", wait)
+	if err != nil {
+		return PassResult{}, err
+	}
+	defer unlock()
+	res, err := ctl.Pass(ctx)
+	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Problems: res.Errors}, err
+}
+
+// Schedule implements Service. An error wrapping control.ErrPassBusy
+// means another pass held the lock for longer than r.Wait.
+func (l *Local) Schedule(ctx context.Context, r ScheduleRequest) (PassResult, error) {
+	f, err := l.hosts()
+	if err != nil {
+		return PassResult{}, err
+	}
+	st, err := l.store(true)
+	if err != nil {
+		return PassResult{}, err
+	}
+	return l.pass(ctx, f, st, nil, r.Wait)
+}
+
+// interrupted returns ctx's error when the caller gave up (Ctrl-C), so
+// that nothing half-probed is reported as a timeout.
+func interrupted(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	return nil
+}

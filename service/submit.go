@@ -1,0 +1,174 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/gssh/gssh/control"
+	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/launch"
+	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/state"
+)
+
+// SubmitRequest asks to queue a job.
+type SubmitRequest struct {
+	// Spec is the job. Host "" means "auto"; Name "" the command's first
+	// word. Workdir must be absolute, or "~", "~/dir", "~user[/dir]" (the
+	// worker's home directories): the caller resolves a relative one
+	// against the directory it was given in, as sbatch does.
+	Spec   job.Spec
+	DryRun bool // check, and say where the job would go; store nothing
+}
+
+// SubmitResult is what became of a submitted job.
+type SubmitResult struct {
+	// Job is the job as stored after its pass: running, or queued with
+	// the reason. Zero on a dry run.
+	Job job.Job
+	// A dry run's answer: whether the job would start now, where, or why
+	// not (the queue ahead of it included).
+	DryRun    bool
+	WouldRun  bool
+	Placement job.Placement
+	Reason    string
+	// PassError says why the job's pass did not run (another pass held
+	// the lock, the state was busy): the job is stored and queued, and
+	// the next pass places it.
+	PassError error
+	// Problems are per-host and per-job errors of the pass.
+	Problems []error
+}
+
+// dryRunID is the id a dry run's job is planned under: after every real
+// one, so it queues behind the jobs of its priority already waiting.
+const dryRunID = job.ID(math.MaxUint64)
+
+// Submit implements Service. Errors: an invalid spec, or a request that
+// can never fit (sched.Validate), are input errors; nothing is stored.
+func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, error) {
+	s, err := CheckSpec(r.Spec)
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	f, err := l.hosts()
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	st, err := l.store(!r.DryRun)
+	var none bool
+	if r.DryRun && errors.Is(err, state.ErrNoState) && !l.opt.StateExplicit {
+		none, err = true, nil
+	}
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	var active []job.Job
+	if !none {
+		if active, err = st.Active(); err != nil && !errors.Is(err, state.ErrBadRecord) {
+			return SubmitResult{}, err
+		}
+	}
+	inv := f.Inventory()
+	reports := f.Probe(ctx, inv.Hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout})
+	if err := interrupted(ctx); err != nil {
+		return SubmitResult{}, err
+	}
+	hosts := fleet.SchedHosts(inv, reports)
+	if err := sched.Validate(hosts, sched.RequestOf(s)); err != nil {
+		return SubmitResult{}, err
+	}
+	if r.DryRun {
+		return l.dryRun(s, hosts, active), nil
+	}
+
+	j, err := st.Submit(job.Job{User: l.opt.User, Spec: s, Reason: "waiting for the first scheduling pass"})
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	res := SubmitResult{Job: j}
+	pass, perr := l.pass(ctx, f, st, reports, l.opt.PassWait)
+	res.Problems = pass.Problems
+	if got, err := st.Get(j.ID); err == nil {
+		res.Job = got
+	}
+	if err := interrupted(ctx); err != nil {
+		return res, err
+	}
+	if perr != nil {
+		res.PassError = perr
+		if res.Job.State == job.Queued {
+			if errors.Is(perr, control.ErrPassBusy) {
+				res.Job.Reason = "another scheduling pass is running; the next pass (gssh schedule) will place it"
+			} else {
+				res.Job.Reason = "the scheduling pass could not run; the next pass (gssh schedule) will place it"
+			}
+		}
+	}
+	return res, nil
+}
+
+// dryRun plans the queue with s behind the jobs waiting already.
+func (l *Local) dryRun(s job.Spec, hosts []sched.Host, active []job.Job) SubmitResult {
+	in := sched.Input{Now: l.opt.Now(), Policy: l.opt.Policy, Hosts: hosts}
+	for _, j := range active {
+		switch {
+		case j.State == job.Queued:
+			in.Queue = append(in.Queue, j)
+		case j.State.Active():
+			in.Running = append(in.Running, j)
+		}
+	}
+	in.Queue = append(in.Queue, job.Job{ID: dryRunID, User: l.opt.User, Spec: s, State: job.Queued})
+	d := sched.Plan(in)
+	res := SubmitResult{DryRun: true}
+	for _, st := range d.Starts {
+		if st.Job == dryRunID {
+			res.WouldRun, res.Placement = true, st.Placement
+		}
+	}
+	for _, p := range d.Pending {
+		if p.Job == dryRunID {
+			res.Reason = p.Reason.Text
+		}
+	}
+	return res
+}
+
+// userHome matches a workdir of the form ~user or ~user/dir.
+var userHome = regexp.MustCompile(`^~[A-Za-z_][A-Za-z0-9._-]*(/.*)?$`)
+
+// CheckSpec reports what in s cannot be queued, and fills its defaults
+// (Host "auto", Name from the command's first word). Its errors name the
+// gssh submit flag to change.
+func CheckSpec(s job.Spec) (job.Spec, error) {
+	if s.Host == "" {
+		s.Host = "auto"
+	}
+	switch wd := s.Workdir; {
+	case s.GPUs < 1:
+		return s, fmt.Errorf("--gpus %d: a job needs at least 1 GPU", s.GPUs)
+	case s.Priority < 0 || s.Priority > 10:
+		return s, fmt.Errorf("--priority %d: give 0 (first) to 10 (last)", s.Priority)
+	case wd == "":
+		return s, errors.New("--workdir: empty: give the directory the job runs in")
+	case strings.ContainsAny(wd, "\n\x00"):
+		return s, fmt.Errorf("--workdir %q: a newline or NUL cannot be in a directory name", wd)
+	case !path.IsAbs(wd) && wd != "~" && !strings.HasPrefix(wd, "~/") && !userHome.MatchString(wd):
+		return s, fmt.Errorf("--workdir %q is relative: give an absolute path, or ~ for the worker's home (gssh submit resolves a relative one against the current directory)", wd)
+	}
+	if err := launch.CheckSpec(s); err != nil {
+		return s, err
+	}
+	if s.Name == "" {
+		first := strings.Fields(s.Argv[0] + " x")[0]
+		s.Name = path.Base(first)
+	}
+	return s, nil
+}
