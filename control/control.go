@@ -156,9 +156,12 @@ func LockPass(ctx context.Context, path string, wait time.Duration) (func(), err
 		return nil, fmt.Errorf("pass lock: %w", err)
 	}
 	l := flock.New(path, flock.SetPermissions(0o600))
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	ok, err := l.TryLockContext(ctx, 50*time.Millisecond)
+	ok, err := l.TryLock()
+	if err == nil && !ok && wait > 0 {
+		ctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		ok, err = l.TryLockContext(ctx, 50*time.Millisecond)
+	}
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("pass lock %s: %w", path, err)
 	}

@@ -483,8 +483,11 @@ func TestLockPass(t *testing.T) {
 	if d := time.Since(start); d < 150*time.Millisecond || d > 3*time.Second {
 		t.Errorf("waited %v", d)
 	}
+	if _, err := control.LockPass(context.Background(), path, 0); !errors.Is(err, control.ErrPassBusy) {
+		t.Errorf("held, no wait: %v", err)
+	}
 	unlock()
-	unlock2, err := control.LockPass(context.Background(), path, time.Second)
+	unlock2, err := control.LockPass(context.Background(), path, 0) // free: one try is enough
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -59,14 +60,7 @@ type Host struct {
 }
 
 // HasLabel reports whether h carries label l.
-func (h Host) HasLabel(l string) bool {
-	for _, x := range h.Labels {
-		if x == l {
-			return true
-		}
-	}
-	return false
-}
+func (h Host) HasLabel(l string) bool { return slices.Contains(h.Labels, l) }
 
 // Overrides returns the values of h that win over ~/.ssh/config, as options
 // on the ssh command line do.

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"debug/elf"
@@ -238,11 +239,11 @@ func startFailure(res sshexec.Result, err, derr error) string {
 	case strings.Contains(stderr, "GLIBC_"):
 		return "the helper cannot start: the host's glibc is too old (" + line + ")"
 	case xe != nil && xe.Code == 126, strings.Contains(stderr, "Exec format error"):
-		return "the helper cannot execute on the host (" + orText(line, "exit 126") + ")"
+		return "the helper cannot execute on the host (" + cmp.Or(line, "exit 126") + ")"
 	case xe != nil && xe.Code == 127:
-		return "the helper cannot start: a library or the loader is missing (" + orText(line, "exit 127") + ")"
+		return "the helper cannot start: a library or the loader is missing (" + cmp.Or(line, "exit 127") + ")"
 	case xe != nil:
-		return fmt.Sprintf("the helper failed with exit status %d: %s", xe.Code, orText(line, "no message"))
+		return fmt.Sprintf("the helper failed with exit status %d: %s", xe.Code, cmp.Or(line, "no message"))
 	case derr != nil:
 		return "the helper's output is not a gssh.helper/v1 document: " + derr.Error()
 	}
@@ -306,13 +307,6 @@ func firstTextLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
-	}
-	return s
-}
-
-func orText(s, def string) string {
-	if s == "" {
-		return def
 	}
 	return s
 }

@@ -63,8 +63,8 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	}
 	st, err := l.store(!r.DryRun)
 	var none bool
-	if r.DryRun && errors.Is(err, state.ErrNoState) && !l.opt.StateExplicit {
-		none, err = true, nil
+	if r.DryRun && errors.Is(err, state.ErrNoState) {
+		none, err = true, nil // nothing queued yet; a dry run creates nothing
 	}
 	if err != nil {
 		return SubmitResult{}, err

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -267,7 +268,7 @@ func (l *loader) include(d *directive, depth int, stack []string) {
 			case depth+1 > maxIncludeDepth:
 				l.cfg.warn(d.file, d.line, fmt.Sprintf("Include %s: more than %d nested includes: not read", m, maxIncludeDepth))
 				continue
-			case containsString(stack, m):
+			case slices.Contains(stack, m):
 				l.cfg.warn(d.file, d.line, fmt.Sprintf("Include %s: the file includes itself: not read again", m))
 				continue
 			}
@@ -282,15 +283,6 @@ func (l *loader) include(d *directive, depth int, stack []string) {
 			d.files = append(d.files, l.parse(m, data, depth+1, stack))
 		}
 	}
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // splitKeyword splits a line into its keyword and the rest, as OpenSSH's

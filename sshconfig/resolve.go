@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,7 +57,7 @@ func (c *Config) resolve(alias string, ov Overrides, path []string) (Settings, e
 		var hs Settings
 		hov := Overrides{User: h.user, Port: h.port}
 		if i == 0 {
-			if containsString(path, h.host) || len(path) >= maxJumps {
+			if slices.Contains(path, h.host) || len(path) >= maxJumps {
 				// Crossing order: this hop, then the hosts of path inwards out.
 				chain := []string{h.host}
 				for j := len(path) - 1; j >= 0; j-- {
@@ -86,7 +87,7 @@ func (c *Config) resolve(alias string, ov Overrides, path []string) (Settings, e
 	}
 	chain = append(chain, alias)
 	for i, a := range chain {
-		if containsString(chain[:i], a) || i >= maxJumps {
+		if slices.Contains(chain[:i], a) || i >= maxJumps {
 			return Settings{}, &chainError{chain}
 		}
 	}

@@ -1,6 +1,7 @@
 package sshexec
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -51,7 +52,7 @@ func newHostKeys(s sshconfig.Settings, warn func(string), appendMu *sync.Mutex) 
 	if len(s.UserKnownHostsFiles) > 0 {
 		hk.addTo = s.UserKnownHostsFiles[0]
 	}
-	hk.keyscan = fmt.Sprintf("ssh-keyscan -p %d %s >> %s", s.Port, s.HostName, orDefault(hk.addTo, "~/.ssh/known_hosts"))
+	hk.keyscan = fmt.Sprintf("ssh-keyscan -p %d %s >> %s", s.Port, s.HostName, cmp.Or(hk.addTo, "~/.ssh/known_hosts"))
 	for _, f := range append(append([]string(nil), s.UserKnownHostsFiles...), s.GlobalKnownHostsFiles...) {
 		if _, err := os.Stat(f); err == nil {
 			hk.files = append(hk.files, f)
@@ -125,7 +126,7 @@ func (hk *hostKeys) check(_ string, _ net.Addr, key ssh.PublicKey) error {
 		return hk.add(key)
 	}
 	return fault(ErrUnknownHostKey, "no known_hosts entry for %s (%s %s) and StrictHostKeyChecking is %s; check the fingerprint and add it with `%s`, connect once with ssh, or set StrictHostKeyChecking accept-new for this host in your ssh config",
-		hk.lookup, key.Type(), ssh.FingerprintSHA256(key), orDefault(hk.strict, "ask"), hk.keyscan)
+		hk.lookup, key.Type(), ssh.FingerprintSHA256(key), cmp.Or(hk.strict, "ask"), hk.keyscan)
 }
 
 func (hk *hostKeys) add(key ssh.PublicKey) error {
@@ -149,13 +150,6 @@ func (hk *hostKeys) add(key ssh.PublicKey) error {
 		hk.warn(fmt.Sprintf("added the %s key of %s (%s) to %s", key.Type(), hk.lookup, ssh.FingerprintSHA256(key), hk.addTo))
 	}
 	return nil
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // probeKey is a public key equal to no real key, used to make the known_hosts

@@ -43,6 +43,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -349,7 +350,7 @@ func (s *Bolt) List(f Filter) ([]job.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	reverse(out)
+	slices.Reverse(out)
 	if len(errs) > 0 {
 		return out, fmt.Errorf("list: %w: %w", ErrBadRecord, errors.Join(errs...))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -134,7 +135,7 @@ func (m *Mem) List(f Filter) ([]job.Job, error) {
 			out = append(out, j)
 		}
 	}
-	reverse(out)
+	slices.Reverse(out)
 	if len(errs) > 0 {
 		return out, fmt.Errorf("list: %w: %w", ErrBadRecord, errors.Join(errs...))
 	}

@@ -201,10 +201,3 @@ func (f Filter) activeOnly() bool {
 
 // full reports whether n matches fill f's limit.
 func (f Filter) full(n int) bool { return f.Limit > 0 && n >= f.Limit }
-
-// reverse puts newest-first collected jobs back in id order.
-func reverse(js []job.Job) {
-	for i, k := 0, len(js)-1; i < k; i, k = i+1, k-1 {
-		js[i], js[k] = js[k], js[i]
-	}
-}

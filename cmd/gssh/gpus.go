@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,7 +122,7 @@ func gpuRows(hosts []service.HostGPUs) (rows [][]string, warnings []string) {
 		gpus := append([]probe.GPU(nil), s.GPUs...)
 		sort.SliceStable(gpus, func(i, j int) bool { return gpus[i].Index < gpus[j].Index })
 		for _, g := range gpus {
-			rows = append(rows, []string{name, fmt.Sprint(g.Index), orDash(g.Name), memory(g.MemUsed, g.MemTotal, g.MemoryState),
+			rows = append(rows, []string{name, fmt.Sprint(g.Index), cmp.Or(g.Name, "-"), memory(g.MemUsed, g.MemTotal, g.MemoryState),
 				pct(g.UtilPct), temp(g.TempC), procs(g), gpuState(g)})
 			for _, m := range g.MIG {
 				rows = append(rows, []string{name, fmt.Sprintf("%d/mig%d", g.Index, m.Index), "MIG " + m.Profile,
@@ -163,13 +164,6 @@ func gpuState(g probe.GPU) string {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
 
 // memory prints "used / total" in IEC units; "?" for an unknown side, with
 // the reason when both are unknown.

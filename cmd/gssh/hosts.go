@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,14 +66,14 @@ func hostsRun(ctx context.Context, a *app, opts *hostsOptions) error {
 		if d.Error != "" {
 			state += ": " + oneLine(d.Error)
 		}
-		src := orDash(d.Source)
+		src := cmp.Or(d.Source, "-")
 		if d.SourceWhy != "" {
 			src += " (" + d.SourceWhy + ")"
 		}
 		if d.Drain {
 			state += " (drained)"
 		}
-		rows[i] = []string{d.Name, d.Address, state, src, orDash(d.Driver), fmt.Sprint(d.GPUs), msCell(d.RTTMS), msCell(d.ConnectMS)}
+		rows[i] = []string{d.Name, d.Address, state, src, cmp.Or(d.Driver, "-"), fmt.Sprint(d.GPUs), msCell(d.RTTMS), msCell(d.ConnectMS)}
 	}
 	if terr := printTable(a.stdout, a.tty, []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "CONNECT"}, rows); terr != nil {
 		return terr
