@@ -35,6 +35,7 @@ import (
 // error wrapping state.ErrBadRecord for those it could not: the pass goes
 // on with the others and reports the bad ones.
 type Store interface {
+	Get(id job.ID) (job.Job, error)
 	Active() ([]job.Job, error)
 	Update(id job.ID, fn func(*job.Job) error) (job.Job, error)
 }
@@ -68,6 +69,7 @@ const (
 	JobStarted  EventKind = "job_start"   // launched: running on its GPUs
 	JobEnded    EventKind = "job_end"     // reached an end state (Job.State says which)
 	JobRequeued EventKind = "job_requeue" // back in the queue: a failed launch, a claim that never arrived
+	JobCancel   EventKind = "job_cancel"  // cancelled (Job.Reason says by whom)
 )
 
 // Event is one change a pass made to a job.
@@ -193,26 +195,105 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	}
 	active = c.reconcile(ctx, active, &res)
 
-	var queued, holding []job.Job
-	for _, j := range active {
-		switch {
-		case j.State == job.Queued:
-			queued = append(queued, j)
-		case j.State.Active():
-			holding = append(holding, j)
-		}
-	}
-	if len(queued) == 0 || ctx.Err() != nil {
+	in := c.input(active)
+	if len(in.Queue) == 0 || ctx.Err() != nil {
 		return res, nil
 	}
-	hosts, err := c.snaps.Hosts(ctx)
-	if err != nil {
+	if in.Hosts, err = c.snaps.Hosts(ctx); err != nil {
 		res.Errors = append(res.Errors, fmt.Errorf("host snapshots: %w", err))
 		return res, nil
 	}
-	plan := sched.Plan(sched.Input{Now: c.now(), Policy: c.policy, Hosts: hosts, Running: holding, Queue: queued})
-	c.carryOut(ctx, plan, queued, &res)
+	c.carryOut(ctx, sched.Plan(in), in.Queue, &res)
 	return res, nil
+}
+
+// input is the planner's input for active (the hosts aside): the queued
+// jobs, the ones holding GPUs, the policy and now. Pass and DryRun plan
+// alike through it.
+func (c *Controller) input(active []job.Job) sched.Input {
+	in := sched.Input{Now: c.now(), Policy: c.policy}
+	for _, j := range active {
+		switch {
+		case j.State == job.Queued:
+			in.Queue = append(in.Queue, j)
+		case j.State.Active():
+			in.Running = append(in.Running, j)
+		}
+	}
+	return in
+}
+
+// Trial is a dry run's answer for one job.
+type Trial struct {
+	Start     bool          // it would start now
+	Placement job.Placement // where, when Start
+	Reason    sched.Reason  // why it would wait, when not
+}
+
+// DryRun plans the queue as a pass would now, with j (which is not
+// stored; give it an id after every real one) queued behind the jobs of
+// its priority, and says what would become of j. It changes nothing: no
+// worker is polled and nothing is written.
+func (c *Controller) DryRun(ctx context.Context, j job.Job) (Trial, error) {
+	active, err := c.store.Active()
+	if err != nil && !errors.Is(err, state.ErrBadRecord) {
+		return Trial{}, err
+	}
+	j.State = job.Queued
+	in := c.input(append(active, j))
+	if in.Hosts, err = c.snaps.Hosts(ctx); err != nil {
+		return Trial{}, fmt.Errorf("host snapshots: %w", err)
+	}
+	plan := sched.Plan(in)
+	for _, s := range plan.Starts {
+		if s.Job == j.ID {
+			return Trial{Start: true, Placement: s.Placement}, nil
+		}
+	}
+	for _, p := range plan.Pending {
+		if p.Job == j.ID {
+			return Trial{Reason: p.Reason}, nil
+		}
+	}
+	return Trial{}, fmt.Errorf("dry run: job %d is not in the plan", j.ID)
+}
+
+// ErrEnded means a job asked to be cancelled has ended already.
+var ErrEnded = errors.New("has already ended")
+
+// Cancel stops job id and records it cancelled by who: a queued job at
+// once; an active one after its processes got SIGTERM on its worker and,
+// after grace, SIGKILL. A job that ended meanwhile keeps how it ended. An
+// ended job is an error wrapping ErrEnded; a missing one, the store's
+// not-found error. A job cancelled while a pass launches it is stopped by
+// that pass (see start).
+func (c *Controller) Cancel(ctx context.Context, id job.ID, grace time.Duration, who string) (job.Job, error) {
+	j, err := c.store.Get(id)
+	if err != nil {
+		return job.Job{}, err
+	}
+	if j.State.Terminal() {
+		return j, fmt.Errorf("job %d %w (%s)", j.ID, ErrEnded, j.State)
+	}
+	if j.State.Active() {
+		if _, err := c.workers.Cancel(ctx, j, grace); err != nil {
+			return j, fmt.Errorf("job %d: %w", j.ID, err)
+		}
+	}
+	now := c.now()
+	var ended bool
+	u, err := c.store.Update(j.ID, func(x *job.Job) error {
+		if x.State.Terminal() {
+			ended = true // ended meanwhile: keep how
+			return nil
+		}
+		x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, "cancelled by "+who, ""
+		return nil
+	})
+	if err == nil && !ended {
+		c.emit(JobCancel, u)
+	}
+	return u, err
 }
 
 // carryOut launches the plan's starts in order, then records the pending
@@ -242,7 +323,7 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued 
 	}
 	for _, p := range plan.Pending {
 		j := byID[p.Job]
-		if j.Reason == p.Reason.Text {
+		if j.Reason == p.Reason.Text && j.ReasonCode == string(p.Reason.Code) {
 			res.Pending = append(res.Pending, j) // nothing new to write
 			continue
 		}
@@ -250,7 +331,7 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued 
 			if x.State != job.Queued {
 				return errSkip
 			}
-			x.Reason = p.Reason.Text
+			x.Reason, x.ReasonCode = p.Reason.Text, string(p.Reason.Code)
 			return nil
 		})
 		switch {
@@ -267,13 +348,15 @@ var errSkip = errors.New("skip")
 
 // start claims j (launching, with its placement), launches it and records
 // where it runs. A failed launch puts the job back in the queue with the
-// reason; it is never left in launching by this function.
+// reason; it is never left in launching by this function. A job cancelled
+// while it launched is stopped on its worker at once: nothing runs that
+// the queue does not track.
 func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job.Job, error) {
 	claimed, err := c.store.Update(j.ID, func(x *job.Job) error {
 		if x.State != job.Queued {
 			return errSkip
 		}
-		x.State, x.Placement, x.Reason = job.Launching, p, "launching on "+p.Host
+		x.State, x.Placement, x.Reason, x.ReasonCode = job.Launching, p, "launching on "+p.Host, ""
 		return nil
 	})
 	if errors.Is(err, errSkip) {
@@ -284,17 +367,32 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 	}
 	remote, lerr := c.workers.Start(ctx, claimed)
 	now := c.now()
+	var cancelled bool
 	updated, err := c.store.Update(j.ID, func(x *job.Job) error {
-		if lerr != nil {
+		switch {
+		case x.State.Terminal():
+			cancelled = true // while it launched
+			if lerr == nil {
+				x.Remote = remote
+			}
+		case lerr != nil:
 			x.State, x.Placement = job.Queued, job.Placement{}
-			x.Reason = "launch failed: " + lerr.Error() + "; the job stays queued"
-			return nil
+			x.Reason, x.ReasonCode = "launch failed: "+lerr.Error()+"; the job stays queued", "launch_failed"
+		default:
+			x.State, x.Remote, x.StartedAt, x.Reason = job.Running, remote, now, ""
 		}
-		x.State, x.Remote, x.StartedAt, x.Reason = job.Running, remote, now, ""
 		return nil
 	})
 	if err != nil {
 		return job.Job{}, fmt.Errorf("job %d: record the launch: %w", j.ID, err)
+	}
+	if cancelled {
+		if lerr == nil {
+			if _, err := c.workers.Cancel(ctx, updated, c.grace); err != nil {
+				return job.Job{}, fmt.Errorf("job %d was cancelled while it launched; stopping it: %w", j.ID, err)
+			}
+		}
+		return job.Job{}, nil
 	}
 	if lerr != nil {
 		c.emit(JobRequeued, updated)
@@ -401,7 +499,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		})
 	case st.State == job.Running && j.State == job.Launching:
 		return update(func(x *job.Job) {
-			x.State, x.Reason = job.Running, ""
+			x.State, x.Reason, x.ReasonCode = job.Running, "", ""
 			if x.StartedAt.IsZero() {
 				x.StartedAt = now
 			}
@@ -410,7 +508,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		// Claimed, but the launch never made it to the worker: queue again.
 		return update(func(x *job.Job) {
 			x.State, x.Placement = job.Queued, job.Placement{}
-			x.Reason = "the launch did not reach " + j.Placement.Host + "; queued again"
+			x.Reason, x.ReasonCode = "the launch did not reach "+j.Placement.Host+"; queued again", "requeued"
 		})
 	case st.Orphans > 0:
 		// The job's leader died without an exit status but some of its
@@ -435,7 +533,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 			}
 		}
 		return update(func(x *job.Job) {
-			x.State, x.EndedAt, x.Reason = st.State, ended, st.Reason
+			x.State, x.EndedAt, x.Reason, x.ReasonCode = st.State, ended, st.Reason, ""
 			x.ExitCode, x.Signal = st.ExitCode, st.Signal
 		})
 	}

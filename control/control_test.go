@@ -61,6 +61,8 @@ type workers struct {
 	mu        sync.Mutex
 	jobs      map[job.ID]*simJob
 	startErr  error            // every Start fails with it
+	onStart   func(job.Job)    // called during Start, without the lock (a cancel racing the launch)
+	polls     int              // Poll calls
 	pollErr   map[string]error // Poll of that host fails
 	status    map[job.ID]job.Status
 	cancelled []string // "id grace"
@@ -79,6 +81,9 @@ func newWorkers() *workers {
 }
 
 func (w *workers) Start(_ context.Context, j job.Job) (job.Remote, error) {
+	if w.onStart != nil {
+		w.onStart(j)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.startErr != nil {
@@ -101,6 +106,7 @@ func (w *workers) Start(_ context.Context, j job.Job) (job.Remote, error) {
 func (w *workers) Poll(_ context.Context, host string, jobs []job.Job) (map[job.ID]job.Status, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.polls++
 	if err := w.pollErr[host]; err != nil {
 		return nil, err
 	}
@@ -228,8 +234,8 @@ func TestPassOrderAndPendingReasons(t *testing.T) {
 			t.Errorf("started at %v, want the pass's now %v", res.Started[0].StartedAt, time.Now())
 		}
 		for _, id := range []job.ID{a.ID, c.ID} {
-			if j := r.get(t, id); j.State != job.Queued || !strings.Contains(j.Reason, "ctl: 0/4 GPUs free") {
-				t.Errorf("job %d: %s %q", id, j.State, j.Reason)
+			if j := r.get(t, id); j.State != job.Queued || !strings.Contains(j.Reason, "ctl: 0/4 GPUs free") || j.ReasonCode != string(sched.CodeForeign) {
+				t.Errorf("job %d: %s %q (%s)", id, j.State, j.Reason, j.ReasonCode)
 			}
 		}
 		if !slices.Equal(ids(res.Pending), []job.ID{a.ID, c.ID}) {
@@ -325,7 +331,7 @@ func TestPassLaunchFailureRequeues(t *testing.T) {
 	res := r.pass(t)
 	got := r.get(t, j.ID)
 	if len(res.Started) != 0 || len(res.Errors) != 1 || got.State != job.Queued || got.Placement.Host != "" ||
-		got.Reason != "launch failed: launch on ctl: mkdir: cannot create directory '/dev/null/home': Not a directory; the job stays queued" {
+		got.Reason != "launch failed: launch on ctl: mkdir: cannot create directory '/dev/null/home': Not a directory; the job stays queued" || got.ReasonCode != "launch_failed" {
 		t.Errorf("state %s reason %q, errors %v", got.State, got.Reason, res.Errors)
 	}
 	if !slices.Equal(ids(res.Pending), []job.ID{j.ID}) {
@@ -492,4 +498,76 @@ func TestLockPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	unlock2()
+}
+
+// Cancel: a queued job at once, an active one stopped on its worker first
+// (with the grace given), an ended one refused.
+func TestCancel(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	run := r.submit(t, 5, "train")
+	r.pass(t)
+	wait := r.submit(t, 5, "train")
+	r.pass(t)
+	for _, id := range []job.ID{wait.ID, run.ID} {
+		j, err := r.ctl.Cancel(context.Background(), id, 3*time.Second, "ann")
+		if err != nil || j.State != job.Cancelled || j.Reason != "cancelled by ann" || j.ReasonCode != "" {
+			t.Errorf("cancel %d: %+v %v", id, j, err)
+		}
+	}
+	if want := []string{fmt.Sprintf("%d 3s", run.ID)}; !slices.Equal(r.workers.cancelled, want) {
+		t.Errorf("stopped on the worker: %q, want %q (only the running job)", r.workers.cancelled, want)
+	}
+	if _, err := r.ctl.Cancel(context.Background(), run.ID, time.Second, "ann"); !errors.Is(err, control.ErrEnded) {
+		t.Errorf("cancel again: %v", err)
+	}
+	if _, err := r.ctl.Cancel(context.Background(), 99, time.Second, "ann"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("cancel of no job: %v", err)
+	}
+	if !slices.Contains(r.events.seen, fmt.Sprintf("job_cancel %d cancelled", run.ID)) {
+		t.Errorf("events %q", r.events.seen)
+	}
+}
+
+// A job cancelled while the pass launches it is stopped on the worker as
+// soon as the launch returns, and keeps where it ran: nothing runs that the
+// queue does not track.
+func TestCancelDuringLaunch(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	j := r.submit(t, 5, "train")
+	r.workers.onStart = func(x job.Job) {
+		if _, err := r.ctl.Cancel(context.Background(), x.ID, time.Second, "ann"); err != nil {
+			t.Error(err)
+		}
+	}
+	res := r.pass(t)
+	got := r.get(t, j.ID)
+	if len(res.Started) != 0 || len(res.Errors) != 0 || got.State != job.Cancelled || got.Remote.PID == 0 {
+		t.Errorf("result %+v; job %+v", res, got)
+	}
+	// Cancelled on the worker twice: by Cancel (nothing there yet) and by
+	// the pass once the launch returned.
+	if want := []string{fmt.Sprintf("%d 1s", j.ID), fmt.Sprintf("%d %s", j.ID, control.DefaultGrace)}; !slices.Equal(r.workers.cancelled, want) {
+		t.Errorf("cancelled %q, want %q", r.workers.cancelled, want)
+	}
+}
+
+// A dry run makes the pass's decision for a job not stored, behind the
+// queue, and changes nothing: no poll, no write.
+func TestDryRun(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	first := r.submit(t, 5, "train")
+	trial, err := r.ctl.DryRun(context.Background(), job.Job{ID: 1000, Spec: job.Spec{Argv: []string{"x"}, Host: "auto", GPUs: 1, Priority: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trial.Start || trial.Reason.Code != sched.CodeForeign || !strings.Contains(trial.Reason.Text, "GPU 3: in use by gssh jobs") {
+		t.Errorf("behind job %d: %+v", first.ID, trial)
+	}
+	if r.workers.polls != 0 || r.get(t, first.ID).State != job.Queued || r.get(t, first.ID).Reason != "" {
+		t.Errorf("the dry run changed something: %d polls, %+v", r.workers.polls, r.get(t, first.ID))
+	}
+	trial, err = r.ctl.DryRun(context.Background(), job.Job{ID: 1000, Spec: job.Spec{Argv: []string{"x"}, Host: "auto", GPUs: 1, Priority: 0}})
+	if err != nil || !trial.Start || trial.Placement.Indexes[0] != 3 {
+		t.Errorf("ahead of the queue (priority 0): %+v, %v", trial, err)
+	}
 }

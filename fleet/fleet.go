@@ -453,13 +453,14 @@ func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions
 	snap, err := f.source(h, opt.Timeout).Snapshot(ctx)
 	snap.Host = h.Name
 	r.Snapshot, r.Err = snap, err
-	var xe *sshexec.ExitError
+	var te *sshexec.Error
 	switch {
 	case err != nil && snap.State == "":
 		r.Snapshot = failed(h.Name, err)
 	case err != nil && errors.Is(err, sshexec.ErrTimeout) && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		r.Snapshot.Error = fmt.Sprintf("the GPU probe did not finish within %s (nvidia-smi may hang on a stuck GPU; raise --probe-timeout if the host is only slow)", opt.Timeout)
-	case err != nil && !errors.As(err, &xe) && snap.Error == err.Error():
+	case errors.As(err, &te):
+		// A transport failure: the row says the host and the state already.
 		r.Snapshot.Error = detail(snap.State, err)
 	}
 	r.Took = f.opt.Now().Sub(start)

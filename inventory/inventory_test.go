@@ -167,4 +167,9 @@ func TestExampleFile(t *testing.T) {
 	if h, _ := inv.Lookup("ctl"); !h.Local {
 		t.Error("ctl is not local")
 	}
+	// A copied example must not force a login name on every host: that
+	// fails every host with "auth failed" until one finds the line.
+	if h, _ := inv.Lookup("gpu01"); h.User != "" {
+		t.Errorf("gpu01 gets user %q from the example's defaults", h.User)
+	}
 }

@@ -94,11 +94,15 @@ type Job struct {
 	// Reason says why the job is queued (pending reason), or why it ended
 	// as it did ("exit status 3", "killed by signal KILL", "workdir /x does
 	// not exist on gpu01").
-	Reason    string    `json:"reason,omitempty"`
-	Placement Placement `json:"placement,omitzero"`
-	Remote    Remote    `json:"remote,omitzero"`
-	ExitCode  *int      `json:"exit_code,omitempty"`
-	Signal    string    `json:"signal,omitempty"` // e.g. "KILL", when killed by one
+	Reason string `json:"reason,omitempty"`
+	// ReasonCode is the short, stable code of a queued job's Reason
+	// (sched.Code: "no_free_gpu", "mem", "drained", ...; "launch_failed"),
+	// for scripts and metrics; "" when the reason has none.
+	ReasonCode string    `json:"reason_code,omitempty"`
+	Placement  Placement `json:"placement,omitzero"`
+	Remote     Remote    `json:"remote,omitzero"`
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	Signal     string    `json:"signal,omitempty"` // e.g. "KILL", when killed by one
 
 	SubmittedAt time.Time `json:"submitted_at"`
 	StartedAt   time.Time `json:"started_at,omitzero"`

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gssh/gssh/gpuinfo"
+	"github.com/gssh/gssh/job"
 )
 
 // Request is what one job needs.
@@ -16,46 +17,63 @@ type Request struct {
 	MemPerGPU uint64   // bytes per GPU; 0 = the GPUs are taken exclusively
 }
 
-// A hostCheck turns a whole host down for req, or returns a zero Reason.
-type hostCheck func(h *Host, req *Request) Reason
+// want is one job as the checks see it: what it asks for and who it is
+// (policies such as per-user caps, reservations and preemption decide on
+// the job, not only on its shape).
+type want struct {
+	Request
+	job    job.ID
+	holder Holder
+}
 
-// A unitCheck turns one GPU or MIG device down for req, or returns a zero
+func wantOf(j job.Job) *want {
+	return &want{Request: RequestOf(j.Spec), job: j.ID, holder: HolderOf(j)}
+}
+
+// A hostCheck turns a whole host down for w, or returns a zero Reason.
+type hostCheck func(n *node, w *want) Reason
+
+// A unitCheck turns one GPU or MIG device down for w, or returns a zero
 // Reason.
-type unitCheck func(u *unit, req *Request, h *Host) Reason
+type unitCheck func(u *unit, w *want, n *node) Reason
 
-// The feasibility chain, in order; the first reason found is the one shown.
-// constraints are the job's own --host and --label (codes CodeHost and
-// CodeLabel): the hosts they turn down are left out of a pending reason.
+// The feasibility chain, in order; the first reason found is the one
+// shown. constraints are the job's own --host and --label (codes CodeHost
+// and CodeLabel): the hosts they turn down are left out of a pending
+// reason. Unit checks come in two kinds, as Nomad's do: eligibility, from
+// the unit itself (health, shape), and availability, from what holds it
+// now (the ledger and the live free memory).
 var (
-	constraints = []hostCheck{checkHost, checkLabels}
-	hostChecks  = []hostCheck{checkDrain, checkState}
-	unitChecks  = []unitCheck{checkHealth, checkUnitShape, checkExclusive, checkShared}
+	constraints  = []hostCheck{checkHost, checkLabels}
+	hostChecks   = []hostCheck{checkDrain, checkState}
+	eligibility  = []unitCheck{checkHealth, checkUnitShape}
+	availability = []unitCheck{checkExclusive, checkShared}
 )
 
-// feasible runs the chain over one host: it returns every unit of h that
-// could take one of req's GPUs, in index order (valid until h is booked),
-// or the reason h cannot take req.
-func feasible(h *Host, req *Request) ([]*unit, Reason) {
+// feasible runs the chain over one host: it returns every unit of n that
+// could take one of w's GPUs, in index order, or the reason n cannot take
+// w.
+func feasible(n *node, w *want) ([]*unit, Reason) {
 	for _, check := range constraints {
-		if r := check(h, req); !r.ok() {
+		if r := check(n, w); !r.ok() {
 			return nil, r
 		}
 	}
 	for _, check := range hostChecks {
-		if r := check(h, req); !r.ok() {
+		if r := check(n, w); !r.ok() {
 			return nil, r
 		}
 	}
-	all := units(h)
+	all := n.units
 	if len(all) == 0 {
 		return nil, because(CodeNoGPUs, "no GPUs")
 	}
-	want := max(req.GPUs, 1)
+	need := max(w.GPUs, 1)
 	fit := make([]*unit, 0, len(all))
 	var turned []verdict
 	for i := range all {
 		u := &all[i]
-		if r := checkUnit(u, req, h); !r.ok() {
+		if r := checkUnit(u, w, n); !r.ok() {
 			if turned == nil {
 				turned = make([]verdict, 0, len(all))
 			}
@@ -64,15 +82,15 @@ func feasible(h *Host, req *Request) ([]*unit, Reason) {
 			fit = append(fit, u)
 		}
 	}
-	if len(fit) >= want {
+	if len(fit) >= need {
 		return fit, Reason{}
 	}
 	head := fmt.Sprintf("%d/%d GPUs free", len(fit), len(all))
-	if req.MemPerGPU > 0 {
-		head = fmt.Sprintf("%d/%d GPUs with ≥ %s free", len(fit), len(all), FormatMem(req.MemPerGPU))
+	if w.MemPerGPU > 0 {
+		head = fmt.Sprintf("%d/%d GPUs with ≥ %s free", len(fit), len(all), FormatMem(w.MemPerGPU))
 	}
-	if want > 1 {
-		head += fmt.Sprintf(", %d needed", want)
+	if need > 1 {
+		head += fmt.Sprintf(", %d needed", need)
 	}
 	code := CodeTooFewGPUs
 	if len(turned) > 0 {
@@ -86,10 +104,12 @@ func feasible(h *Host, req *Request) ([]*unit, Reason) {
 	return nil, because(code, head)
 }
 
-func checkUnit(u *unit, req *Request, h *Host) Reason {
-	for _, check := range unitChecks {
-		if r := check(u, req, h); !r.ok() {
-			return r
+func checkUnit(u *unit, w *want, n *node) Reason {
+	for _, chain := range [][]unitCheck{eligibility, availability} {
+		for _, check := range chain {
+			if r := check(u, w, n); !r.ok() {
+				return r
+			}
 		}
 	}
 	return Reason{}
@@ -97,17 +117,17 @@ func checkUnit(u *unit, req *Request, h *Host) Reason {
 
 // Host checks.
 
-func checkHost(h *Host, req *Request) Reason {
-	if auto(req.Host) || h.Name == req.Host {
+func checkHost(n *node, w *want) Reason {
+	if auto(w.Host) || n.Name == w.Host {
 		return Reason{}
 	}
-	return because(CodeHost, "not the requested host "+req.Host)
+	return because(CodeHost, "not the requested host "+w.Host)
 }
 
-func checkLabels(h *Host, req *Request) Reason {
+func checkLabels(n *node, w *want) Reason {
 	var missing []string
-	for _, l := range req.Labels {
-		if !slices.Contains(h.Labels, l) && !slices.Contains(missing, l) {
+	for _, l := range w.Labels {
+		if !slices.Contains(n.Labels, l) && !slices.Contains(missing, l) {
 			missing = append(missing, l)
 		}
 	}
@@ -117,28 +137,28 @@ func checkLabels(h *Host, req *Request) Reason {
 	return because(CodeLabel, "lacks "+plural(len(missing), "label")+" "+strings.Join(missing, ", "))
 }
 
-func checkDrain(h *Host, _ *Request) Reason {
-	if h.Drain {
+func checkDrain(n *node, _ *want) Reason {
+	if n.Drain {
 		return because(CodeDrained, "drained")
 	}
 	return Reason{}
 }
 
-func checkState(h *Host, _ *Request) Reason {
-	switch h.Snapshot.State {
+func checkState(n *node, _ *want) Reason {
+	switch n.Snapshot.State {
 	case gpuinfo.HostOK, gpuinfo.HostDegraded:
 		return Reason{}
 	case "":
 		return because(CodeNotProbed, "not probed yet")
 	case gpuinfo.HostNoDevices:
-		return because(CodeNoGPUs, string(h.Snapshot.State))
+		return because(CodeNoGPUs, string(n.Snapshot.State))
 	}
-	return because(CodeHostDown, string(h.Snapshot.State))
+	return because(CodeHostDown, string(n.Snapshot.State))
 }
 
-// Unit checks.
+// Eligibility: the unit itself.
 
-func checkHealth(u *unit, _ *Request, _ *Host) Reason {
+func checkHealth(u *unit, _ *want, _ *node) Reason {
 	switch hl := u.gpu.Health; {
 	case u.gpu.Schedulable():
 		return Reason{}
@@ -151,45 +171,47 @@ func checkHealth(u *unit, _ *Request, _ *Host) Reason {
 	}
 }
 
-func checkUnitShape(u *unit, req *Request, _ *Host) Reason {
+func checkUnitShape(u *unit, w *want, _ *node) Reason {
 	switch {
 	case u.broken != "":
 		return because(CodeMIG, u.broken)
-	case u.mig >= 0 && req.GPUs > 1:
+	case u.mig >= 0 && w.GPUs > 1:
 		return because(CodeMIG, "MIG device (a job sees only one: ask for 1 GPU)")
 	}
 	return Reason{}
 }
 
+// Availability: what holds the unit now.
+
 // checkExclusive: an exclusive job needs a unit nothing else uses.
-func checkExclusive(u *unit, req *Request, h *Host) Reason {
-	if req.MemPerGPU > 0 {
+func checkExclusive(u *unit, w *want, n *node) Reason {
+	if w.MemPerGPU > 0 {
 		return Reason{}
 	}
-	busy := func(why string) Reason { return because(CodeNoFreeGPU, why) }
-	switch b := h.booked[u.key]; {
+	switch b := n.held[u.key]; {
 	case b.Jobs() > 0:
-		return busy("in use by gssh jobs")
+		return because(CodeNoFreeGPU, "in use by gssh jobs")
 	case u.procs > 0:
-		return busy("in use by other processes")
+		return because(CodeForeign, "in use by other processes")
 	case u.gpu.ProcsKnown:
 		return Reason{}
 	case u.used == nil:
-		return busy("processes and memory unreadable")
+		return because(CodeForeign, "processes and memory unreadable")
 	case *u.used > IdleUsedMax:
-		return busy("memory in use, processes unreadable")
+		return because(CodeForeign, "memory in use, processes unreadable")
 	}
 	return Reason{}
 }
 
 // checkShared: a shared job fits while the memory booked on the unit plus
 // its own stays within the unit's usable memory (total less the host's
-// reserve) and within the memory free right now.
-func checkShared(u *unit, req *Request, h *Host) Reason {
-	if req.MemPerGPU == 0 {
+// reserve) and within the memory free right now (the snapshot's, less
+// what jobs placed by this plan booked: they have not allocated it yet).
+func checkShared(u *unit, w *want, n *node) Reason {
+	if w.MemPerGPU == 0 {
 		return Reason{}
 	}
-	b := h.booked[u.key]
+	b := n.held[u.key]
 	switch {
 	case b.Exclusive():
 		return because(CodeNoFreeGPU, "held by an exclusive gssh job")
@@ -199,13 +221,14 @@ func checkShared(u *unit, req *Request, h *Host) Reason {
 		}
 		return because(CodeMem, "memory unknown")
 	}
-	usable := Usable(*u.total, h.ReservePct)
+	usable := Usable(*u.total, n.ReservePct)
+	free := *u.free - min(*u.free, b.planned())
 	switch {
-	case req.MemPerGPU > usable:
+	case w.MemPerGPU > usable:
 		return because(CodeMem, "only "+FormatMem(usable)+" usable")
-	case b.Mem() > usable-req.MemPerGPU:
+	case b.Mem() > usable-w.MemPerGPU:
 		return because(CodeMem, "booked by other gssh jobs")
-	case req.MemPerGPU > *u.free:
+	case w.MemPerGPU > free:
 		return because(CodeMem, "not enough memory free now")
 	}
 	return Reason{}

@@ -16,32 +16,30 @@ const IdleUsedMax = 256 * MiB
 
 // Host is one host as the planner sees it: the inventory's facts and the
 // host's last snapshot. What gssh jobs hold there comes from
-// Input.Running, never from the caller.
+// Input.Running, never from the caller. The planner never changes it.
 type Host struct {
 	Name       string
 	Labels     []string
 	ReservePct float64 // GPU memory kept back, percent of each GPU's total, in [0, 100)
 	Drain      bool    // no new jobs
 	Snapshot   gpuinfo.Snapshot
-
-	// booked holds the gssh jobs placed on each GPU, by key (a GPU's Key,
-	// or a MIG device's UUID). Set by the planner; nil = nothing booked.
-	booked map[string]Booking
-	// units caches units(h) until the next booking changes the snapshot.
-	units []unit
 }
 
 // Holder is one gssh job holding a GPU or MIG device: enough to tell who
-// would lose what if the job were preempted.
+// would lose what if the job were preempted, and what it takes.
 type Holder struct {
 	Job      job.ID
 	User     string
 	Priority int
 	Mem      uint64 // bytes booked on this GPU; 0 = the job holds it exclusively
+	// Planned: placed by this plan, not yet running. Its memory is not in
+	// the snapshot yet, so it comes off the live free memory too.
+	Planned bool
 }
 
 // Booking is what gssh jobs hold on one GPU (or MIG device): each holder
-// in the order it was booked.
+// in the order it was booked (running jobs in the order Input.Running
+// gives them, then the jobs this plan placed).
 type Booking struct {
 	Holders []Holder
 }
@@ -54,6 +52,18 @@ func (b Booking) Mem() uint64 {
 	var sum uint64
 	for _, h := range b.Holders {
 		sum += h.Mem
+	}
+	return sum
+}
+
+// planned is the memory, in bytes, that jobs placed by this plan booked:
+// not in the snapshot's free memory yet.
+func (b Booking) planned() uint64 {
+	var sum uint64
+	for _, h := range b.Holders {
+		if h.Planned {
+			sum += h.Mem
+		}
 	}
 	return sum
 }
@@ -91,7 +101,8 @@ func HolderOf(j job.Job) Holder {
 }
 
 // Bookings returns what active (launching or running) jobs hold, by host
-// name and then GPU key, holders in job order. Other jobs are left out.
+// name and then GPU key, holders in the order of jobs. Other jobs are left
+// out.
 func Bookings(jobs []job.Job) map[string]map[string]Booking {
 	out := map[string]map[string]Booking{}
 	for _, j := range jobs {
@@ -106,76 +117,44 @@ func Bookings(jobs []job.Job) map[string]map[string]Booking {
 	return out
 }
 
-// addHolder books h on every GPU of p in booked and returns their keys.
-func addHolder(booked map[string]Booking, p job.Placement, h Holder) []string {
-	keys := placementKeys(p)
-	for _, k := range keys {
-		b := booked[k]
+// addHolder books h on every GPU of p in held.
+func addHolder(held map[string]Booking, p job.Placement, h Holder) {
+	for _, k := range placementKeys(p) {
+		b := held[k]
 		b.Holders = append(slices.Clip(b.Holders), h)
-		booked[k] = b
-	}
-	return keys
-}
-
-// book records a job just placed at p on h (which the planner owns), and
-// lowers the live free memory of its GPUs by what a shared job booked: the
-// job has not allocated it yet, and the next placement of the same plan
-// must not count it as free. (Jobs already running are counted by their
-// bookings instead: their memory is in the snapshot.)
-func (h *Host) book(p job.Placement, who Holder) {
-	if h.booked == nil {
-		h.booked = map[string]Booking{}
-	}
-	for _, key := range addHolder(h.booked, p, who) {
-		if who.Mem > 0 {
-			lowerFree(h.Snapshot.GPUs, key, who.Mem)
-		}
-	}
-	h.units = nil
-}
-
-// lowerFree takes mem bytes off the free memory of the GPU or MIG device
-// with booking key key. The planner owns gpus (see own).
-func lowerFree(gpus []gpuinfo.GPU, key string, mem uint64) {
-	less := func(free *uint64) *uint64 {
-		if free == nil {
-			return nil
-		}
-		v := *free - min(*free, mem)
-		return &v
-	}
-	for i := range gpus {
-		g := &gpus[i]
-		if Key(*g) == key {
-			g.MemFree = less(g.MemFree)
-			return
-		}
-		for j, m := range g.MIG {
-			if m.UUID != "" && m.UUID == key {
-				g.MIG[j].MemFree = less(m.MemFree)
-				return
-			}
-		}
+		held[k] = b
 	}
 }
 
-// own returns copies of hosts in name order that the planner may change:
-// the GPU and MIG slices are cloned (booking lowers free memory there) and
-// bookings come from booked. The caller's values stay as they were.
-func own(hosts []Host, booked map[string]map[string]Booking) []*Host {
-	out := make([]*Host, len(hosts))
-	for i, h := range hosts {
-		h.Snapshot.GPUs = slices.Clone(h.Snapshot.GPUs)
-		for k := range h.Snapshot.GPUs {
-			h.Snapshot.GPUs[k].MIG = slices.Clone(h.Snapshot.GPUs[k].MIG)
+// node is a host during one plan: its facts and snapshot (never changed),
+// its GPUs as units (listed once), and the ledger of who holds each unit,
+// running jobs and the ones this plan placed. Taking a holder off the
+// ledger gives its room back: what a reservation or a preemption needs.
+type node struct {
+	*Host
+	units []unit
+	held  map[string]Booking // by unit key
+}
+
+// book records a job just placed at p on n.
+func (n *node) book(p job.Placement, who Holder) {
+	who.Planned = true
+	addHolder(n.held, p, who)
+}
+
+// nodes makes the plan's view of hosts, in name order, with the bookings
+// of held. The caller's hosts stay as they were.
+func nodes(hosts []Host, held map[string]map[string]Booking) []*node {
+	out := make([]*node, len(hosts))
+	for i := range hosts {
+		n := &node{Host: &hosts[i], held: map[string]Booking{}}
+		for k, b := range held[n.Name] {
+			n.held[k] = Booking{Holders: slices.Clone(b.Holders)}
 		}
-		h.booked = map[string]Booking{}
-		for k, b := range booked[h.Name] {
-			h.booked[k] = Booking{Holders: slices.Clone(b.Holders)}
-		}
-		out[i] = &h
+		n.units = listUnits(n.Host)
+		out[i] = n
 	}
-	slices.SortStableFunc(out, func(a, b *Host) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(out, func(a, b *node) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -206,15 +185,8 @@ type unit struct {
 	broken   string // why the unit cannot take jobs as listed ("MIG device without a UUID")
 }
 
-// units lists a host's GPUs, or their MIG devices where they have some,
-// in index order. The list is cached on h until h is booked.
-func units(h *Host) []unit {
-	if h.units == nil {
-		h.units = listUnits(h)
-	}
-	return h.units
-}
-
+// listUnits lists a host's GPUs, or their MIG devices where they have
+// some, in index order.
 func listUnits(h *Host) []unit {
 	gpus := make([]*gpuinfo.GPU, len(h.Snapshot.GPUs))
 	for i := range h.Snapshot.GPUs {

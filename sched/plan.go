@@ -30,8 +30,10 @@ type Backfill string
 
 // Backfill rules.
 const (
-	// BackfillNone: the first job that does not fit blocks every job behind
-	// it (strict order): nothing overtakes it.
+	// BackfillNone: the first job that does not fit because what it needs
+	// is taken (Code.Exhausted) blocks every job behind it (strict order):
+	// nothing overtakes it. A job no host can take for other reasons
+	// (drained, down, a missing label) waits without blocking.
 	BackfillNone Backfill = "none"
 	// BackfillSkip: the plan goes on past a job that does not fit, so a
 	// small job behind it may start first (and a big job may wait long).
@@ -137,31 +139,49 @@ type Decisions struct {
 // and leaves its input as it is.
 func Plan(in Input) Decisions {
 	pol := in.Policy.withDefaults()
-	hosts := own(in.Hosts, Bookings(in.Running))
-	byName := make(map[string]*Host, len(hosts))
-	for _, h := range hosts {
-		byName[h.Name] = h
+	hosts := nodes(in.Hosts, Bookings(in.Running))
+	byName := make(map[string]*node, len(hosts))
+	for _, n := range hosts {
+		byName[n.Name] = n
 	}
 	out := Decisions{Starts: []Start{}, Pending: []Pending{}}
 	var blocker *job.Job
+	// failed remembers, per request shape, the decision of a job that did
+	// not fit: until the next booking (capacity only shrinks during a plan)
+	// every job of that shape gets the same answer, so a queue of thousands
+	// of alike jobs is not worked out thousands of times. The key holds
+	// everything the checks read of a job.
+	failed := map[string]decision{}
 	for _, j := range ordered(in.Queue, pol.Order) {
 		if blocker != nil {
 			out.Pending = append(out.Pending, Pending{Job: j.ID, Reason: because(CodeBlocked,
 				fmt.Sprintf("waiting behind job %d, which goes first and does not fit yet (backfill: none)", blocker.ID))})
 			continue
 		}
-		d := place(hosts, RequestOf(j.Spec), pol.Fit)
+		w := wantOf(j)
+		key := w.shape()
+		d, seen := failed[key]
+		if !seen {
+			d = place(hosts, w, pol.Fit)
+		}
 		if !d.ok {
+			failed[key] = d
 			out.Pending = append(out.Pending, Pending{Job: j.ID, Reason: d.reason, Rejected: d.rejected})
-			if pol.Backfill == BackfillNone {
+			if pol.Backfill == BackfillNone && d.exhausted {
 				blocker = &j
 			}
 			continue
 		}
-		byName[d.placement.Host].book(d.placement, HolderOf(j))
+		byName[d.placement.Host].book(d.placement, w.holder)
+		clear(failed)
 		out.Starts = append(out.Starts, Start{Job: j.ID, Placement: d.placement})
 	}
 	return out
+}
+
+// shape is the memo key of w: everything a check reads of the job.
+func (w *want) shape() string {
+	return fmt.Sprintf("%s\x00%q\x00%d\x00%d", w.Host, w.Labels, w.GPUs, w.MemPerGPU)
 }
 
 // RequestOf is the placement request of a job spec.

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -33,8 +34,8 @@ func gpus(n int, total uint64) []gpuinfo.GPU {
 	return out
 }
 
-// node is a reachable host with a 10% reserve.
-func node(name string, gs ...gpuinfo.GPU) Host {
+// host is a reachable host with a 10% reserve.
+func host(name string, gs ...gpuinfo.GPU) Host {
 	return Host{Name: name, ReservePct: 10, Snapshot: gpuinfo.Snapshot{Host: name, State: gpuinfo.HostOK, GPUs: gs}}
 }
 
@@ -92,16 +93,16 @@ func plan1(hosts []Host, run []job.Job, req Request) Decisions {
 // TestPlanPlacement plans one queued job per case: where it goes, or the
 // reason (and code) it stays queued, and every host turned down.
 func TestPlanPlacement(t *testing.T) {
-	drained := node("gpu02", gpus(2, 80*GiB)...)
+	drained := host("gpu02", gpus(2, 80*GiB)...)
 	drained.Drain = true
-	labelled := node("gpu02", gpus(2, 80*GiB)...)
+	labelled := host("gpu02", gpus(2, 80*GiB)...)
 	labelled.Labels = []string{"a100", "nvlink"}
 	state := func(name string, s gpuinfo.HostState) Host {
-		n := node(name)
+		n := host(name)
 		n.Snapshot.State = s
 		return n
 	}
-	degraded := node("gpu01", gpu(1, 80*GiB))
+	degraded := host("gpu01", gpu(1, 80*GiB))
 	degraded.Snapshot.State = gpuinfo.HostDegraded
 	noUUID := gpu(3, 80*GiB)
 	noUUID.UUID = ""
@@ -125,19 +126,19 @@ func TestPlanPlacement(t *testing.T) {
 	}{
 		{
 			name:  "exclusive on an idle GPU",
-			nodes: []Host{node("gpu01", gpus(2, 80*GiB)...)},
+			nodes: []Host{host("gpu01", gpus(2, 80*GiB)...)},
 			req:   excl(1),
 			want:  job.Placement{Host: "gpu01", GPUs: []string{"GPU-00"}, Indexes: []int{0}},
 		},
 		{
 			name:  "hosts by name, GPUs by index, whatever the input order",
-			nodes: []Host{node("gpu02", gpus(2, 80*GiB)...), node("gpu01", gpu(5, 80*GiB), gpu(3, 80*GiB))},
+			nodes: []Host{host("gpu02", gpus(2, 80*GiB)...), host("gpu01", gpu(5, 80*GiB), gpu(3, 80*GiB))},
 			req:   excl(1),
 			want:  job.Placement{Host: "gpu01", GPUs: []string{"GPU-03"}, Indexes: []int{3}},
 		},
 		{
 			name:     "multi-GPU jobs take GPUs of one host",
-			nodes:    []Host{node("gpu01", gpus(4, 80*GiB)...), node("gpu02", gpus(4, 80*GiB)...)},
+			nodes:    []Host{host("gpu01", gpus(4, 80*GiB)...), host("gpu02", gpus(4, 80*GiB)...)},
 			running:  []job.Job{running(1, "gpu01", 0, "GPU-02"), running(2, "gpu01", 10*GiB, "GPU-03"), running(3, "gpu01", 10*GiB, "GPU-03")},
 			req:      excl(3),
 			want:     job.Placement{Host: "gpu02", GPUs: []string{"GPU-00", "GPU-01", "GPU-02"}, Indexes: []int{0, 1, 2}},
@@ -145,42 +146,42 @@ func TestPlanPlacement(t *testing.T) {
 		},
 		{
 			name:     "requested host",
-			nodes:    []Host{node("gpu01", gpus(1, 80*GiB)...), node("gpu02", gpus(1, 80*GiB)...)},
+			nodes:    []Host{host("gpu01", gpus(1, 80*GiB)...), host("gpu02", gpus(1, 80*GiB)...)},
 			req:      Request{Host: "gpu02", GPUs: 1},
 			want:     job.Placement{Host: "gpu02", GPUs: []string{"GPU-00"}, Indexes: []int{0}},
 			rejected: []string{"gpu01: not the requested host gpu02"},
 		},
 		{
 			name:     "unknown host",
-			nodes:    []Host{node("gpu01", gpus(1, 80*GiB)...)},
+			nodes:    []Host{host("gpu01", gpus(1, 80*GiB)...)},
 			req:      Request{Host: "gpu09", GPUs: 1},
 			reason:   "no host named gpu09",
 			rejected: []string{"gpu01: not the requested host gpu09"},
 		},
 		{
 			name:     "labels",
-			nodes:    []Host{node("gpu01", gpus(1, 80*GiB)...), labelled},
+			nodes:    []Host{host("gpu01", gpus(1, 80*GiB)...), labelled},
 			req:      Request{Host: "auto", Labels: []string{"nvlink", "a100"}, GPUs: 1},
 			want:     job.Placement{Host: "gpu02", GPUs: []string{"GPU-00"}, Indexes: []int{0}},
 			rejected: []string{"gpu01: lacks labels nvlink, a100"},
 		},
 		{
 			name:     "no host has the label",
-			nodes:    []Host{node("gpu01", gpus(1, 80*GiB)...), labelled},
+			nodes:    []Host{host("gpu01", gpus(1, 80*GiB)...), labelled},
 			req:      Request{Host: "auto", Labels: []string{"h100", "nvlink"}, GPUs: 1},
 			reason:   "no host has labels h100, nvlink",
 			rejected: []string{"gpu01: lacks labels h100, nvlink", "gpu02: lacks label h100"},
 		},
 		{
 			name:     "the requested host lacks the label",
-			nodes:    []Host{node("gpu01", gpus(1, 80*GiB)...), labelled},
+			nodes:    []Host{host("gpu01", gpus(1, 80*GiB)...), labelled},
 			req:      Request{Host: "gpu01", Labels: []string{"a100"}, GPUs: 1},
 			reason:   "gpu01: lacks label a100",
 			rejected: []string{"gpu01: lacks label a100", "gpu02: not the requested host gpu01"},
 		},
 		{
 			name:     "drained, and the reasons of every host",
-			nodes:    []Host{drained, node("gpu01", with(gpu(0, 80*GiB), foreign))},
+			nodes:    []Host{drained, host("gpu01", with(gpu(0, 80*GiB), foreign))},
 			req:      excl(1),
 			reason:   "gpu01: 0/1 GPUs free (GPU 0: in use by other processes); gpu02: drained",
 			rejected: []string{"gpu01: 0/1 GPUs free (GPU 0: in use by other processes)", "gpu02: drained"},
@@ -189,7 +190,7 @@ func TestPlanPlacement(t *testing.T) {
 			name: "host states",
 			nodes: []Host{
 				state("a", gpuinfo.HostUnreachable), state("b", gpuinfo.HostDriverNotLoaded), state("c", ""),
-				state("d", gpuinfo.HostNoDevices), node("e"), degraded,
+				state("d", gpuinfo.HostNoDevices), host("e"), degraded,
 			},
 			req:  excl(1),
 			want: job.Placement{Host: "gpu01", GPUs: []string{"GPU-01"}, Indexes: []int{1}},
@@ -199,7 +200,7 @@ func TestPlanPlacement(t *testing.T) {
 		},
 		{
 			name: "GPU health",
-			nodes: []Host{node("gpu01",
+			nodes: []Host{host("gpu01",
 				with(gpu(0, 80*GiB), func(g *gpuinfo.GPU) { g.Health = gpuinfo.HealthLost }),
 				with(gpu(1, 80*GiB), func(g *gpuinfo.GPU) { g.Health = gpuinfo.HealthRequiresReset }),
 				with(gpu(2, 80*GiB), func(g *gpuinfo.GPU) { g.Health = gpuinfo.HealthError }),
@@ -211,7 +212,7 @@ func TestPlanPlacement(t *testing.T) {
 		},
 		{
 			name: "exclusive: nothing booked, no foreign process",
-			nodes: []Host{node("gpu01",
+			nodes: []Host{host("gpu01",
 				gpu(0, 80*GiB),
 				gpu(1, 80*GiB),
 				with(gpu(2, 80*GiB), foreign),
@@ -225,7 +226,7 @@ func TestPlanPlacement(t *testing.T) {
 		},
 		{
 			name: "exclusive: each reason",
-			nodes: []Host{node("gpu01",
+			nodes: []Host{host("gpu01",
 				gpu(0, 80*GiB),
 				gpu(1, 80*GiB),
 				with(gpu(2, 80*GiB), foreign),
@@ -235,7 +236,7 @@ func TestPlanPlacement(t *testing.T) {
 			)},
 			running: []job.Job{running(1, "gpu01", 0, "GPU-00"), running(2, "gpu01", GiB, "GPU-01")},
 			req:     excl(2),
-			code:    CodeNoFreeGPU,
+			code:    CodeForeign, // 3 GPUs to other processes, 2 to gssh jobs
 			reason:  "gpu01: 1/6 GPUs free, 2 needed (GPU 0,1: in use by gssh jobs; GPU 2: in use by other processes; GPU 3: processes and memory unreadable; GPU 4: memory in use, processes unreadable)",
 			rejected: []string{
 				"gpu01: 1/6 GPUs free, 2 needed (GPU 0,1: in use by gssh jobs; GPU 2: in use by other processes; GPU 3: processes and memory unreadable; GPU 4: memory in use, processes unreadable)",
@@ -243,14 +244,14 @@ func TestPlanPlacement(t *testing.T) {
 		},
 		{
 			name:    "shared: packs while booked + request ≤ usable",
-			nodes:   []Host{node("gpu01", gpus(2, 80*GiB)...)},
+			nodes:   []Host{host("gpu01", gpus(2, 80*GiB)...)},
 			running: []job.Job{running(1, "gpu01", 40*GiB, "GPU-00"), running(2, "gpu01", 32*GiB, "GPU-01")},
 			req:     shared(1, 40*GiB), // usable 72 GiB: 40+40 does not fit, 32+40 does
 			want:    job.Placement{Host: "gpu01", GPUs: []string{"GPU-01"}, Indexes: []int{1}},
 		},
 		{
 			name: "shared: each reason",
-			nodes: []Host{node("gpu01",
+			nodes: []Host{host("gpu01",
 				gpu(0, 80*GiB),
 				gpu(1, 80*GiB),
 				with(gpu(2, 80*GiB), func(g *gpuinfo.GPU) { *g.MemFree = 30 * GiB }),
@@ -269,33 +270,33 @@ func TestPlanPlacement(t *testing.T) {
 		},
 		{
 			name:  "shared: other people's processes leave room",
-			nodes: []Host{node("gpu01", with(gpu(0, 80*GiB), foreign))},
+			nodes: []Host{host("gpu01", with(gpu(0, 80*GiB), foreign))},
 			req:   shared(1, 40*GiB),
 			want:  job.Placement{Host: "gpu01", GPUs: []string{"GPU-00"}, Indexes: []int{0}},
 		},
 		{
 			name:     "shared: memory unknown for the whole host",
-			nodes:    []Host{node("gpu01", permDenied)},
+			nodes:    []Host{host("gpu01", permDenied)},
 			req:      shared(1, GiB),
 			reason:   "gpu01: 0/1 GPUs with ≥ 1.0 GiB free (GPU 0: memory unknown (insufficient permissions))",
 			rejected: []string{"gpu01: 0/1 GPUs with ≥ 1.0 GiB free (GPU 0: memory unknown (insufficient permissions))"},
 		},
 		{
 			name:  "exclusive: unknown memory is fine when the process list is known",
-			nodes: []Host{node("gpu01", permDenied)},
+			nodes: []Host{host("gpu01", permDenied)},
 			req:   excl(1),
 			want:  job.Placement{Host: "gpu01", GPUs: []string{"GPU-00"}, Indexes: []int{0}},
 		},
 		{
 			name:    "a GPU without UUID goes by index",
-			nodes:   []Host{node("gpu01", noUUID, gpu(4, 80*GiB))},
+			nodes:   []Host{host("gpu01", noUUID, gpu(4, 80*GiB))},
 			running: []job.Job{running(1, "gpu01", 0, "GPU-04")},
 			req:     excl(1),
 			want:    job.Placement{Host: "gpu01", GPUs: []string{"3"}, Indexes: []int{3}},
 		},
 		{
 			name:     "a GPU without UUID is booked by index",
-			nodes:    []Host{node("gpu01", noUUID)},
+			nodes:    []Host{host("gpu01", noUUID)},
 			running:  []job.Job{running(1, "gpu01", 0, "3")},
 			req:      excl(1),
 			reason:   "gpu01: 0/1 GPUs free (GPU 3: in use by gssh jobs)",
@@ -303,13 +304,13 @@ func TestPlanPlacement(t *testing.T) {
 		},
 		{
 			name:  "MIG devices are the units, in index order",
-			nodes: []Host{node("gpu01", migGPU(0))},
+			nodes: []Host{host("gpu01", migGPU(0))},
 			req:   shared(1, 10*GiB),
 			want:  job.Placement{Host: "gpu01", GPUs: []string{"MIG-00-0"}, Indexes: []int{0}},
 		},
 		{
 			name: "MIG: a process on one MIG device leaves the other",
-			nodes: []Host{node("gpu01", with(migGPU(0), func(g *gpuinfo.GPU) {
+			nodes: []Host{host("gpu01", with(migGPU(0), func(g *gpuinfo.GPU) {
 				g.Procs = []gpuinfo.Proc{{PID: 7, GPUUUID: "MIG-00-0"}}
 			}))},
 			req:  excl(1),
@@ -317,7 +318,7 @@ func TestPlanPlacement(t *testing.T) {
 		},
 		{
 			name: "MIG: a process not tied to a MIG device blocks them all",
-			nodes: []Host{node("gpu01", with(migGPU(0), func(g *gpuinfo.GPU) {
+			nodes: []Host{host("gpu01", with(migGPU(0), func(g *gpuinfo.GPU) {
 				g.Procs = []gpuinfo.Proc{{PID: 7, GPUUUID: "GPU-00"}}
 			}))},
 			req:      excl(1),
@@ -326,7 +327,7 @@ func TestPlanPlacement(t *testing.T) {
 		},
 		{
 			name:     "MIG: booked by MIG UUID",
-			nodes:    []Host{node("gpu01", migGPU(0))},
+			nodes:    []Host{host("gpu01", migGPU(0))},
 			running:  []job.Job{running(1, "gpu01", 0, "MIG-00-0"), running(2, "gpu01", 30*GiB, "MIG-00-1")},
 			req:      shared(1, 10*GiB), // MIG 1: 36 GiB usable, 30 booked
 			reason:   "gpu01: 0/2 GPUs with ≥ 10.0 GiB free (GPU 0 MIG 0: held by an exclusive gssh job; GPU 0 MIG 1: booked by other gssh jobs)",
@@ -334,27 +335,27 @@ func TestPlanPlacement(t *testing.T) {
 		},
 		{
 			name:     "MIG: memory unknown from nvidia-smi -L",
-			nodes:    []Host{node("gpu01", migNoMem)},
+			nodes:    []Host{host("gpu01", migNoMem)},
 			req:      shared(1, GiB),
 			reason:   "gpu01: 0/2 GPUs with ≥ 1.0 GiB free (GPU 0 MIG 0, GPU 0 MIG 1: memory unknown)",
 			rejected: []string{"gpu01: 0/2 GPUs with ≥ 1.0 GiB free (GPU 0 MIG 0, GPU 0 MIG 1: memory unknown)"},
 		},
 		{
 			name:  "MIG: exclusive without memory is fine",
-			nodes: []Host{node("gpu01", migNoMem)},
+			nodes: []Host{host("gpu01", migNoMem)},
 			req:   excl(1),
 			want:  job.Placement{Host: "gpu01", GPUs: []string{"MIG-00-0"}, Indexes: []int{0}},
 		},
 		{
 			name:     "MIG: multi-GPU jobs take whole GPUs",
-			nodes:    []Host{node("gpu01", migGPU(0), gpu(1, 80*GiB))},
+			nodes:    []Host{host("gpu01", migGPU(0), gpu(1, 80*GiB))},
 			req:      excl(2),
 			reason:   "gpu01: 1/3 GPUs free, 2 needed (GPU 0 MIG 0, GPU 0 MIG 1: MIG device (a job sees only one: ask for 1 GPU))",
 			rejected: []string{"gpu01: 1/3 GPUs free, 2 needed (GPU 0 MIG 0, GPU 0 MIG 1: MIG device (a job sees only one: ask for 1 GPU))"},
 		},
 		{
 			name: "MIG: enabled without devices, and a device without UUID",
-			nodes: []Host{node("gpu01",
+			nodes: []Host{host("gpu01",
 				with(gpu(0, 80*GiB), func(g *gpuinfo.GPU) { g.MIGMode = "Enabled" }),
 				with(migGPU(1), func(g *gpuinfo.GPU) { g.MIG = g.MIG[:1]; g.MIG[0].UUID = "" }),
 			)},
@@ -364,7 +365,7 @@ func TestPlanPlacement(t *testing.T) {
 		},
 		{
 			name: "reasons group GPUs into ranges",
-			nodes: []Host{node("gpu01",
+			nodes: []Host{host("gpu01",
 				gpu(0, 80*GiB), gpu(1, 80*GiB), gpu(2, 80*GiB), gpu(3, 80*GiB),
 				with(gpu(4, 80*GiB), func(g *gpuinfo.GPU) { g.Health = gpuinfo.HealthLost }),
 				with(gpu(5, 80*GiB), foreign), with(gpu(6, 80*GiB), foreign), with(gpu(7, 80*GiB), foreign),
@@ -407,7 +408,7 @@ func TestPlanPlacement(t *testing.T) {
 			}
 			// Every host turned down, placed or not (a placed job's
 			// rejections are not part of the plan).
-			dec := place(own(tt.nodes, Bookings(tt.running)), tt.req, FitFirst)
+			dec := place(nodes(tt.nodes, Bookings(tt.running)), &want{Request: tt.req}, FitFirst)
 			var rej []string
 			for _, r := range dec.rejected {
 				rej = append(rej, r.Host+": "+r.Reason.Text)
@@ -425,7 +426,7 @@ func TestPlanPlacement(t *testing.T) {
 // Plan leaves its input alone and answers the same every time, whatever
 // the order of its hosts and queue.
 func TestPlanPure(t *testing.T) {
-	hosts := []Host{node("gpu02", gpus(4, 80*GiB)...), node("gpu01", gpu(3, 80*GiB), gpu(1, 80*GiB))}
+	hosts := []Host{host("gpu02", gpus(4, 80*GiB)...), host("gpu01", gpu(3, 80*GiB), gpu(1, 80*GiB))}
 	run := []job.Job{running(1, "gpu02", 10*GiB, "GPU-00")}
 	queue := []job.Job{queued(4, shared(1, 40*GiB)), queued(2, excl(2)), queued(3, excl(4))}
 	in := Input{Hosts: hosts, Running: run, Queue: queue}
@@ -460,7 +461,7 @@ func TestPlanPure(t *testing.T) {
 func TestPlanBooksAsItGoes(t *testing.T) {
 	g := gpu(0, 80*GiB)
 	*g.MemFree = 50 * GiB // someone else holds 30 GiB
-	hosts := []Host{node("gpu01", g, gpu(1, 80*GiB))}
+	hosts := []Host{host("gpu01", g, gpu(1, 80*GiB))}
 	var queue []job.Job
 	for i := range 6 {
 		queue = append(queue, queued(job.ID(i+1), shared(1, 20*GiB)))
@@ -488,7 +489,7 @@ func TestPlanBooksAsItGoes(t *testing.T) {
 	// Exclusive bookings, and a GPU without UUID booked by index.
 	noUUID := gpu(2, 80*GiB)
 	noUUID.UUID = ""
-	d = Plan(Input{Hosts: []Host{node("gpu01", noUUID)}, Queue: []job.Job{queued(1, excl(1)), queued(2, shared(1, GiB))}})
+	d = Plan(Input{Hosts: []Host{host("gpu01", noUUID)}, Queue: []job.Job{queued(1, excl(1)), queued(2, shared(1, GiB))}})
 	if len(d.Starts) != 1 || d.Starts[0].Placement.GPUs[0] != "2" {
 		t.Fatalf("starts %+v", d.Starts)
 	}
@@ -497,7 +498,7 @@ func TestPlanBooksAsItGoes(t *testing.T) {
 	}
 
 	// A MIG device's live free memory goes down too.
-	d = Plan(Input{Hosts: []Host{node("gpu01", migGPU(0))}, Queue: []job.Job{queued(1, shared(1, 30*GiB)), queued(2, shared(1, 30*GiB))}})
+	d = Plan(Input{Hosts: []Host{host("gpu01", migGPU(0))}, Queue: []job.Job{queued(1, shared(1, 30*GiB)), queued(2, shared(1, 30*GiB))}})
 	if len(d.Starts) != 2 || d.Starts[0].Placement.GPUs[0] != "MIG-00-0" || d.Starts[1].Placement.GPUs[0] != "MIG-00-1" {
 		t.Errorf("MIG placements %+v", d.Starts)
 	}
@@ -506,7 +507,7 @@ func TestPlanBooksAsItGoes(t *testing.T) {
 // The queue's order: priority then submit order by default, submit order
 // alone under fifo.
 func TestPlanOrder(t *testing.T) {
-	hosts := []Host{node("gpu01", gpus(2, 80*GiB)...)}
+	hosts := []Host{host("gpu01", gpus(2, 80*GiB)...)}
 	prio := func(id job.ID, p int) job.Job { j := queued(id, excl(1)); j.Spec.Priority = p; return j }
 	queue := []job.Job{prio(1, 5), prio(2, 0), prio(3, 5), prio(4, 10)}
 	started := func(d Decisions) []job.ID {
@@ -537,7 +538,7 @@ func TestPlanOrder(t *testing.T) {
 // A job that does not fit blocks those behind it under backfill none
 // (strict order); under skip they go past it.
 func TestPlanBackfill(t *testing.T) {
-	hosts := []Host{node("gpu01", gpus(2, 80*GiB)...)}
+	hosts := []Host{host("gpu01", gpus(2, 80*GiB)...)}
 	run := []job.Job{running(1, "gpu01", 0, "GPU-00")}
 	queue := []job.Job{queued(2, excl(2)), queued(3, excl(1)), queued(4, shared(1, 8*GiB))}
 
@@ -565,10 +566,10 @@ func TestPlanBackfill(t *testing.T) {
 
 // A pending job's code is the one most of the hosts it could use gave.
 func TestPendingCode(t *testing.T) {
-	drained := func(name string) Host { h := node(name, gpus(1, 80*GiB)...); h.Drain = true; return h }
-	down := node("gpu09")
+	drained := func(name string) Host { h := host(name, gpus(1, 80*GiB)...); h.Drain = true; return h }
+	down := host("gpu09")
 	down.Snapshot.State = gpuinfo.HostUnreachable
-	hosts := []Host{node("gpu01", gpus(1, 80*GiB)...), drained("gpu02"), drained("gpu03"), down}
+	hosts := []Host{host("gpu01", gpus(1, 80*GiB)...), drained("gpu02"), drained("gpu03"), down}
 	run := []job.Job{running(1, "gpu01", 0, "GPU-00")}
 	d := plan1(hosts, run, excl(1))
 	if p := d.Pending[0]; p.Reason.Code != CodeDrained || p.Reason.Text != "gpu01: 0/1 GPUs free (GPU 0: in use by gssh jobs); gpu02: drained; gpu03: drained; gpu09: unreachable" {
@@ -632,7 +633,7 @@ func TestUsable(t *testing.T) {
 func BenchmarkPlan(b *testing.B) {
 	hosts := make([]Host, 20)
 	for i := range hosts {
-		hosts[i] = node(fmt.Sprintf("gpu%02d", i), gpus(8, 80*GiB)...)
+		hosts[i] = host(fmt.Sprintf("gpu%02d", i), gpus(8, 80*GiB)...)
 	}
 	queue := make([]job.Job, 1000)
 	for i := range queue {
@@ -684,5 +685,147 @@ func TestBookings(t *testing.T) {
 	}
 	if b := got["gpu02"]["MIG-00-1"]; b.Jobs() != 1 || b.Mem() != 0 || !b.Exclusive() {
 		t.Errorf("MIG-00-1: %+v", b)
+	}
+}
+
+// A job whose head-of-queue spot is held for a reason no job's end
+// changes (its host is drained) does not block the queue under backfill
+// none; one that waits for busy GPUs does.
+func TestPlanBackfillNoneBlocksOnlyExhausted(t *testing.T) {
+	drained := host("gpu02", gpus(1, 80*GiB)...)
+	drained.Drain = true
+	hosts := []Host{host("gpu01", gpus(1, 80*GiB)...), drained}
+	pinned := queued(1, Request{Host: "gpu02", GPUs: 1})
+	d := Plan(Input{Hosts: hosts, Queue: []job.Job{pinned, queued(2, excl(1))}, Policy: Policy{Backfill: BackfillNone}})
+	if len(d.Starts) != 1 || d.Starts[0].Job != 2 || d.Pending[0].Reason.Code != CodeDrained {
+		t.Errorf("a drained pin blocked the queue: %+v", d)
+	}
+	if CodeDrained.Exhausted() || !CodeNoFreeGPU.Exhausted() || !CodeMem.Exhausted() || !CodeForeign.Exhausted() || CodeLabel.Exhausted() {
+		t.Error("Exhausted is wrong for some code")
+	}
+}
+
+// planSlowly is Plan's definition without its memo: every job placed
+// afresh after the bookings before it.
+func planSlowly(in Input) Decisions {
+	hosts := nodes(in.Hosts, Bookings(in.Running))
+	out := Decisions{Starts: []Start{}, Pending: []Pending{}}
+	for _, j := range ordered(in.Queue, in.Policy.withDefaults().Order) {
+		w := wantOf(j)
+		d := place(hosts, w, FitFirst)
+		if !d.ok {
+			out.Pending = append(out.Pending, Pending{Job: j.ID, Reason: d.reason, Rejected: d.rejected})
+			continue
+		}
+		for _, n := range hosts {
+			if n.Name == d.placement.Host {
+				n.book(d.placement, w.holder)
+			}
+		}
+		out.Starts = append(out.Starts, Start{Job: j.ID, Placement: d.placement})
+	}
+	return out
+}
+
+// Over random labs and queues: the memo changes no answer, no GPU is
+// booked past its usable memory or shared with an exclusive job, and the
+// same input gives the same plan.
+func TestPlanProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for round := range 200 {
+		var hosts []Host
+		for i := range 1 + rng.IntN(4) {
+			var gs []gpuinfo.GPU
+			for k := range 1 + rng.IntN(8) {
+				g := gpu(k, uint64(16+rng.IntN(65))*GiB)
+				if rng.IntN(5) == 0 {
+					foreign(&g)
+				}
+				gs = append(gs, g)
+			}
+			h := host(fmt.Sprintf("gpu%02d", i), gs...)
+			h.Drain = rng.IntN(8) == 0
+			hosts = append(hosts, h)
+		}
+		var queue []job.Job
+		for id := range 1 + rng.IntN(60) {
+			r := Request{Host: "auto", GPUs: 1 + rng.IntN(3)}
+			if rng.IntN(2) == 0 {
+				r.MemPerGPU = uint64(1+rng.IntN(40)) * GiB
+			}
+			if rng.IntN(6) == 0 {
+				r.Host = hosts[rng.IntN(len(hosts))].Name
+			}
+			j := queued(job.ID(id+1), r)
+			j.Spec.Priority = rng.IntN(11)
+			queue = append(queue, j)
+		}
+		in := Input{Hosts: hosts, Queue: queue}
+		d := Plan(in)
+		if slow := planSlowly(in); !reflect.DeepEqual(d, slow) {
+			t.Fatalf("round %d: the memo changed the plan:\n%+v\n%+v", round, d, slow)
+		}
+		if again := Plan(in); !reflect.DeepEqual(d, again) {
+			t.Fatalf("round %d: not deterministic", round)
+		}
+		// Nothing over-booked: replay the starts as running jobs.
+		byID := map[job.ID]job.Job{}
+		for _, j := range queue {
+			byID[j.ID] = j
+		}
+		var run []job.Job
+		for _, s := range d.Starts {
+			j := byID[s.Job]
+			j.State, j.Placement = job.Running, s.Placement
+			run = append(run, j)
+		}
+		for _, n := range nodes(hosts, Bookings(run)) {
+			for _, u := range n.units {
+				b := n.held[u.key]
+				if b.Exclusive() && b.Jobs() > 1 {
+					t.Fatalf("round %d: %s %s: an exclusive job shares with %d others", round, n.Name, u.key, b.Jobs()-1)
+				}
+				if b.Mem() > Usable(*u.total, n.ReservePct) || b.Mem() > *u.free {
+					t.Fatalf("round %d: %s %s: %d bytes booked, %d usable, %d free", round, n.Name, u.key, b.Mem(), Usable(*u.total, n.ReservePct), *u.free)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPlanLarge is issue 9's size: a queue of 10,000 jobs on 100
+// hosts × 8 GPUs with 500 jobs running (priority order, first fit, skip).
+func BenchmarkPlanLarge(b *testing.B) {
+	hosts := make([]Host, 100)
+	for i := range hosts {
+		hosts[i] = host(fmt.Sprintf("gpu%03d", i), gpus(8, 80*GiB)...)
+	}
+	var run []job.Job
+	for i := range 500 {
+		h, g := i%100, (i/100)%8
+		run = append(run, running(job.ID(i+1), hosts[h].Name, 0, fmt.Sprintf("GPU-%02d", g)))
+	}
+	queue := make([]job.Job, 10000)
+	for i := range queue {
+		var r Request
+		switch i % 4 {
+		case 0:
+			r = excl(1 + i%3)
+		case 1:
+			r = shared(1, uint64(4+i%12)*GiB)
+		case 2:
+			r = shared(2, 10*GiB)
+		default:
+			r = Request{Host: hosts[i%100].Name, GPUs: 1, MemPerGPU: 8 * GiB}
+		}
+		queue[i] = queued(job.ID(1000+i), r)
+		queue[i].Spec.Priority = i % 11
+	}
+	in := Input{Hosts: hosts, Running: run, Queue: queue}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := Plan(in); len(d.Starts) == 0 {
+			b.Fatal("nothing placed")
+		}
 	}
 }

@@ -4,7 +4,7 @@ import "github.com/gssh/gssh/job"
 
 // option is a host that can take a job, with every unit that fits.
 type option struct {
-	host  *Host
+	host  *node
 	units []*unit // in index order; at least as many as the job needs
 }
 
@@ -33,25 +33,29 @@ type decision struct {
 	ok        bool
 	reason    Reason      // why not, when !ok
 	rejected  []Rejection // every host turned down, in host-name order
+	// exhausted: some host that meets the job's constraints turned it
+	// down only for what is taken now (Code.Exhausted).
+	exhausted bool
 }
 
-// place puts req on one of hosts (in name order) under fit, without
-// booking it.
-func place(hosts []*Host, req Request, fit Fit) decision {
+// place puts w on one of hosts (in name order) under fit, without booking
+// it.
+func place(hosts []*node, w *want, fit Fit) decision {
 	var d decision
 	var options []option
-	for _, h := range hosts {
-		us, why := feasible(h, &req)
+	for _, n := range hosts {
+		us, why := feasible(n, w)
 		if !why.ok() {
-			d.rejected = append(d.rejected, Rejection{Host: h.Name, Reason: why})
+			d.rejected = append(d.rejected, Rejection{Host: n.Name, Reason: why})
+			d.exhausted = d.exhausted || why.Code.Exhausted()
 			continue
 		}
-		options = append(options, option{h, us})
+		options = append(options, option{n, us})
 	}
 	if len(options) == 0 {
-		d.reason = pendingReason(hosts, req, d.rejected)
+		d.reason = pendingReason(hosts, w.Request, d.rejected)
 		return d
 	}
-	d.ok, d.placement = true, choose(fit, options, max(req.GPUs, 1))
+	d.ok, d.placement = true, choose(fit, options, max(w.GPUs, 1))
 	return d
 }

@@ -27,15 +27,30 @@ const (
 	CodeTooFewGPUs  Code = "too_few_gpus" // the host has fewer GPUs than the job needs
 	CodeUnhealthy   Code = "unhealthy"    // lost, requires reset, in error, health unknown
 	CodeMIG         Code = "mig"          // a MIG device cannot take this job (multi-GPU, no UUID, none listed)
-	CodeNoFreeGPU   Code = "no_free_gpu"  // exclusive job: the GPUs are in use (gssh jobs or other processes)
+	CodeNoFreeGPU   Code = "no_free_gpu"  // the GPUs are held by gssh jobs (waiting, or preempting them, frees them)
+	CodeForeign     Code = "foreign"      // exclusive job: processes gssh did not start use the GPUs (or may: unreadable)
 	CodeMem         Code = "mem"          // shared job: not enough GPU memory, or memory unknown
 	CodeBlocked     Code = "blocked"      // for a job: behind a job that must start first (backfill none)
 )
 
 // codeRank breaks ties between codes given by as many hosts: the one a
 // user can most likely act on (wait, ask for less memory) first.
-var codeRank = []Code{CodeNoFreeGPU, CodeMem, CodeDrained, CodeUnhealthy, CodeHostDown, CodeNotProbed,
+var codeRank = []Code{CodeNoFreeGPU, CodeMem, CodeForeign, CodeDrained, CodeUnhealthy, CodeHostDown, CodeNotProbed,
 	CodeMIG, CodeTooFewGPUs, CodeNoGPUs, CodeLabel, CodeHost}
+
+// Exhausted reports whether a host turned a job down with c because what
+// it needs is taken now (GPUs, memory), so the job fits there once
+// something ends. Every other code filters: the host cannot take the job
+// for a reason no job's end changes (drained, down, a missing label, too
+// few GPUs). Only exhausted jobs hold up the queue under backfill none
+// (and, later, get reservations).
+func (c Code) Exhausted() bool {
+	switch c {
+	case CodeNoFreeGPU, CodeForeign, CodeMem:
+		return true
+	}
+	return false
+}
 
 // Reason says why something was turned down: a stable Code and the prose
 // for people ("gpu01: 0/8 GPUs free (GPU 0-7: in use by gssh jobs)").
@@ -157,7 +172,7 @@ func ranges(xs []int) string {
 // pendingReason says why no host took req: the reasons of the hosts that
 // meet the job's own constraints (--host, --label), joined, with the code
 // most of them gave; or, when none does, which constraint no host meets.
-func pendingReason(hosts []*Host, req Request, rejected []Rejection) Reason {
+func pendingReason(hosts []*node, req Request, rejected []Rejection) Reason {
 	var texts []string
 	var codes []Code
 	for _, r := range rejected {

@@ -25,10 +25,11 @@ func Validate(hosts []Host, req Request) error {
 	if len(hosts) == 0 {
 		return errors.New("no hosts to run on: list some in the inventory")
 	}
-	sorted := own(hosts, nil)
-	var named, cands []*Host
+	sorted := nodes(hosts, nil)
+	w := &want{Request: req}
+	var named, cands []*node
 	for _, n := range sorted {
-		if checkHost(n, &req).ok() {
+		if checkHost(n, w).ok() {
 			named = append(named, n)
 		}
 	}
@@ -36,7 +37,7 @@ func Validate(hosts []Host, req Request) error {
 		return fmt.Errorf("unknown host %q; the hosts are %s", req.Host, strings.Join(nodeNames(sorted), ", "))
 	}
 	for _, n := range named {
-		if checkLabels(n, &req).ok() {
+		if checkLabels(n, w).ok() {
 			cands = append(cands, n)
 		}
 	}
@@ -52,18 +53,18 @@ func Validate(hosts []Host, req Request) error {
 }
 
 // gpusKnown reports whether n's snapshot lists all its GPUs.
-func gpusKnown(n *Host) bool {
+func gpusKnown(n *node) bool {
 	return n.Snapshot.State == gpuinfo.HostOK || n.Snapshot.State == gpuinfo.HostNoDevices
 }
 
-func labelError(named []*Host, req Request) error {
+func labelError(named []*node, req Request) error {
 	if !auto(req.Host) {
 		n := named[0]
 		has := "no labels"
 		if len(n.Labels) > 0 {
 			has = plural(len(n.Labels), "label") + " " + strings.Join(n.Labels, ", ")
 		}
-		return fmt.Errorf("host %s %s (it has %s)", n.Name, checkLabels(n, &req).Text, has)
+		return fmt.Errorf("host %s %s (it has %s)", n.Name, checkLabels(n, &want{Request: req}).Text, has)
 	}
 	var inUse []string
 	for _, n := range named {
@@ -83,19 +84,19 @@ func labelError(named []*Host, req Request) error {
 
 // capacityError checks GPU count and memory on hosts whose GPUs are all
 // known; nil when one of them could take req once idle.
-func capacityError(cands []*Host, req Request) error {
+func capacityError(cands []*node, req Request) error {
 	var (
 		mostGPUs     = -1
 		mostGPUsHost string
 		migSkipped   bool
 		bestMem      uint64 // the most each of req.GPUs units of one host can give
-		bestMemHost  *Host
+		bestMemHost  *node
 		bestTotal    uint64
 		memState     string // why memory is unknown, when no unit knows it
 	)
 	for _, n := range cands {
 		var usable []unit
-		for _, u := range units(n) {
+		for _, u := range n.units {
 			switch {
 			case u.broken != "":
 			case u.mig >= 0 && req.GPUs > 1:
@@ -167,7 +168,7 @@ func capacityError(cands []*Host, req Request) error {
 		FormatMem(req.MemPerGPU), most, FormatMem(bestMem), bestMemHost.Name, FormatMem(bestTotal), max(bestMemHost.ReservePct, 0))
 }
 
-func nodeNames(ns []*Host) []string {
+func nodeNames(ns []*node) []string {
 	out := make([]string, len(ns))
 	for i, n := range ns {
 		out[i] = n.Name

@@ -8,19 +8,19 @@ import (
 )
 
 func TestValidate(t *testing.T) {
-	small := node("gpu01", gpus(2, 24*GiB)...)
+	small := host("gpu01", gpus(2, 24*GiB)...)
 	small.Labels = []string{"h100"}
-	big := node("gpu02", gpus(8, 80*GiB)...)
+	big := host("gpu02", gpus(8, 80*GiB)...)
 	big.Labels = []string{"nvlink", "a100"}
-	down := node("gpu03")
+	down := host("gpu03")
 	down.Snapshot.State = gpuinfo.HostUnreachable
 	drained := big
 	drained.Drain = true
-	mig := node("gpu04", migGPU(0), gpu(1, 80*GiB))
-	noMem := node("gpu05", gpu(0, 80*GiB))
+	mig := host("gpu04", migGPU(0), gpu(1, 80*GiB))
+	noMem := host("gpu05", gpu(0, 80*GiB))
 	noMem.Snapshot.GPUs[0].MemTotal, noMem.Snapshot.GPUs[0].MemoryState = nil, "insufficient permissions"
-	four := node("gpu06", gpus(4, 24*GiB)...)
-	none := node("gpu07")
+	four := host("gpu06", gpus(4, 24*GiB)...)
+	none := host("gpu07")
 	none.Snapshot.State = gpuinfo.HostNoDevices
 
 	for _, tt := range []struct {

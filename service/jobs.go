@@ -92,7 +92,8 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 
 // Cancel implements Service: a queued job is dropped; an active one gets
 // SIGTERM on its worker, then SIGKILL after r.Grace, and is recorded
-// cancelled once its processes are gone. An ended job is an error.
+// cancelled once its processes are gone (control.Controller.Cancel). An
+// ended job is an error wrapping control.ErrEnded.
 func (l *Local) Cancel(ctx context.Context, r CancelRequest) (job.Job, error) {
 	st, err := l.store(false)
 	if errors.Is(err, state.ErrNoState) && !l.opt.StateExplicit {
@@ -101,38 +102,17 @@ func (l *Local) Cancel(ctx context.Context, r CancelRequest) (job.Job, error) {
 	if err != nil {
 		return job.Job{}, err
 	}
-	j, err := st.Get(r.ID)
-	if errors.Is(err, state.ErrNotFound) {
-		return job.Job{}, fmt.Errorf("%w (see gssh ps -a)", err)
-	}
+	f, err := l.hosts()
 	if err != nil {
 		return job.Job{}, err
 	}
-	if j.State.Terminal() {
-		return j, fmt.Errorf("job %d has already ended (%s)", j.ID, j.State)
+	ctl, err := l.controller(f, st, nil)
+	if err != nil {
+		return job.Job{}, err
 	}
-	if j.State.Active() {
-		f, err := l.hosts()
-		if err != nil {
-			return j, err
-		}
-		if _, ok := f.Lookup(j.Placement.Host); !ok {
-			return j, fmt.Errorf("job %d: host %s is no longer in the inventory", j.ID, j.Placement.Host)
-		}
-		cluster, err := st.ClusterID()
-		if err != nil {
-			return j, err
-		}
-		if _, err := workers(f, cluster).Cancel(ctx, j, r.Grace); err != nil {
-			return j, fmt.Errorf("job %d: %w", j.ID, err)
-		}
+	j, err := ctl.Cancel(ctx, r.ID, r.Grace, l.opt.User)
+	if errors.Is(err, state.ErrNotFound) {
+		return j, fmt.Errorf("%w (see gssh ps -a)", err)
 	}
-	now := l.opt.Now()
-	return st.Update(j.ID, func(x *job.Job) error {
-		if x.State.Terminal() {
-			return nil // ended meanwhile: keep how
-		}
-		x.State, x.EndedAt, x.Reason = job.Cancelled, now, "cancelled by "+l.opt.User
-		return nil
-	})
+	return j, err
 }

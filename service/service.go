@@ -147,7 +147,7 @@ type Options struct {
 // SSH connections) lives from the first call that needs hosts to Close.
 type Local struct {
 	opt      Options
-	once     sync.Once
+	mu       sync.Mutex
 	fleet    *fleet.Fleet
 	fleetErr error
 }
@@ -164,17 +164,26 @@ func New(opt Options) *Local {
 	return &Local{opt: opt}
 }
 
-// Close closes the fleet's connections, if any were opened.
+// Close closes the fleet's connections, if any were opened. Calls made
+// after it open a new fleet.
 func (l *Local) Close() error {
-	if l.fleet != nil {
-		return l.fleet.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.fleet
+	l.fleet, l.fleetErr = nil, nil
+	if f != nil {
+		return f.Close()
 	}
 	return nil
 }
 
 // hosts opens the fleet on first use.
 func (l *Local) hosts() (*fleet.Fleet, error) {
-	l.once.Do(func() { l.fleet, l.fleetErr = fleet.New(l.opt.Fleet) })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fleet == nil && l.fleetErr == nil {
+		l.fleet, l.fleetErr = fleet.New(l.opt.Fleet)
+	}
 	return l.fleet, l.fleetErr
 }
 

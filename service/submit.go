@@ -61,19 +61,15 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	if err != nil {
 		return SubmitResult{}, err
 	}
-	st, err := l.store(!r.DryRun)
-	var none bool
-	if r.DryRun && errors.Is(err, state.ErrNoState) {
-		none, err = true, nil // nothing queued yet; a dry run creates nothing
-	}
-	if err != nil {
+	var st control.Store
+	bolt, err := l.store(!r.DryRun)
+	switch {
+	case r.DryRun && errors.Is(err, state.ErrNoState):
+		st = state.NewMem() // nothing queued yet; a dry run creates nothing
+	case err != nil:
 		return SubmitResult{}, err
-	}
-	var active []job.Job
-	if !none {
-		if active, err = st.Active(); err != nil && !errors.Is(err, state.ErrBadRecord) {
-			return SubmitResult{}, err
-		}
+	default:
+		st = bolt
 	}
 	inv := f.Inventory()
 	reports := f.Probe(ctx, inv.Hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout})
@@ -85,17 +81,23 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		return SubmitResult{}, err
 	}
 	if r.DryRun {
-		return l.dryRun(s, hosts, active), nil
+		ctl, err := control.New(control.Options{Store: st, Snapshots: fleet.Snapshots{Fleet: f, Reports: reports},
+			Workers: workers(f, ""), Now: l.opt.Now, Policy: l.opt.Policy})
+		if err != nil {
+			return SubmitResult{}, err
+		}
+		trial, err := ctl.DryRun(ctx, job.Job{ID: dryRunID, User: l.opt.User, Spec: s})
+		return SubmitResult{DryRun: true, WouldRun: trial.Start, Placement: trial.Placement, Reason: trial.Reason.Text}, err
 	}
 
-	j, err := st.Submit(job.Job{User: l.opt.User, Spec: s, Reason: "waiting for the first scheduling pass"})
+	j, err := bolt.Submit(job.Job{User: l.opt.User, Spec: s, Reason: "waiting for the first scheduling pass"})
 	if err != nil {
 		return SubmitResult{}, err
 	}
 	res := SubmitResult{Job: j}
-	pass, perr := l.pass(ctx, f, st, reports, l.opt.PassWait)
+	pass, perr := l.pass(ctx, f, bolt, reports, l.opt.PassWait)
 	res.Problems = pass.Problems
-	if got, err := st.Get(j.ID); err == nil {
+	if got, err := bolt.Get(j.ID); err == nil {
 		res.Job = got
 	}
 	if err := interrupted(ctx); err != nil {
@@ -112,33 +114,6 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		}
 	}
 	return res, nil
-}
-
-// dryRun plans the queue with s behind the jobs waiting already.
-func (l *Local) dryRun(s job.Spec, hosts []sched.Host, active []job.Job) SubmitResult {
-	in := sched.Input{Now: l.opt.Now(), Policy: l.opt.Policy, Hosts: hosts}
-	for _, j := range active {
-		switch {
-		case j.State == job.Queued:
-			in.Queue = append(in.Queue, j)
-		case j.State.Active():
-			in.Running = append(in.Running, j)
-		}
-	}
-	in.Queue = append(in.Queue, job.Job{ID: dryRunID, User: l.opt.User, Spec: s, State: job.Queued})
-	d := sched.Plan(in)
-	res := SubmitResult{DryRun: true}
-	for _, st := range d.Starts {
-		if st.Job == dryRunID {
-			res.WouldRun, res.Placement = true, st.Placement
-		}
-	}
-	for _, p := range d.Pending {
-		if p.Job == dryRunID {
-			res.Reason = p.Reason.Text
-		}
-	}
-	return res
 }
 
 // userHome matches a workdir of the form ~user or ~user/dir.

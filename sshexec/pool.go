@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,13 +85,14 @@ func NewPool(opt PoolOptions) *Pool {
 
 // hostConn is the pooled connection of one host.
 type hostConn struct {
-	dialMu  chan struct{} // a 1-slot lock held while dialling; ctx-aware
-	mu      sync.Mutex
-	client  *ssh.Client
-	closer  []io.Closer // the client and the jump clients under it
-	fatal   error       // a host key or configuration error: given again until RetryFatalAfter
-	fatalAt time.Time   // when fatal was found
-	gate    gate
+	dialMu   chan struct{} // a 1-slot lock held while dialling; ctx-aware
+	mu       sync.Mutex
+	client   *ssh.Client
+	closer   []io.Closer        // the client and the jump clients under it
+	fatal    error              // a host key or configuration error: given again until RetryFatalAfter
+	fatalAt  time.Time          // when fatal was found
+	settings sshconfig.Settings // what client was dialled with
+	gate     gate
 }
 
 func (p *Pool) host(name string) (*hostConn, error) {
@@ -163,7 +165,7 @@ func (p *Pool) client(ctx context.Context, host string, hc *hostConn) (*ssh.Clie
 		return nil, false, err
 	}
 	hc.mu.Lock()
-	hc.client, hc.closer = c, closers
+	hc.client, hc.closer, hc.settings = c, closers, s
 	hc.mu.Unlock()
 	go p.watch(hc, c, s)
 	return c, true, nil
@@ -447,15 +449,21 @@ func commandCut(ctx context.Context, host string) error {
 	return ctxFault(ctx, host, "command interrupted")
 }
 
-// Forget drops every host key and configuration error the pool keeps, so
-// the next command to each host dials afresh (call it after reloading the
-// inventory or ssh_config).
+// Forget drops every host key and configuration error the pool keeps, and
+// the connections of hosts whose settings (by Resolve, now) differ from
+// those they were dialled with or that no longer resolve, so the next
+// command to each of them dials afresh. Call it after reloading the
+// inventory or ssh_config; commands in flight to a changed host fail.
 func (p *Pool) Forget() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, hc := range p.hosts {
+	for name, hc := range p.hosts {
+		s, err := p.opt.Resolve(name)
 		hc.mu.Lock()
 		hc.fatal = nil
+		if hc.client != nil && (err != nil || !reflect.DeepEqual(s, hc.settings)) {
+			p.dropLocked(hc)
+		}
 		hc.mu.Unlock()
 	}
 }
@@ -534,14 +542,18 @@ func classifyDial(addr string, err error, timeout time.Duration) error {
 	if errors.Is(err, context.Canceled) {
 		return &Error{Detail: "connect to " + addr, Err: context.Canceled}
 	}
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return fault(ErrTimeout, "connect to %s: no answer within %s", addr, timeout)
-	}
+	var e *Error
 	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		return fault(ErrUnreachable, "%s: cannot resolve %q: %v (check the name or set `address:` in the inventory)", addr, dnsErr.Name, dnsErr.Err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		e = fault(ErrTimeout, "connect to %s: no answer within %s", addr, timeout)
+	case errors.As(err, &dnsErr):
+		e = fault(ErrUnreachable, "%s: cannot resolve %q: %v (check the name or set `address:` in the inventory)", addr, dnsErr.Name, dnsErr.Err)
+	default:
+		e = fault(ErrUnreachable, "connect to %s: %v", addr, unwrapOpErr(err))
 	}
-	return fault(ErrUnreachable, "connect to %s: %v", addr, unwrapOpErr(err))
+	e.Err = err // errors.Is(err, syscall.ECONNREFUSED), errors.As(err, **net.DNSError) still work
+	return e
 }
 
 // classifyHandshake maps an ssh.NewClientConn error to a sentinel. x/crypto
@@ -559,15 +571,19 @@ func classifyHandshake(addr, user string, err error, notes []string) error {
 	if len(notes) > 0 {
 		hint = " (" + strings.Join(notes, "; ") + ")"
 	}
+	var e *Error
 	switch {
 	case strings.Contains(msg, "unable to authenticate"):
-		return fault(ErrAuth, "%s@%s refused every key offered%s", user, addr, hint)
+		e = fault(ErrAuth, "%s@%s refused every key offered%s", user, addr, hint)
 	case strings.Contains(msg, "Too many authentication failures"):
-		return fault(ErrAuth, "%s@%s: too many authentication failures: the agent offers more keys than the server's MaxAuthTries allows; set IdentityFile and IdentitiesOnly yes for this host%s", user, addr, hint)
+		e = fault(ErrAuth, "%s@%s: too many authentication failures: the agent offers more keys than the server's MaxAuthTries allows; set IdentityFile and IdentitiesOnly yes for this host%s", user, addr, hint)
 	case strings.Contains(msg, "no common algorithm for host key"):
-		return fault(ErrHostKey, "%s offers none of the key types known_hosts holds for it: %v", addr, err)
+		e = fault(ErrHostKey, "%s offers none of the key types known_hosts holds for it: %v", addr, err)
+	default:
+		e = fault(ErrUnreachable, "ssh handshake with %s: %v", addr, err)
 	}
-	return fault(ErrUnreachable, "ssh handshake with %s: %v", addr, err)
+	e.Err = err
+	return e
 }
 
 func unwrapOpErr(err error) error {

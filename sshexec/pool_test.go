@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -426,7 +427,7 @@ func TestConnectFailures(t *testing.T) {
 	if !errors.Is(err, sshexec.ErrTimeout) || time.Since(start) > 3*time.Second {
 		t.Errorf("silent host: %v after %v", err, time.Since(start))
 	}
-	if _, err := p.Run(context.Background(), "closed", "true", nil); !errors.Is(err, sshexec.ErrUnreachable) {
+	if _, err := p.Run(context.Background(), "closed", "true", nil); !errors.Is(err, sshexec.ErrUnreachable) || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("closed port: %v", err)
 	}
 	if _, err := p.Run(context.Background(), "nxdomain", "true", nil); !errors.Is(err, sshexec.ErrUnreachable) || !strings.Contains(err.Error(), "resolve") {
@@ -578,5 +579,34 @@ func TestHostKeyAlias(t *testing.T) {
 	p2 := newPool(t, map[string]sshconfig.Settings{"h": s})
 	if _, err := p2.Run(context.Background(), "h", "true", nil); err != nil {
 		t.Fatalf("with alias: %v", err)
+	}
+}
+
+// Forget drops a connection whose settings changed (a reload gave the host
+// another address or user) and keeps the others.
+func TestForgetDropsChangedHosts(t *testing.T) {
+	dir := t.TempDir()
+	key := sshtest.NewKey(t, dir, "")
+	a := sshtest.NewServer(t, sshtest.ServerOptions{AuthorizedKeys: []ssh.PublicKey{key.Signer.PublicKey()}, Exec: shExec})
+	b := sshtest.NewServer(t, sshtest.ServerOptions{AuthorizedKeys: []ssh.PublicKey{key.Signer.PublicKey()}, Exec: shExec})
+	kh := sshtest.KnownHosts(t, dir, a.KnownHostsLine, b.KnownHostsLine)
+	hosts := map[string]sshconfig.Settings{"a": target(a.Addr, "u", key.Path, kh), "b": target(b.Addr, "u", key.Path, kh)}
+	p := newPool(t, hosts)
+	for _, h := range []string{"a", "b"} {
+		if _, err := p.Run(context.Background(), h, "true", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := hosts["b"]
+	s.User = "v"
+	hosts["b"] = s
+	p.Forget()
+	for _, h := range []string{"a", "b"} {
+		if _, err := p.Run(context.Background(), h, "true", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.Conns() != 1 || b.Conns() != 2 {
+		t.Errorf("conns a=%d (want 1, kept) b=%d (want 2, redialled)", a.Conns(), b.Conns())
 	}
 }

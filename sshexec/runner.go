@@ -143,14 +143,15 @@ func ctxFault(ctx context.Context, host, what string) *Error {
 }
 
 // named returns err with its *Error tied to host (the pool's inner steps
-// do not know the host's name).
+// do not know the host's name). The *Error is copied, never changed.
 func named(host string, err error) error {
 	var e *Error
-	if errors.As(err, &e) && e.Host == "" {
-		e.Host = host
-		return err
-	}
-	if errors.As(err, &e) {
+	switch {
+	case errors.As(err, &e) && e.Host == "" && error(e) == err:
+		c := *e
+		c.Host = host
+		return &c
+	case errors.As(err, &e):
 		return err
 	}
 	return &Error{Host: host, Detail: err.Error(), Err: err}

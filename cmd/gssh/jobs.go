@@ -326,14 +326,17 @@ or the grace has run out.
 func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 	var errs []error
 	for _, id := range opts.ids {
-		if _, err := a.service().Cancel(ctx, service.CancelRequest{ID: id, Grace: opts.grace}); err != nil {
-			if ctx.Err() != nil {
-				return errInterrupted
-			}
+		j, err := a.service().Cancel(ctx, service.CancelRequest{ID: id, Grace: opts.grace})
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return errInterrupted
+		case err != nil:
 			errs = append(errs, err)
-			continue
+		case j.State != job.Cancelled:
+			fmt.Fprintf(a.stdout, "job %d ended meanwhile (%s: %s)\n", id, j.State, j.Reason)
+		default:
+			fmt.Fprintf(a.stdout, "job %d cancelled\n", id)
 		}
-		fmt.Fprintf(a.stdout, "job %d cancelled\n", id)
 	}
 	return errors.Join(errs...)
 }
@@ -387,10 +390,24 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 		return err
 	}
 	a.warn(res.Problems)
-	if len(res.Problems) > 0 {
-		return &service.PartialError{Failed: len(res.Problems), Total: len(res.Problems)}
+	return problems(res.Problems)
+}
+
+// problems is the exit of a pass that ran with problems, printed already
+// as warnings: 3 when the state file failed (a write during the pass), 2
+// for hosts and jobs.
+func problems(ps []error) error {
+	if len(ps) == 0 {
+		return nil
 	}
-	return nil
+	code := exitPartial
+	for _, p := range ps {
+		var fe *state.FileError
+		if errors.As(p, &fe) || errors.Is(p, state.ErrBusy) {
+			code = exitState
+		}
+	}
+	return &reported{err: errors.Join(ps...), code: code}
 }
 
 // where prints a placement as host:indexes ("gpu01:0,1").

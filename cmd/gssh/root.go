@@ -47,13 +47,26 @@ const exitCodesHelp = `Exit status:
      or another scheduling pass holds the pass lock (gssh schedule)
   130 interrupted (Ctrl-C)`
 
+// reported is an error whose words were printed already (as warnings):
+// Main prints nothing more, and exits with code.
+type reported struct {
+	err  error
+	code int
+}
+
+func (r *reported) Error() string { return r.err.Error() }
+func (r *reported) Unwrap() error { return r.err }
+
 // exitCode maps an error to the process exit status: the one place that does.
 func exitCode(err error) int {
 	var pe *service.PartialError
 	var fe *state.FileError
+	var rep *reported
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &rep):
+		return rep.code
 	case errors.As(err, &pe):
 		return exitPartial
 	case errors.Is(err, errInterrupted), errors.Is(err, context.Canceled):
@@ -83,7 +96,7 @@ type app struct {
 	connectTimeout time.Duration
 	probeTimeout   time.Duration
 
-	svc *service.Local // made on first use; closed by Main
+	svc service.Service // made on first use (see service); closed by Main
 }
 
 func (a *app) getenv(k string) string { return a.env[k] }
@@ -104,11 +117,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 	root := a.newRootCmd()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
-	if a.svc != nil {
-		a.svc.Close()
+	if c, ok := a.svc.(io.Closer); ok {
+		c.Close()
 	}
 	var pe *service.PartialError
-	if err != nil && !errors.As(err, &pe) && !errors.Is(err, errInterrupted) {
+	var rep *reported
+	if err != nil && !errors.As(err, &pe) && !errors.As(err, &rep) && !errors.Is(err, errInterrupted) {
 		fmt.Fprintln(stderr, "gssh:", err)
 	}
 	return exitCode(err)
@@ -169,8 +183,9 @@ func checkDuration(flag string, d, lo, hi time.Duration) error {
 	return nil
 }
 
-// service returns the service the commands call, made from the global
-// flags and the environment on first use.
+// service returns the service the commands call: the one set (tests), or
+// a service.Local made from the global flags and the environment on first
+// use.
 func (a *app) service() service.Service {
 	if a.svc == nil {
 		home := a.home()
