@@ -69,25 +69,34 @@ func feasible(n *node, w *want) ([]*unit, Reason) {
 		return nil, because(CodeNoGPUs, "no GPUs")
 	}
 	need := max(w.GPUs, 1)
-	fit := make([]*unit, 0, len(all))
-	var turned []verdict
+	// One look at each unit; the verdicts go to n's scratch, so that only
+	// a host that fits (its units) or not (its reason) allocates.
+	n.verdicts = slices.Grow(n.verdicts[:0], len(all))[:len(all)]
+	fits := 0
 	for i := range all {
-		u := &all[i]
-		if r := checkUnit(u, w, n); !r.ok() {
-			if turned == nil {
-				turned = make([]verdict, 0, len(all))
-			}
-			turned = append(turned, verdict{u, r})
-		} else {
-			fit = append(fit, u)
+		n.verdicts[i] = checkUnit(&all[i], w, n)
+		if n.verdicts[i].ok() {
+			fits++
 		}
 	}
-	if len(fit) >= need {
+	if fits >= need {
+		fit := make([]*unit, 0, fits)
+		for i := range all {
+			if n.verdicts[i].ok() {
+				fit = append(fit, &all[i])
+			}
+		}
 		return fit, Reason{}
 	}
-	head := fmt.Sprintf("%d/%d GPUs free", len(fit), len(all))
+	turned := make([]verdict, 0, len(all)-fits)
+	for i := range all {
+		if !n.verdicts[i].ok() {
+			turned = append(turned, verdict{&all[i], n.verdicts[i]})
+		}
+	}
+	head := fmt.Sprintf("%d/%d GPUs free", fits, len(all))
 	if w.MemPerGPU > 0 {
-		head = fmt.Sprintf("%d/%d GPUs with ≥ %s free", len(fit), len(all), FormatMem(w.MemPerGPU))
+		head = fmt.Sprintf("%d/%d GPUs with ≥ %s free", fits, len(all), FormatMem(w.MemPerGPU))
 	}
 	if need > 1 {
 		head += fmt.Sprintf(", %d needed", need)

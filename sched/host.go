@@ -132,8 +132,9 @@ func addHolder(held map[string]Booking, p job.Placement, h Holder) {
 // ledger gives its room back: what a reservation or a preemption needs.
 type node struct {
 	*Host
-	units []unit
-	held  map[string]Booking // by unit key
+	units    []unit
+	held     map[string]Booking // by unit key
+	verdicts []Reason           // feasible's scratch, one per unit
 }
 
 // book records a job just placed at p on n.

@@ -158,7 +158,7 @@ func Plan(in Input) Decisions {
 				fmt.Sprintf("waiting behind job %d, which goes first and does not fit yet (backfill: none)", blocker.ID))})
 			continue
 		}
-		w := wantOf(j)
+		w := wantOf(*j)
 		key := w.shape()
 		d, seen := failed[key]
 		if !seen {
@@ -168,7 +168,7 @@ func Plan(in Input) Decisions {
 			failed[key] = d
 			out.Pending = append(out.Pending, Pending{Job: j.ID, Reason: d.reason, Rejected: d.rejected})
 			if pol.Backfill == BackfillNone && d.exhausted {
-				blocker = &j
+				blocker = j
 			}
 			continue
 		}

@@ -711,7 +711,7 @@ func planSlowly(in Input) Decisions {
 	hosts := nodes(in.Hosts, Bookings(in.Running))
 	out := Decisions{Starts: []Start{}, Pending: []Pending{}}
 	for _, j := range ordered(in.Queue, in.Policy.withDefaults().Order) {
-		w := wantOf(j)
+		w := wantOf(*j)
 		d := place(hosts, w, FitFirst)
 		if !d.ok {
 			out.Pending = append(out.Pending, Pending{Job: j.ID, Reason: d.reason, Rejected: d.rejected})
