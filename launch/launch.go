@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -109,13 +110,20 @@ jobdir() { case $1 in /*) d=$1 ;; *) d="$HOME/$1" ;; esac; }
 
 var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// CheckSpec reports what in s cannot be launched: an empty command, an
-// environment variable name that is not a shell identifier, or one that
-// would override gssh's own (GSSH_*, CUDA_VISIBLE_DEVICES,
-// CUDA_DEVICE_ORDER).
+// CheckSpec reports what in s cannot be launched: an empty command, a
+// workdir that is relative (it would be taken from the job directory; ""
+// is the home) or holds a newline or NUL, an environment variable name
+// that is not a shell identifier, or one that would override gssh's own
+// (GSSH_*, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER).
 func CheckSpec(s job.Spec) error {
-	if len(s.Argv) == 0 || (s.Shell && strings.TrimSpace(s.Argv[0]) == "") {
+	wd := s.Workdir
+	switch {
+	case len(s.Argv) == 0 || (s.Shell && strings.TrimSpace(s.Argv[0]) == ""):
 		return errors.New("empty command: give the command after --, e.g. gssh submit -- python train.py")
+	case strings.ContainsAny(wd, "\n\x00"):
+		return fmt.Errorf("--workdir %q: a newline or NUL cannot be in a directory name", wd)
+	case wd != "" && !path.IsAbs(wd) && wd != "~" && !strings.HasPrefix(wd, "~/") && !userHome.MatchString(wd):
+		return fmt.Errorf("--workdir %q is relative: give an absolute path, or ~ for the worker's home (gssh submit resolves a relative one against the current directory)", wd)
 	}
 	if strings.IndexFunc(s.Name, unicode.IsControl) >= 0 {
 		return fmt.Errorf("--name %q: control characters (newlines, tabs, escapes) are not allowed in a job name", s.Name)

@@ -69,6 +69,9 @@ func TestCheckSpec(t *testing.T) {
 		{job.Spec{Argv: []string{"x"}, Env: []job.EnvVar{{Key: "A;B"}}}, `--env "A;B"`},
 		{job.Spec{Argv: []string{"x"}, Env: []job.EnvVar{{Key: "CUDA_VISIBLE_DEVICES"}}}, "gssh sets this one itself"},
 		{job.Spec{Argv: []string{"x"}, Env: []job.EnvVar{{Key: "GSSH_JOB_ID"}}}, "gssh sets this one itself"},
+		{job.Spec{Argv: []string{"x"}, Workdir: "data/run1"}, `--workdir "data/run1" is relative`},
+		{job.Spec{Argv: []string{"x"}, Workdir: "~$(id)"}, `--workdir "~$(id)" is relative`},
+		{job.Spec{Argv: []string{"x"}, Workdir: "/a\nb"}, "a newline or NUL"},
 	} {
 		if err := CheckSpec(c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("CheckSpec(%+v) = %v, want %q", c.spec, err, c.want)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"path"
-	"regexp"
 	"strings"
 
 	"github.com/gssh/gssh/control"
@@ -62,14 +61,14 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		return SubmitResult{}, err
 	}
 	var st control.Store
-	bolt, err := l.store(!r.DryRun)
+	db, err := l.store(!r.DryRun)
 	switch {
 	case r.DryRun && errors.Is(err, state.ErrNoState):
 		st = state.NewMem() // nothing queued yet; a dry run creates nothing
 	case err != nil:
 		return SubmitResult{}, err
 	default:
-		st = bolt
+		st = db
 	}
 	inv := f.Inventory()
 	reports := f.Probe(ctx, inv.Hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout})
@@ -90,14 +89,14 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		return SubmitResult{DryRun: true, WouldRun: trial.Start, Placement: trial.Placement, Reason: trial.Reason.Text}, err
 	}
 
-	j, err := bolt.Submit(job.Job{User: l.opt.User, Spec: s, Reason: "waiting for the first scheduling pass"})
+	j, err := db.Submit(job.Job{User: l.opt.User, Spec: s, Reason: "waiting for the first scheduling pass"})
 	if err != nil {
 		return SubmitResult{}, err
 	}
 	res := SubmitResult{Job: j}
-	pass, perr := l.pass(ctx, f, bolt, reports, l.opt.PassWait)
+	pass, perr := l.pass(ctx, f, db, reports, l.opt.PassWait)
 	res.Problems = pass.Problems
-	if got, err := bolt.Get(j.ID); err == nil {
+	if got, err := db.Get(j.ID); err == nil {
 		res.Job = got
 	}
 	if err := interrupted(ctx); err != nil {
@@ -116,9 +115,6 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	return res, nil
 }
 
-// userHome matches a workdir of the form ~user or ~user/dir.
-var userHome = regexp.MustCompile(`^~[A-Za-z_][A-Za-z0-9._-]*(/.*)?$`)
-
 // CheckSpec reports what in s cannot be queued, and fills its defaults
 // (Host "auto", Name from the command's first word). Its errors name the
 // gssh submit flag to change.
@@ -133,10 +129,6 @@ func CheckSpec(s job.Spec) (job.Spec, error) {
 		return s, fmt.Errorf("--priority %d: give 0 (first) to 10 (last)", s.Priority)
 	case wd == "":
 		return s, errors.New("--workdir: empty: give the directory the job runs in")
-	case strings.ContainsAny(wd, "\n\x00"):
-		return s, fmt.Errorf("--workdir %q: a newline or NUL cannot be in a directory name", wd)
-	case !path.IsAbs(wd) && wd != "~" && !strings.HasPrefix(wd, "~/") && !userHome.MatchString(wd):
-		return s, fmt.Errorf("--workdir %q is relative: give an absolute path, or ~ for the worker's home (gssh submit resolves a relative one against the current directory)", wd)
 	}
 	if err := launch.CheckSpec(s); err != nil {
 		return s, err
