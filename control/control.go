@@ -167,6 +167,9 @@ func LockPass(ctx context.Context, path string, wait time.Duration) (func(), err
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return nil, fmt.Errorf("pass lock %s: %w", path, err)
 	}
+	if !ok && wait == 0 {
+		return nil, fmt.Errorf("%w (lock %s held)", ErrPassBusy, path)
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w (lock %s held for more than %s)", ErrPassBusy, path, wait)
 	}
@@ -182,8 +185,9 @@ type Result struct {
 }
 
 // Pass runs one pass. It probes (asks Snapshots) only when some job is
-// queued. The error is one that stopped the pass (the store could not be
-// read); the rest are in Result.Errors.
+// queued. The error is one that stopped the pass: the store could not be
+// read, or ctx ended (then nothing is planned on a half-done probe); the
+// rest are in Result.Errors.
 func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	var res Result
 	active, err := c.store.Active()
@@ -196,12 +200,18 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	active = c.reconcile(ctx, active, &res)
 
 	in := c.input(active)
-	if len(in.Queue) == 0 || ctx.Err() != nil {
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if len(in.Queue) == 0 {
 		return res, nil
 	}
 	if in.Hosts, err = c.snaps.Hosts(ctx); err != nil {
 		res.Errors = append(res.Errors, fmt.Errorf("host snapshots: %w", err))
 		return res, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err // cut short: what was half probed is not planned on
 	}
 	c.carryOut(ctx, sched.Plan(in), in.Queue, &res)
 	return res, nil

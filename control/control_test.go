@@ -45,12 +45,16 @@ type lab struct {
 	mu    sync.Mutex
 	hosts []sched.Host
 	asked int
+	onAsk func() // called while probing (a Ctrl-C midway)
 }
 
 func (l *lab) Hosts(context.Context) ([]sched.Host, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.asked++
+	if l.onAsk != nil {
+		l.onAsk()
+	}
 	return l.hosts, nil
 }
 
@@ -569,5 +573,21 @@ func TestDryRun(t *testing.T) {
 	trial, err = r.ctl.DryRun(context.Background(), job.Job{ID: 1000, Spec: job.Spec{Argv: []string{"x"}, Host: "auto", GPUs: 1, Priority: 0}})
 	if err != nil || !trial.Start || trial.Placement.Indexes[0] != 3 {
 		t.Errorf("ahead of the queue (priority 0): %+v, %v", trial, err)
+	}
+}
+
+// A pass cut short while probing (Ctrl-C) plans nothing on the half-done
+// probe: it says so, starts nothing and writes no reason.
+func TestPassCutShort(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	j := r.submit(t, 5, "train")
+	ctx, cancel := context.WithCancel(context.Background())
+	r.lab.onAsk = cancel
+	res, err := r.ctl.Pass(ctx)
+	if !errors.Is(err, context.Canceled) || len(res.Started) != 0 || len(res.Pending) != 0 {
+		t.Errorf("Pass = %+v, %v", res, err)
+	}
+	if got := r.get(t, j.ID); got.State != job.Queued || got.Reason != "" {
+		t.Errorf("job %+v", got)
 	}
 }

@@ -241,6 +241,12 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 				return nil, p.errf(hn, "host %q is `local: true` but %q already is; the controller can be listed once", h.Name, local)
 			}
 			local = h.Name
+			for i := 0; i+1 < len(hn.Content); i += 2 {
+				switch k := hn.Content[i]; k.Value {
+				case "address", "port", "user", "identity_file":
+					return nil, p.errf(k, "host %q is `local: true`: `%s` has no meaning there (it is probed and run without SSH); remove it, or drop `local: true` to reach the host over SSH", h.Name, k.Value)
+				}
+			}
 		}
 		inv.Hosts = append(inv.Hosts, h)
 	}

@@ -83,6 +83,7 @@ func TestParseErrors(t *testing.T) {
 		{"two documents", "hosts:\n  - name: a\n---\nhosts:\n  - name: b\n", "h.yaml:3: a second YAML document"},
 		{"ipv6 brackets", "hosts:\n  - name: a\n    address: \"[::1]\"\n", "h.yaml:3: address \"[::1]\""},
 		{"two local", "hosts:\n  - name: a\n    local: true\n  - name: b\n    local: true\n", "h.yaml:4: host \"b\" is `local: true` but \"a\" already is"},
+		{"local with an address", "hosts:\n  - name: a\n    local: true\n    address: 10.0.0.1\n", "h.yaml:4: host \"a\" is `local: true`: `address` has no meaning there"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -26,6 +26,7 @@ package launch
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -110,6 +111,23 @@ jobdir() { case $1 in /*) d=$1 ;; *) d="$HOME/$1" ;; esac; }
 
 var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// MaxSpecBytes bounds the command, --env values and workdir of a job
+// together: spec.json travels inside the launch command line, and Linux
+// refuses one argument over 128 KiB (MAX_ARG_STRLEN), which would fail
+// every launch of the job.
+const MaxSpecBytes = 64 << 10
+
+func specSize(s job.Spec) int {
+	n := len(s.Workdir) + len(s.Name)
+	for _, a := range s.Argv {
+		n += len(a)
+	}
+	for _, e := range s.Env {
+		n += len(e.Key) + len(e.Value)
+	}
+	return n
+}
+
 // CheckSpec reports what in s cannot be launched: an empty command, a
 // workdir that is relative (it would be taken from the job directory; ""
 // is the home) or holds a newline or NUL, an environment variable name
@@ -124,6 +142,8 @@ func CheckSpec(s job.Spec) error {
 		return fmt.Errorf("--workdir %q: a newline or NUL cannot be in a directory name", wd)
 	case wd != "" && !path.IsAbs(wd) && wd != "~" && !strings.HasPrefix(wd, "~/") && !userHome.MatchString(wd):
 		return fmt.Errorf("--workdir %q is relative: give an absolute path, or ~ for the worker's home (gssh submit resolves a relative one against the current directory)", wd)
+	case specSize(s) > MaxSpecBytes:
+		return fmt.Errorf("the command, its --env values and --workdir take %d KiB; the most is %d KiB: put the command in a script on the worker", specSize(s)>>10, MaxSpecBytes>>10)
 	}
 	if strings.IndexFunc(s.Name, unicode.IsControl) >= 0 {
 		return fmt.Errorf("--name %q: control characters (newlines, tabs, escapes) are not allowed in a job name", s.Name)
@@ -164,7 +184,7 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	}
 	wd := workdir(j.Spec.Workdir)
 	w("if ! cd %s 2>/dev/null; then\n", wd)
-	w("  printf 'gssh: workdir %%s does not exist on %%s (or may not be entered)\\n' %s \"$(hostname)\" >&2\n", q(j.Spec.Workdir))
+	w("  printf 'gssh: workdir %%s does not exist on %%s (or may not be entered)\\n' %s %s >&2\n", q(j.Spec.Workdir), q(cmp.Or(j.Placement.Host, "this host")))
 	w("  fin %s; exit 1\nfi\n", q("error workdir "+j.Spec.Workdir+" does not exist on the worker"))
 	if j.Spec.Shell {
 		w("sh -c %s </dev/null\n", q(j.Spec.Argv[0]))
@@ -284,9 +304,9 @@ while read -r id pid st dir; do
   if [ "$pid" = - ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
   alive=
   if [ "$pid" != - ] && alive "$pid" "$st"; then alive=1; fi
-  if [ -s "$d/exit" ]; then echo "$id exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) $(head -c 300 "$d/exit" | tr '\n' ' ')"
+  if [ -e "$d/cancelled" ] && [ -z "$alive" ]; then echo "$id cancelled"
+  elif [ -s "$d/exit" ]; then echo "$id exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) $(head -c 300 "$d/exit" | tr '\n' ' ')"
   elif [ -n "$alive" ]; then echo "$id running $pid $st"
-  elif [ -e "$d/cancelled" ]; then echo "$id cancelled"
   elif [ "$pid" = - ]; then echo "$id starting"
   else
     n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)

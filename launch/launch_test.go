@@ -237,7 +237,7 @@ func TestCancelKillsTree(t *testing.T) {
 		t.Errorf("cancel took %v", time.Since(start))
 	}
 	m, _ := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
-	if m[j.ID].State != job.Cancelled && m[j.ID].State != job.Failed {
+	if m[j.ID].State != job.Cancelled { // whatever its exit file says: logs -f and the state agree
 		t.Errorf("after cancel: %+v", m[j.ID])
 	}
 }

@@ -238,17 +238,23 @@ func (l *Local) pass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, report
 	}
 	defer unlock()
 	res, err := ctl.Pass(ctx)
+	if ierr := interrupted(ctx); ierr != nil {
+		err = ierr
+	}
 	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Problems: res.Errors}, err
 }
 
 // Schedule implements Service. An error wrapping control.ErrPassBusy
-// means another pass held the lock for longer than r.Wait.
+// means another pass held the lock for longer than r.Wait. It never
+// creates the state file: with the default one missing there is nothing
+// to schedule; a file named by the user that is missing is an error (a
+// typo in a crontab must not start a second, empty queue).
 func (l *Local) Schedule(ctx context.Context, r ScheduleRequest) (PassResult, error) {
-	f, err := l.hosts()
-	if err != nil {
+	st, none, err := l.readStore()
+	if err != nil || none {
 		return PassResult{}, err
 	}
-	st, err := l.store(true)
+	f, err := l.hosts()
 	if err != nil {
 		return PassResult{}, err
 	}

@@ -252,12 +252,30 @@ func TestPassBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unlock()
-	if _, err := l.svc.Schedule(context.Background(), service.ScheduleRequest{}); !errors.Is(err, service.ErrPassBusy) {
-		t.Errorf("Schedule: %v", err)
-	}
 	res := l.submit(t, spec("true"))
 	if !errors.Is(res.PassError, service.ErrPassBusy) || res.Job.State != job.Queued || !strings.Contains(res.Job.Reason, "another scheduling pass is running") {
 		t.Errorf("submit under a held lock: %+v", res)
+	}
+	if _, err := l.svc.Schedule(context.Background(), service.ScheduleRequest{}); !errors.Is(err, service.ErrPassBusy) {
+		t.Errorf("Schedule: %v", err)
+	}
+}
+
+// Schedule never creates the state file: a missing one named by the user
+// is an error; the default one missing is nothing to do.
+func TestScheduleNeverCreates(t *testing.T) {
+	l := newLab(t, false)
+	if _, err := l.svc.Schedule(context.Background(), service.ScheduleRequest{}); !errors.Is(err, state.ErrNoState) {
+		t.Errorf("explicit state missing: %v", err)
+	}
+	d := newLab(t, false, func(o *service.Options) { o.StateExplicit = false })
+	if res, err := d.svc.Schedule(context.Background(), service.ScheduleRequest{}); err != nil || len(res.Started) != 0 {
+		t.Errorf("default state missing: %+v, %v", res, err)
+	}
+	for _, p := range []string{l.state, d.state} {
+		if _, err := os.Stat(filepath.Dir(p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was made: %v", p, err)
+		}
 	}
 }
 

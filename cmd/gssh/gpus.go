@@ -65,7 +65,7 @@ in bytes.
 	fl.StringSliceVar(&opts.hosts, "host", nil, "only these hosts (repeat or comma-separate)")
 	fl.StringSliceVar(&opts.labels, "label", nil, "only hosts carrying every one of these labels")
 	fl.BoolVar(&opts.json, "json", false, "print JSON instead of a table")
-	fl.Float64Var(&opts.watch, "watch", 0, "re-probe and reprint every SECONDS until interrupted")
+	fl.Float64Var(&opts.watch, "watch", 0, "re-probe and reprint every SECONDS (0.5 to 86400) until interrupted; 0: once")
 	return cmd
 }
 

@@ -303,20 +303,18 @@ or the grace has run out.
 			if err := checkDuration("--grace", opts.grace, 0, time.Hour); err != nil {
 				return err
 			}
-			var errs []error
 			opts.ids = nil
 			for _, arg := range args {
 				id, err := parseID(arg)
 				if err != nil {
-					errs = append(errs, err)
-					continue
+					return err // before anything is cancelled
 				}
 				opts.ids = append(opts.ids, id)
 			}
 			if runF != nil {
 				return runF(opts)
 			}
-			return errors.Join(append(errs, cancelRun(c.Context(), a, opts))...)
+			return cancelRun(c.Context(), a, opts)
 		},
 	}
 	cmd.Flags().DurationVar(&opts.grace, "grace", service.DefaultGrace, "time between SIGTERM and SIGKILL")
@@ -325,20 +323,27 @@ or the grace has run out.
 
 func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 	var errs []error
+	code := exitOK
 	for _, id := range opts.ids {
 		j, err := a.service().Cancel(ctx, service.CancelRequest{ID: id, Grace: opts.grace})
 		switch {
 		case err != nil && ctx.Err() != nil:
+			fmt.Fprintf(a.stderr, "gssh: interrupted; job %d may still be running (see gssh show %d)\n", id, id)
 			return errInterrupted
 		case err != nil:
+			fmt.Fprintln(a.stderr, "gssh:", err)
 			errs = append(errs, err)
+			code = max(code, exitCode(err))
 		case j.State != job.Cancelled:
 			fmt.Fprintf(a.stdout, "job %d ended meanwhile (%s: %s)\n", id, j.State, j.Reason)
 		default:
 			fmt.Fprintf(a.stdout, "job %d cancelled\n", id)
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return &reported{err: errors.Join(errs...), code: code}
 }
 
 type scheduleOptions struct {

@@ -41,8 +41,9 @@ var errInterrupted = errors.New("interrupted")
 
 const exitCodesHelp = `Exit status:
   0  success
-  1  usage or input error (bad flag, malformed inventory, unknown host)
-  2  some hosts could not be reached or probed (the others are still listed)
+  1  usage or input error (bad flag, malformed inventory, unknown host or label)
+  2  some hosts could not be reached or probed (the others are still listed);
+     logs, cancel: the job's host; schedule: a host or job had a problem
   3  job state busy (another gssh holds it), missing, damaged or unreadable;
      or another scheduling pass holds the pass lock (gssh schedule)
   130 interrupted (Ctrl-C)`
@@ -161,7 +162,7 @@ local host alone.
 	pf.StringVar(&a.inventoryPath, "inventory", "", "hosts file (default: $GSSH_INVENTORY, ~/.config/gssh/hosts.yaml, /etc/gssh/hosts.yaml)")
 	pf.StringVar(&a.stateFile, "state", "", "job state file (default: $GSSH_STATE, ~/.local/state/gssh/state.db)")
 	pf.StringVar(&a.sshConfigPath, "ssh-config", "", "OpenSSH client config (default ~/.ssh/config; /etc/ssh/ssh_config is read after it)")
-	pf.DurationVar(&a.connectTimeout, "connect-timeout", 0, "SSH connect and handshake timeout when ssh_config sets no ConnectTimeout (default 10s)")
+	pf.DurationVar(&a.connectTimeout, "connect-timeout", 0, "SSH connect and handshake timeout when ssh_config sets no ConnectTimeout (0: 10s; at most 10m)")
 	pf.DurationVar(&a.probeTimeout, "probe-timeout", fleet.DefaultProbeTimeout, "how long one host's GPU probe may take once connected")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if err := checkDuration("--connect-timeout", a.connectTimeout, 0, 10*time.Minute); err != nil {

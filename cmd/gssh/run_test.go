@@ -105,13 +105,13 @@ func TestCancelRun(t *testing.T) {
 		1: {ID: 1, State: job.Cancelled},
 		2: {ID: 2, State: job.Succeeded, Reason: "exit status 0"},
 	}}
-	a, out, _ := fakeApp(svc)
-	err := cancelRun(context.Background(), a, &cancelOptions{ids: []job.ID{1, 2, 3}})
+	a, out, errb := fakeApp(svc)
+	err := cancelRun(context.Background(), a, &cancelOptions{ids: []job.ID{1, 3, 2, 4}})
 	if out.String() != "job 1 cancelled\njob 2 ended meanwhile (succeeded: exit status 0)\n" {
 		t.Errorf("stdout %q", out.String())
 	}
-	if err == nil || err.Error() != "no job 3" || exitCode(err) != exitUsage {
-		t.Errorf("err %v", err)
+	if errb.String() != "gssh: no job 3\ngssh: no job 4\n" || exitCode(err) != exitUsage {
+		t.Errorf("stderr %q, exit %d", errb.String(), exitCode(err))
 	}
 }
 

@@ -39,15 +39,21 @@ func newSubmitCmd(a *app, runF func(*submitOptions) error) *cobra.Command {
 		Long: `Queue a job, then run one scheduling pass: the job starts on a GPU that has
 room for it, or stays queued with the reason.
 
-After --, several words are a command whose every word reaches the job
-literally; a single string is your own shell command, run by sh -c on the
-worker (as ssh HOST 'cmd' would).
+After -- (or after the command's first word: gssh's flags end there),
+several words are a command whose every word reaches the job literally; a
+single string is your own shell command, run by sh -c on the worker (as
+ssh HOST 'cmd' would).
 
---mem is GPU memory per GPU (not host RAM, unlike Slurm's --mem): a bare
-number is MiB; K, M, G, T (optionally followed by B or iB) are binary
-multiples; fractions are allowed (0.5G = 512 MiB). Without --mem the job
-gets its GPUs exclusively. --timeout is the walltime: 90m, 2h30m, or
-Slurm's [D-]HH:MM:SS.
+--mem (alias --gpu-mem) is GPU memory per GPU (not host RAM, unlike
+Slurm's --mem): a bare number is MiB; K, M, G, T (optionally followed by B
+or iB) are binary multiples; fractions are allowed (0.5G = 512 MiB).
+Without --mem the job gets its GPUs exclusively. --timeout is the
+walltime: 90m, 2h30m, or Slurm's [D-]HH:MM:SS (a bare number is minutes).
+--env cannot set CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER or GSSH_*: gssh
+sets them.
+
+It prints "job N running on HOST:GPUS", or "job N STATE: REASON" (queued,
+and why; or how it ended, if a pass ended it already).
 
 The job runs as your SSH login user on the worker, in --workdir (default:
 the current directory, which must exist there too; a relative path is
@@ -79,6 +85,9 @@ only when a pass runs (this submit, or gssh schedule from cron).
 		},
 	}
 	fl := cmd.Flags()
+	// gssh's flags end where the command begins, as with ssh and sbatch:
+	// `gssh submit python train.py --gpus 8` gives --gpus to train.py.
+	fl.SetInterspersed(false)
 	fl.StringVar(&opts.host, "host", "auto", "host to run on, or auto")
 	fl.StringSliceVar(&opts.labels, "label", nil, "only hosts carrying every one of these labels")
 	fl.IntVar(&opts.gpus, "gpus", 1, "number of GPUs, all on one host")
@@ -143,9 +152,12 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 		return err
 	}
 	res, err := a.service().Submit(ctx, service.SubmitRequest{Spec: s, DryRun: opts.dryRun})
-	if err != nil && res.Job.ID != 0 && ctx.Err() != nil {
-		j := res.Job
-		fmt.Fprintf(a.stderr, "gssh: interrupted; job %d is %s (%s); gssh schedule picks it up\n", j.ID, j.State, j.Reason)
+	if err != nil && ctx.Err() != nil {
+		if j := res.Job; j.ID != 0 {
+			fmt.Fprintf(a.stderr, "gssh: interrupted; job %d is %s (%s); gssh schedule picks it up\n", j.ID, j.State, j.Reason)
+		} else {
+			fmt.Fprintln(a.stderr, "gssh: interrupted before the job was stored: nothing was submitted")
+		}
 		return errInterrupted
 	}
 	if err != nil {
