@@ -48,11 +48,16 @@ type Snapshots interface {
 }
 
 // Workers is the worker side of jobs (launch.Workers over SSH is the real
-// one). Start and Cancel act on the host the job is placed on.
+// one). Start, Abandon and Cancel act on the host the job is placed on.
 type Workers interface {
-	// Start launches j and returns what the worker recorded. An error
-	// means the job did not start.
+	// Start launches attempt j.Attempt of j and returns what the worker
+	// recorded. An error wrapping job.ErrOutcomeUnknown means the job may
+	// be running; any other error, that it did not start.
 	Start(ctx context.Context, j job.Job) (job.Remote, error)
+	// Abandon makes sure attempt j.Attempt never starts unless it has: true
+	// when it is abandoned (nothing ran or will), false when its command
+	// started.
+	Abandon(ctx context.Context, j job.Job) (bool, error)
 	// Poll reports the jobs placed on host, by id; a job it says nothing
 	// of is left as it is.
 	Poll(ctx context.Context, host string, jobs []job.Job) (map[job.ID]job.Status, error)
@@ -96,6 +101,9 @@ type Options struct {
 	// Grace is the time between SIGTERM and SIGKILL when a job runs past
 	// its walltime (0 = DefaultGrace).
 	Grace time.Duration
+	// OrphanGrace is the time between SIGTERM and SIGKILL for what a job
+	// left running when it ended or was lost (0 = DefaultOrphanGrace).
+	OrphanGrace time.Duration
 }
 
 // Grace periods.
@@ -103,9 +111,9 @@ const (
 	// DefaultGrace is the walltime grace between SIGTERM and SIGKILL
 	// (launch.DefaultGrace, as gssh cancel's).
 	DefaultGrace = 10 * time.Second
-	// OrphanGrace is what the leftover processes of a lost job get
-	// between SIGTERM and SIGKILL.
-	OrphanGrace = 2 * time.Second
+	// DefaultOrphanGrace is what the processes a job left running when it
+	// ended (or was lost) get between SIGTERM and SIGKILL.
+	DefaultOrphanGrace = 2 * time.Second
 )
 
 // Controller runs passes over one store, one set of hosts and workers.
@@ -117,6 +125,7 @@ type Controller struct {
 	now     func() time.Time
 	policy  sched.Policy
 	grace   time.Duration
+	orphan  time.Duration
 }
 
 // New returns a controller, or an error naming a missing seam or a policy
@@ -134,7 +143,7 @@ func New(opt Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events,
-		now: opt.Now, policy: opt.Policy, grace: cmp.Or(opt.Grace, DefaultGrace)}
+		now: opt.Now, policy: opt.Policy, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace)}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -285,7 +294,17 @@ func (c *Controller) Cancel(ctx context.Context, id job.ID, grace time.Duration,
 	if j.State.Terminal() {
 		return j, fmt.Errorf("job %d %w (%s)", j.ID, ErrEnded, j.State)
 	}
-	if j.State.Active() {
+	stop := j.State == job.Running
+	if j.State == job.Launching {
+		// Resolve the launch first: abandoned, it never runs; started, it
+		// is killed like a running job.
+		abandoned, err := c.workers.Abandon(ctx, j)
+		if err != nil {
+			return j, fmt.Errorf("job %d: %w", j.ID, err)
+		}
+		stop = !abandoned
+	}
+	if stop {
 		if _, err := c.workers.Cancel(ctx, j, grace); err != nil {
 			return j, fmt.Errorf("job %d: %w", j.ID, err)
 		}
@@ -367,6 +386,8 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 			return errSkip
 		}
 		x.State, x.Placement, x.Reason, x.ReasonCode = job.Launching, p, "launching on "+p.Host, ""
+		x.Attempt++ // each attempt has a directory of its own on the worker
+		x.Remote = job.Remote{}
 		return nil
 	})
 	if errors.Is(err, errSkip) {
@@ -377,6 +398,7 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 	}
 	remote, lerr := c.workers.Start(ctx, claimed)
 	now := c.now()
+	unknown := errors.Is(lerr, job.ErrOutcomeUnknown)
 	var cancelled bool
 	updated, err := c.store.Update(j.ID, func(x *job.Job) error {
 		switch {
@@ -385,6 +407,10 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 			if lerr == nil {
 				x.Remote = remote
 			}
+		case unknown:
+			// It may run: the next pass asks the worker, never launches it
+			// again blindly.
+			x.Reason, x.ReasonCode = "launch outcome unknown ("+lerr.Error()+"); the next pass asks "+p.Host, "launch_unknown"
 		case lerr != nil:
 			x.State, x.Placement = job.Queued, job.Placement{}
 			x.Reason, x.ReasonCode = "launch failed: "+lerr.Error()+"; the job stays queued", "launch_failed"
@@ -397,12 +423,15 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 		return job.Job{}, fmt.Errorf("job %d: record the launch: %w", j.ID, err)
 	}
 	if cancelled {
-		if lerr == nil {
+		if lerr == nil || unknown {
 			if _, err := c.workers.Cancel(ctx, updated, c.grace); err != nil {
 				return job.Job{}, fmt.Errorf("job %d was cancelled while it launched; stopping it: %w", j.ID, err)
 			}
 		}
 		return job.Job{}, nil
+	}
+	if unknown {
+		return job.Job{}, fmt.Errorf("job %d: %w", j.ID, lerr) // neither started nor queued: launching
 	}
 	if lerr != nil {
 		c.emit(JobRequeued, updated)
@@ -466,6 +495,19 @@ func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Resul
 	return out
 }
 
+// endedAt is when j ended, by what its worker reported (the exit file's
+// mtime, whole seconds: a job shorter than a second may seem to end
+// before it began), else now.
+func endedAt(j job.Job, st job.Status, now time.Time) time.Time {
+	switch {
+	case st.EndedAt.IsZero() || !st.EndedAt.Before(now):
+		return now
+	case st.EndedAt.Before(j.StartedAt):
+		return j.StartedAt
+	}
+	return st.EndedAt
+}
+
 // pastWalltime reports whether j, running, has run longer than its
 // walltime by now.
 func pastWalltime(j job.Job, now time.Time) bool {
@@ -508,42 +550,59 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 			x.Reason = fmt.Sprintf("ran past its walltime of %s: stopped", j.Spec.Timeout)
 		})
 	case st.State == job.Running && j.State == job.Launching:
+		// A launch whose outcome was unknown: it did start.
 		return update(func(x *job.Job) {
 			x.State, x.Reason, x.ReasonCode = job.Running, "", ""
 			if x.StartedAt.IsZero() {
 				x.StartedAt = now
 			}
+			if x.Remote.PID == 0 {
+				x.Remote.PID, x.Remote.StartTicks = st.PID, st.StartTicks
+			}
 		})
-	case st.Missing && j.State == job.Launching:
-		// Claimed, but the launch never made it to the worker: queue again.
-		return update(func(x *job.Job) {
-			x.State, x.Placement = job.Queued, job.Placement{}
-			x.Reason, x.ReasonCode = "the launch did not reach "+j.Placement.Host+"; queued again", "requeued"
-		})
-	case st.Orphans > 0:
-		// The job's leader died without an exit status but some of its
-		// processes still hold the GPUs: reap them before freeing the GPUs.
-		n, err := c.workers.Cancel(ctx, j, OrphanGrace)
+	case j.State == job.Launching && (st.Missing || st.State == job.Launching || st.Abandoned):
+		// The launch did not finish (it never reached the worker, or run.sh
+		// has not recorded its pid): abandon the attempt, atomically against
+		// run.sh's own start, so that a launch merely slow can never start
+		// after the job is queued again.
+		abandoned, err := st.Abandoned, error(nil)
+		if !abandoned {
+			abandoned, err = c.workers.Abandon(ctx, j)
+		}
 		if err != nil {
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: reap orphans: %w", j.ID, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: abandon an unfinished launch: %w", j.ID, err))
 			return j, false
 		}
-		return update(func(x *job.Job) {
-			x.State, x.EndedAt = job.Lost, now
-			x.Reason = fmt.Sprintf("%s; its %d leftover processes were killed", st.Reason, n)
-		})
-	case st.State.Terminal():
-		ended := now
-		if !st.EndedAt.IsZero() && st.EndedAt.Before(now) {
-			// When the exit file was written; its mtime has whole seconds,
-			// so a job shorter than a second may seem to end before it began.
-			ended = st.EndedAt
-			if ended.Before(j.StartedAt) {
-				ended = j.StartedAt
-			}
+		if !abandoned {
+			return j, false // run.sh started: the next poll sees its pid
 		}
 		return update(func(x *job.Job) {
-			x.State, x.EndedAt, x.Reason, x.ReasonCode = st.State, ended, st.Reason, ""
+			x.State, x.Placement, x.Remote = job.Queued, job.Placement{}, job.Remote{}
+			x.Reason = fmt.Sprintf("attempt %d did not start on %s and was abandoned; queued again", j.Attempt, j.Placement.Host)
+			x.ReasonCode = "requeued"
+		})
+	case st.Orphans > 0:
+		// The job ended (or its leader died without an exit status) but
+		// some of its processes still run, with its GPUs: end them before
+		// the GPUs are offered again, as Slurm does when a batch script
+		// ends.
+		n, err := c.workers.Cancel(ctx, j, c.orphan)
+		if err != nil {
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: end its leftover processes: %w", j.ID, err))
+			return j, false
+		}
+		state := st.State
+		if !state.Terminal() {
+			state = job.Lost
+		}
+		return update(func(x *job.Job) {
+			x.State, x.EndedAt, x.ReasonCode = state, endedAt(j, st, now), ""
+			x.Reason = fmt.Sprintf("%s; its %d leftover processes were killed", st.Reason, n)
+			x.ExitCode, x.Signal = st.ExitCode, st.Signal
+		})
+	case st.State.Terminal():
+		return update(func(x *job.Job) {
+			x.State, x.EndedAt, x.Reason, x.ReasonCode = st.State, endedAt(j, st, now), st.Reason, ""
 			x.ExitCode, x.Signal = st.ExitCode, st.Signal
 		})
 	}

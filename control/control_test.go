@@ -62,22 +62,31 @@ func (l *lab) Hosts(context.Context) ([]sched.Host, error) {
 // command "sleep N" runs N seconds, "exit N" ends at once with status N;
 // anything else runs until cancelled.
 type workers struct {
-	mu        sync.Mutex
-	jobs      map[job.ID]*simJob
-	startErr  error            // every Start fails with it
-	onStart   func(job.Job)    // called during Start, without the lock (a cancel racing the launch)
-	polls     int              // Poll calls
-	pollErr   map[string]error // Poll of that host fails
-	status    map[job.ID]job.Status
-	cancelled []string // "id grace"
+	mu       sync.Mutex
+	jobs     map[job.ID]*simJob
+	startErr error // every Start fails with it
+	// With a startErr wrapping job.ErrOutcomeUnknown: what the lost launch
+	// left on the worker: "" nothing, "dir" a directory without pid, "run"
+	// a running job.
+	unknownLeft string
+	onStart     func(job.Job)    // called as Start begins, without the lock (a cancel racing the launch)
+	onStarted   func(job.Job)    // called once Start made the job run, before it returns
+	polls       int              // Poll calls
+	pollErr     map[string]error // Poll of that host fails
+	status      map[job.ID]job.Status
+	cancelled   []string // "id grace"
+	abandons    []string // "id attempt outcome"
+	attempts    []int    // the attempt of every Start
 }
 
 type simJob struct {
-	j       job.Job
-	started time.Time
-	runFor  time.Duration // < 0: until cancelled
-	exit    int
-	ended   bool
+	j         job.Job
+	started   time.Time
+	runFor    time.Duration // < 0: until cancelled
+	exit      int
+	ended     bool
+	pending   bool // directory made, no pid yet (a launch cut short)
+	abandoned bool
 }
 
 func newWorkers() *workers {
@@ -90,7 +99,18 @@ func (w *workers) Start(_ context.Context, j job.Job) (job.Remote, error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.attempts = append(w.attempts, j.Attempt)
+	if s, ok := w.jobs[j.ID]; ok && s.j.Attempt == j.Attempt {
+		return job.Remote{}, errors.New("launch on ctl: job directory exists already")
+	}
 	if w.startErr != nil {
+		switch {
+		case !errors.Is(w.startErr, job.ErrOutcomeUnknown), w.unknownLeft == "":
+		case w.unknownLeft == "dir":
+			w.jobs[j.ID] = &simJob{j: j, pending: true, runFor: -1}
+		default:
+			w.jobs[j.ID] = &simJob{j: j, started: time.Now(), runFor: -1}
+		}
 		return job.Remote{}, w.startErr
 	}
 	s := &simJob{j: j, started: time.Now(), runFor: -1}
@@ -104,7 +124,12 @@ func (w *workers) Start(_ context.Context, j job.Job) (job.Remote, error) {
 		}
 	}
 	w.jobs[j.ID] = s
-	return job.Remote{Dir: fmt.Sprintf("/home/u/.gssh/jobs/c-%d", j.ID), PID: 1000 + int(j.ID)}, nil
+	if w.onStarted != nil {
+		w.mu.Unlock()
+		w.onStarted(j)
+		w.mu.Lock()
+	}
+	return job.Remote{Dir: fmt.Sprintf("/home/u/.gssh/jobs/c-%d.%d", j.ID, j.Attempt), PID: 1000 + int(j.ID)}, nil
 }
 
 func (w *workers) Poll(_ context.Context, host string, jobs []job.Job) (map[job.ID]job.Status, error) {
@@ -124,6 +149,10 @@ func (w *workers) Poll(_ context.Context, host string, jobs []job.Job) (map[job.
 		switch {
 		case !ok:
 			out[j.ID] = job.Status{State: job.Lost, Missing: true, Reason: "the job directory is gone from the worker"}
+		case s.abandoned:
+			out[j.ID] = job.Status{State: job.Lost, Abandoned: true}
+		case s.pending:
+			out[j.ID] = job.Status{State: job.Launching}
 		case s.ended:
 			out[j.ID] = job.Status{State: job.Cancelled, Reason: "cancelled"}
 		case s.runFor >= 0 && time.Since(s.started) >= s.runFor:
@@ -134,10 +163,26 @@ func (w *workers) Poll(_ context.Context, host string, jobs []job.Job) (map[job.
 			}
 			out[j.ID] = st
 		default:
-			out[j.ID] = job.Status{State: job.Running}
+			out[j.ID] = job.Status{State: job.Running, PID: 1000 + int(j.ID)}
 		}
 	}
 	return out, nil
+}
+
+func (w *workers) Abandon(_ context.Context, j job.Job) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, ok := w.jobs[j.ID]
+	if !ok || s.j.Attempt != j.Attempt {
+		s, ok = &simJob{j: j}, false
+		w.jobs[j.ID] = s
+	}
+	outcome := "started"
+	if s.pending || s.abandoned || !ok {
+		s.pending, s.abandoned, outcome = false, true, "abandoned"
+	}
+	w.abandons = append(w.abandons, fmt.Sprintf("%d %d %s", j.ID, j.Attempt, outcome))
+	return outcome == "abandoned", nil
 }
 
 func (w *workers) Cancel(_ context.Context, j job.Job, grace time.Duration) (int, error) {
@@ -379,7 +424,7 @@ func TestPassReapsOrphans(t *testing.T) {
 	if len(res.Finished) != 1 || res.Finished[0].State != job.Lost || res.Finished[0].Reason != "the job's main process is gone; its 1 leftover processes were killed" {
 		t.Fatalf("finished %+v", res.Finished)
 	}
-	if want := []string{fmt.Sprintf("%d %s", j.ID, control.OrphanGrace)}; !slices.Equal(r.workers.cancelled, want) {
+	if want := []string{fmt.Sprintf("%d %s", j.ID, control.DefaultOrphanGrace)}; !slices.Equal(r.workers.cancelled, want) {
 		t.Errorf("cancelled %q", r.workers.cancelled)
 	}
 }
@@ -532,9 +577,10 @@ func TestCancel(t *testing.T) {
 	}
 }
 
-// A job cancelled while the pass launches it is stopped on the worker as
-// soon as the launch returns, and keeps where it ran: nothing runs that the
-// queue does not track.
+// A job cancelled while the pass launches it never runs: the cancel
+// abandons the attempt before its launch gets there (then the launch finds
+// the attempt's directory taken); a launch that got there first is stopped
+// as soon as it returns. Nothing runs that the queue does not track.
 func TestCancelDuringLaunch(t *testing.T) {
 	r := newRig(t, sched.Policy{}, a100x4("ctl"))
 	j := r.submit(t, 5, "train")
@@ -545,13 +591,30 @@ func TestCancelDuringLaunch(t *testing.T) {
 	}
 	res := r.pass(t)
 	got := r.get(t, j.ID)
-	if len(res.Started) != 0 || len(res.Errors) != 0 || got.State != job.Cancelled || got.Remote.PID == 0 {
+	if len(res.Started) != 0 || got.State != job.Cancelled {
 		t.Errorf("result %+v; job %+v", res, got)
 	}
-	// Cancelled on the worker twice: by Cancel (nothing there yet) and by
-	// the pass once the launch returned.
-	if want := []string{fmt.Sprintf("%d 1s", j.ID), fmt.Sprintf("%d %s", j.ID, control.DefaultGrace)}; !slices.Equal(r.workers.cancelled, want) {
-		t.Errorf("cancelled %q, want %q", r.workers.cancelled, want)
+	if want := []string{fmt.Sprintf("%d 1 abandoned", j.ID)}; !slices.Equal(r.workers.abandons, want) || len(r.workers.cancelled) != 0 {
+		t.Errorf("abandons %q (want %q), cancelled %q", r.workers.abandons, want, r.workers.cancelled)
+	}
+
+	// The launch got there first: the cancel comes once run.sh runs, before
+	// the pass records the launch. It kills the job (Abandon says it
+	// started), and so does the pass once the launch returns.
+	r = newRig(t, sched.Policy{}, a100x4("ctl"))
+	j = r.submit(t, 5, "train")
+	r.workers.onStarted = func(x job.Job) {
+		if _, err := r.ctl.Cancel(context.Background(), x.ID, time.Second, "ann"); err != nil {
+			t.Error(err)
+		}
+	}
+	res = r.pass(t)
+	if got := r.get(t, j.ID); len(res.Started) != 0 || got.State != job.Cancelled || got.Remote.PID == 0 {
+		t.Errorf("result %+v; job %+v", res, got)
+	}
+	want := []string{fmt.Sprintf("%d 1s", j.ID), fmt.Sprintf("%d %s", j.ID, control.DefaultGrace)}
+	if !slices.Equal(r.workers.cancelled, want) || !slices.Equal(r.workers.abandons, []string{fmt.Sprintf("%d 1 started", j.ID)}) {
+		t.Errorf("cancelled %q (want %q), abandons %q", r.workers.cancelled, want, r.workers.abandons)
 	}
 }
 
@@ -589,5 +652,90 @@ func TestPassCutShort(t *testing.T) {
 	}
 	if got := r.get(t, j.ID); got.State != job.Queued || got.Reason != "" {
 		t.Errorf("job %+v", got)
+	}
+}
+
+// A launch whose outcome is unknown (the session died after it was sent)
+// leaves the job launching, never queued; the next pass asks the worker:
+// running there, it is running here (pid adopted); a directory without a
+// pid, or nothing at all, is abandoned atomically and queued again, and
+// the same pass starts a new attempt. Nothing runs twice.
+func TestPassUnknownLaunchOutcome(t *testing.T) {
+	unknown := fmt.Errorf("%w: launch on ctl: ctl: command outcome unknown: the session ended without an exit status", job.ErrOutcomeUnknown)
+	for _, tt := range []struct {
+		left     string // what the cut-off launch left on the worker
+		state    job.State
+		attempts []int
+		abandons []string
+	}{
+		{"run", job.Running, []int{1}, nil},
+		{"dir", job.Running, []int{1, 2}, []string{"1 1 abandoned"}},
+		{"", job.Running, []int{1, 2}, []string{"1 1 abandoned"}},
+	} {
+		r := newRig(t, sched.Policy{}, a100x4("ctl"))
+		j := r.submit(t, 5, "train")
+		r.workers.startErr, r.workers.unknownLeft = unknown, tt.left
+		res := r.pass(t)
+		got := r.get(t, j.ID)
+		if got.State != job.Launching || got.ReasonCode != "launch_unknown" || len(res.Started) != 0 || len(res.Pending) != 0 || len(res.Errors) != 1 {
+			t.Fatalf("left %q: after the cut launch: %+v; %+v", tt.left, got, res)
+		}
+		r.workers.startErr = nil
+		r.pass(t)
+		got = r.get(t, j.ID)
+		if got.State != tt.state || !slices.Equal(r.workers.attempts, tt.attempts) || !slices.Equal(r.workers.abandons, tt.abandons) {
+			t.Errorf("left %q: %s attempt %d, starts %v (want %v), abandons %q (want %q)", tt.left, got.State, got.Attempt, r.workers.attempts, tt.attempts, r.workers.abandons, tt.abandons)
+		}
+		if got.Remote.PID == 0 {
+			t.Errorf("left %q: no pid recorded: %+v", tt.left, got.Remote)
+		}
+	}
+}
+
+// Each launch attempt is counted, failed ones included.
+func TestAttemptsCount(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	j := r.submit(t, 5, "train")
+	r.workers.startErr = errors.New("launch on ctl: no space left on device")
+	r.pass(t)
+	r.workers.startErr = nil
+	r.pass(t)
+	if got := r.get(t, j.ID); got.Attempt != 2 || got.State != job.Running || !slices.Equal(r.workers.attempts, []int{1, 2}) {
+		t.Errorf("attempt %d %s, starts %v", got.Attempt, got.State, r.workers.attempts)
+	}
+}
+
+// What a job leaves running when it ends is ended too, with the orphan
+// grace, before its GPUs are offered again; the job keeps its exit status.
+func TestPassEndsLeftovers(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	j := r.submit(t, 5, "train")
+	r.pass(t)
+	code := 0
+	r.workers.status[j.ID] = job.Status{State: job.Succeeded, ExitCode: &code, Reason: "exit status 0", Orphans: 1}
+	next := r.submit(t, 5, "train") // wants the same (only idle) GPU
+	res := r.pass(t)
+	if len(res.Finished) != 1 || res.Finished[0].State != job.Succeeded || res.Finished[0].Reason != "exit status 0; its 1 leftover processes were killed" {
+		t.Fatalf("finished %+v", res.Finished)
+	}
+	if want := []string{fmt.Sprintf("%d %s", j.ID, control.DefaultOrphanGrace)}; !slices.Equal(r.workers.cancelled, want) {
+		t.Errorf("cancelled %q, want %q", r.workers.cancelled, want)
+	}
+	if len(res.Started) != 1 || res.Started[0].ID != next.ID {
+		t.Errorf("the GPU was not offered again after the leftovers ended: %+v", res.Started)
+	}
+}
+
+// A cancel of a launching job resolves the launch first: an attempt that
+// has not started is abandoned and nothing is killed.
+func TestCancelLaunching(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	j := r.submit(t, 5, "train")
+	r.workers.startErr = fmt.Errorf("%w: launch on ctl: interrupted", job.ErrOutcomeUnknown)
+	r.workers.unknownLeft = "dir"
+	r.pass(t)
+	got, err := r.ctl.Cancel(context.Background(), j.ID, time.Second, "ann")
+	if err != nil || got.State != job.Cancelled || len(r.workers.cancelled) != 0 || !slices.Equal(r.workers.abandons, []string{"1 1 abandoned"}) {
+		t.Errorf("cancel: %+v %v; cancelled %q abandons %q", got, err, r.workers.cancelled, r.workers.abandons)
 	}
 }

@@ -3,7 +3,10 @@
 // ended. It has no behaviour beyond small helpers: no I/O.
 package job
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // ID is a job id: the state store's sequence, so ids sort in submit order.
 type ID uint64
@@ -13,7 +16,9 @@ type ID uint64
 //	queued -> launching -> running -> succeeded | failed | cancelled | timeout | lost
 //
 // `launching` is written before the remote launch, so a crash between the
-// claim and the launch is found and resolved by the next pass.
+// claim and the launch is found and resolved by the next pass; a launch
+// whose outcome is unknown stays `launching` until a pass has asked the
+// worker.
 type State string
 
 // Job states.
@@ -78,9 +83,15 @@ type Placement struct {
 	Indexes []int    `json:"indexes"`
 }
 
+// ErrOutcomeUnknown marks a launch whose outcome is unknown: the session
+// died, timed out or was interrupted after the launch command was sent,
+// so the job may be running. Such a job stays launching and is resolved
+// from the worker by the next pass; it is never launched again blindly.
+var ErrOutcomeUnknown = errors.New("launch outcome unknown")
+
 // Remote is what the launcher learnt on the worker.
 type Remote struct {
-	Dir        string `json:"dir"`                   // ~/.gssh/jobs/<cluster-id>-<job-id>, as an absolute path
+	Dir        string `json:"dir"`                   // ~/.gssh/jobs/<cluster-id>-<job-id>.<attempt>, as an absolute path
 	PID        int    `json:"pid,omitempty"`         // session leader of the job
 	StartTicks int64  `json:"start_ticks,omitempty"` // /proc/PID/stat starttime: tells a reused pid apart
 }
@@ -101,8 +112,13 @@ type Job struct {
 	ReasonCode string    `json:"reason_code,omitempty"`
 	Placement  Placement `json:"placement,omitzero"`
 	Remote     Remote    `json:"remote,omitzero"`
-	ExitCode   *int      `json:"exit_code,omitempty"`
-	Signal     string    `json:"signal,omitempty"` // e.g. "KILL", when killed by one
+	// Attempt counts the job's launch attempts, failed ones included: each
+	// gets its own directory on the worker (GSSH_ATTEMPT). 0 is a job never
+	// launched, or one launched before attempts were counted (its
+	// directory has no .<attempt> suffix).
+	Attempt  int    `json:"attempt,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Signal   string `json:"signal,omitempty"` // e.g. "KILL", when killed by one
 
 	SubmittedAt time.Time `json:"submitted_at"`
 	StartedAt   time.Time `json:"started_at,omitzero"`
@@ -122,9 +138,17 @@ type Status struct {
 	// claimed but never launched, or a directory someone removed).
 	Missing bool
 	// Orphans counts the job's processes still running although its
-	// session leader is gone without an exit status (kill -9 of run.sh):
-	// they must be reaped before the job's GPUs are given to another.
+	// session leader is gone without an exit status (kill -9 of run.sh),
+	// or although it ended (children it left behind): they must be reaped
+	// before the job's GPUs are given to another.
 	Orphans int
+	// Abandoned: the attempt was abandoned before its command started (a
+	// pass found its launch unfinished); it never runs.
+	Abandoned bool
+	// PID and StartTicks of a running job's session leader, as its pid
+	// file says (for a job whose launch outcome was unknown).
+	PID        int
+	StartTicks int64
 	// EndedAt is when the job ended by the worker's clock (the exit file's
 	// mtime, whole seconds), when known.
 	EndedAt time.Time

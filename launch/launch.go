@@ -88,9 +88,14 @@ func (e *StepError) Unwrap() error { return e.Err }
 // q quotes one value for the remote POSIX shell.
 func q(s string) string { return shellescape.Quote(s) }
 
-// DirName is the job directory relative to the login user's home.
-func DirName(cluster string, id job.ID) string {
-	return fmt.Sprintf(".gssh/jobs/%s-%d", cluster, id)
+// DirName is the directory of a job's launch attempt, relative to the
+// login user's home: .gssh/jobs/<cluster>-<id>.<attempt>. Attempt 0 is a
+// job launched before attempts were counted: .gssh/jobs/<cluster>-<id>.
+func DirName(cluster string, id job.ID, attempt int) string {
+	if attempt <= 0 {
+		return fmt.Sprintf(".gssh/jobs/%s-%d", cluster, id)
+	}
+	return fmt.Sprintf(".gssh/jobs/%s-%d.%d", cluster, id, attempt)
 }
 
 // dirOf is job j's directory as recorded at launch (absolute), or, before
@@ -99,7 +104,7 @@ func dirOf(cluster string, j job.Job) string {
 	if j.Remote.Dir != "" {
 		return j.Remote.Dir
 	}
-	return DirName(cluster, j.ID)
+	return DirName(cluster, j.ID, j.Attempt)
 }
 
 // jobdirFn defines `jobdir DIR`, which sets d to DIR, taken relative to the
@@ -111,11 +116,15 @@ jobdir() { case $1 in /*) d=$1 ;; *) d="$HOME/$1" ;; esac; }
 
 var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// MaxSpecBytes bounds the command, --env values and workdir of a job
-// together: spec.json travels inside the launch command line, and Linux
-// refuses one argument over 128 KiB (MAX_ARG_STRLEN), which would fail
-// every launch of the job.
-const MaxSpecBytes = 64 << 10
+// Size limits of a job, checked at submit so that nothing is accepted
+// that would then fail every launch. The launch payload (run.sh and
+// spec.json) travels on the session's stdin, so only what the job itself
+// hands to the kernel is bounded: Linux refuses one argument or
+// environment string over 128 KiB (MAX_ARG_STRLEN) in execve.
+const (
+	MaxSpecBytes = 1 << 20     // the command, --env values, workdir and name together
+	MaxWordBytes = 128<<10 - 1 // one word of the command (or the shell string), or one KEY=VALUE
+)
 
 func specSize(s job.Spec) int {
 	n := len(s.Workdir) + len(s.Name)
@@ -126,6 +135,21 @@ func specSize(s job.Spec) int {
 		n += len(e.Key) + len(e.Value)
 	}
 	return n
+}
+
+// longWord returns a word of s (or a KEY=VALUE) over MaxWordBytes, if any.
+func longWord(s job.Spec) (string, int) {
+	for i, a := range s.Argv {
+		if len(a) > MaxWordBytes {
+			return fmt.Sprintf("word %d of the command", i+1), len(a)
+		}
+	}
+	for _, e := range s.Env {
+		if n := len(e.Key) + 1 + len(e.Value); n > MaxWordBytes {
+			return "--env " + e.Key, n
+		}
+	}
+	return "", 0
 }
 
 // CheckSpec reports what in s cannot be launched: an empty command, a
@@ -145,6 +169,9 @@ func CheckSpec(s job.Spec) error {
 	case specSize(s) > MaxSpecBytes:
 		return fmt.Errorf("the command, its --env values and --workdir take %d KiB; the most is %d KiB: put the command in a script on the worker", specSize(s)>>10, MaxSpecBytes>>10)
 	}
+	if what, n := longWord(s); n > 0 {
+		return fmt.Errorf("%s takes %d KiB; Linux passes at most %d KiB in one argument or environment string (MAX_ARG_STRLEN): put it in a file on the worker", what, n>>10, (MaxWordBytes+1)>>10)
+	}
 	if strings.IndexFunc(s.Name, unicode.IsControl) >= 0 {
 		return fmt.Errorf("--name %q: control characters (newlines, tabs, escapes) are not allowed in a job name", s.Name)
 	}
@@ -159,10 +186,15 @@ func CheckSpec(s job.Spec) error {
 	return nil
 }
 
-// RunScript returns run.sh for job j of cluster: it records its pid and
-// start time, exports CUDA_VISIBLE_DEVICES (GPU or MIG UUIDs; an index for
-// a GPU without UUID, with CUDA_DEVICE_ORDER=PCI_BUS_ID always set, corpus
-// 063), GSSH_JOB_ID, GSSH_CLUSTER_ID and the --env values, changes to the
+// RunScript returns run.sh for job j of cluster. It first takes the
+// attempt's start gate (`mkdir go`, atomic: see Abandon) and leaves at
+// once, running nothing, when the attempt was abandoned; then it records
+// its pid and start time, leaves when the job was cancelled meanwhile (the
+// `cancelled` mark is read after the pid is written, and Cancel writes it
+// before it reads the pid, so one of them always sees the other), exports
+// CUDA_VISIBLE_DEVICES (GPU or MIG UUIDs; an index for a GPU without UUID,
+// with CUDA_DEVICE_ORDER=PCI_BUS_ID always set, corpus 063), GSSH_JOB_ID,
+// GSSH_CLUSTER_ID, GSSH_ATTEMPT and the --env values, changes to the
 // workdir (failing the job with that reason when it does not exist), runs
 // the command and writes its exit status to `exit` atomically.
 func RunScript(cluster string, j job.Job) (string, error) {
@@ -173,12 +205,14 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# gssh job %d of cluster %s. Written by gssh: every value below is quoted.\n", j.ID, cluster)
 	w("d=$PWD\n")
+	w("if ! mkdir \"$d/go\" 2>/dev/null; then echo 'gssh: this launch attempt was abandoned before it started: nothing was run' >&2; exit 0; fi\n")
 	w("st=$(sed 's/.*) //' /proc/$$/stat | cut -d' ' -f20)\n")
 	w("printf '%%s %%s\\n' \"$$\" \"$st\" >\"$d/pid.tmp\" && mv -f \"$d/pid.tmp\" \"$d/pid\"\n")
 	w("fin() { printf '%%s\\n' \"$1\" >\"$d/exit.tmp\" && mv -f \"$d/exit.tmp\" \"$d/exit\"; }\n")
+	w("if [ -e \"$d/cancelled\" ]; then echo 'gssh: cancelled before it started: nothing was run' >&2; exit 0; fi\n")
 	w("export CUDA_VISIBLE_DEVICES=%s\n", q(strings.Join(j.Placement.GPUs, ",")))
 	w("export CUDA_DEVICE_ORDER=PCI_BUS_ID\n")
-	w("export GSSH_JOB_ID=%s GSSH_CLUSTER_ID=%s\n", q(strconv.FormatUint(uint64(j.ID), 10)), q(cluster))
+	w("export GSSH_JOB_ID=%s GSSH_CLUSTER_ID=%s GSSH_ATTEMPT=%s\n", q(strconv.FormatUint(uint64(j.ID), 10)), q(cluster), q(strconv.Itoa(j.Attempt)))
 	for _, e := range j.Spec.Env {
 		w("export %s=%s\n", e.Key, q(e.Value))
 	}
@@ -220,11 +254,24 @@ func workdir(wd string) string {
 	return q(wd)
 }
 
-// Start creates the job directory on host, writes spec.json and run.sh,
-// starts run.sh detached (setsid -f, all fds redirected) and waits up to
-// 5 s for it to record its pid. It fails when the directory exists already
-// (the job was launched before: reconcile instead), when the home directory
-// cannot be written (disk full, read-only), or when run.sh does not start.
+// exitUnknown is the launcher's exit status when run.sh passed its start
+// gate but recorded no pid in time: it runs, or will; the outcome is
+// unknown (EX_TEMPFAIL).
+const exitUnknown = 75
+
+// Start creates the directory of j's attempt (j.Attempt) on host, writes
+// run.sh and spec.json there from the session's stdin, starts run.sh
+// detached (setsid -f, all fds redirected) and waits up to 5 s for it to
+// record its pid; if it has not by then, Start abandons the attempt (see
+// Abandon) so that it can never start later.
+//
+// A definite failure (the directory exists already, the home cannot be
+// written, the disk is full, run.sh did not start and the attempt was
+// abandoned, the host could not be reached) is a *StepError: the job did
+// not start, and another attempt may. An error that wraps
+// job.ErrOutcomeUnknown means the job may be running (the session died or
+// was cut off after the launch was sent): the caller must ask the worker
+// (Poll, Abandon), never launch it blindly again.
 func Start(ctx context.Context, run Runner, host, cluster string, j job.Job) (job.Remote, error) {
 	script, err := RunScript(cluster, j)
 	if err != nil {
@@ -235,13 +282,14 @@ func Start(ctx context.Context, run Runner, host, cluster string, j job.Job) (jo
 		return job.Remote{}, fmt.Errorf("launch: %w", err)
 	}
 	cmd := jobdirFn + `set -e; umask 077
-jobdir ` + q(DirName(cluster, j.ID)) + `
+jobdir ` + q(DirName(cluster, j.ID, j.Attempt)) + `
 mkdir -p "$HOME/.gssh/jobs"
 if ! mkdir "$d" 2>/dev/null; then
   if [ -e "$d" ]; then echo "job directory $d exists already" >&2; else mkdir "$d"; fi; exit 1
 fi
-cat >"$d/run.sh"
-printf '%s\n' ` + q(string(spec)) + ` >"$d/spec.json"
+head -c ` + strconv.Itoa(len(script)) + ` >"$d/run.sh"
+cat >"$d/spec.json"
+if [ "$(wc -c <"$d/run.sh")" -ne ` + strconv.Itoa(len(script)) + ` ]; then echo "run.sh was cut short on the way (disk full?)" >&2; exit 1; fi
 cd "$d"
 if setsid -f true </dev/null >/dev/null 2>&1; then
   setsid -f sh "$d/run.sh" </dev/null >>"$d/log" 2>&1
@@ -249,13 +297,59 @@ else
   nohup sh "$d/run.sh" </dev/null >>"$d/log" 2>&1 &
 fi
 i=0; while [ ! -s "$d/pid" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
-if [ ! -s "$d/pid" ]; then echo "run.sh did not start within 5s; see $d/log" >&2; exit 1; fi
+if [ ! -s "$d/pid" ] && mkdir "$d/go" 2>/dev/null; then
+  : >"$d/abandoned"; echo "run.sh did not start within 5s: this attempt is abandoned (see $d/log)" >&2; exit 1
+fi
+i=0; while [ ! -s "$d/pid" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
+if [ ! -s "$d/pid" ]; then echo "run.sh started but recorded no pid within 10s" >&2; exit ` + strconv.Itoa(exitUnknown) + `; fi
 printf 'dir %s\n' "$d"; cat "$d/pid"`
-	res, err := run.Run(ctx, host, cmd, strings.NewReader(script))
+	res, err := run.Run(ctx, host, cmd, strings.NewReader(script+string(spec)+"\n"))
 	if err != nil {
-		return job.Remote{}, &StepError{"launch", host, err}
+		se := &StepError{"launch", host, err}
+		var xe *sshexec.ExitError
+		switch {
+		case errors.As(err, &xe) && xe.Code == exitUnknown:
+			return job.Remote{}, fmt.Errorf("%w: %w", job.ErrOutcomeUnknown, se)
+		case errors.As(err, &xe):
+			return job.Remote{}, se
+		case sshexec.MayHaveRun(err):
+			return job.Remote{}, fmt.Errorf("%w: %w", job.ErrOutcomeUnknown, se)
+		}
+		return job.Remote{}, se
 	}
-	return parseStarted(res.Stdout)
+	r, err := parseStarted(res.Stdout)
+	if err != nil {
+		return job.Remote{}, fmt.Errorf("%w: %w", job.ErrOutcomeUnknown, err)
+	}
+	return r, nil
+}
+
+// Abandon makes sure attempt j.Attempt of j never starts, unless it has
+// already: it creates the attempt's directory when missing (so a launch
+// still on its way finds it taken and fails) and takes the start gate
+// (`mkdir go`, atomic, the same step run.sh takes before it starts the
+// command). It reports true when the attempt is abandoned (nothing ran,
+// nothing will), false when run.sh had passed the gate (it runs, or ran:
+// Poll says which).
+func Abandon(ctx context.Context, run Runner, host, cluster string, j job.Job) (bool, error) {
+	script := jobdirFn + `umask 077
+jobdir ` + q(dirOf(cluster, j)) + `
+mkdir -p "$d" || exit 1
+if mkdir "$d/go" 2>/dev/null; then : >"$d/abandoned"; echo abandoned
+elif [ -e "$d/abandoned" ]; then echo abandoned
+else echo started; fi`
+	res, err := run.Run(ctx, host, script, nil)
+	if err != nil {
+		return false, &StepError{"abandon", host, err}
+	}
+	switch out := strings.TrimSpace(string(res.Stdout)); out {
+	case "abandoned":
+		return true, nil
+	case "started":
+		return false, nil
+	default:
+		return false, fmt.Errorf("abandon on %s: unexpected answer %q", host, out)
+	}
 }
 
 func parseStarted(out []byte) (job.Remote, error) {
@@ -301,11 +395,14 @@ cid=` + q(cluster) + `
 while read -r id pid st dir; do
   jobdir "$dir"
   if [ ! -d "$d" ]; then echo "$id missing"; continue; fi
+  if [ -e "$d/abandoned" ]; then echo "$id abandoned"; continue; fi
   if [ "$pid" = - ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
   alive=
   if [ "$pid" != - ] && alive "$pid" "$st"; then alive=1; fi
   if [ -e "$d/cancelled" ] && [ -z "$alive" ]; then echo "$id cancelled"
-  elif [ -s "$d/exit" ]; then echo "$id exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) $(head -c 300 "$d/exit" | tr '\n' ' ')"
+  elif [ -s "$d/exit" ] && [ -z "$alive" ]; then
+    n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)
+    echo "$id exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) $n $(head -c 300 "$d/exit" | tr '\n' ' ')"
   elif [ -n "$alive" ]; then echo "$id running $pid $st"
   elif [ "$pid" = - ]; then echo "$id starting"
   else
@@ -334,7 +431,12 @@ func parsePoll(out []byte) map[job.ID]job.Status {
 		id := job.ID(n)
 		switch f[1] {
 		case "running":
-			m[id] = job.Status{State: job.Running}
+			st := job.Status{State: job.Running}
+			if len(f) >= 4 {
+				st.PID, _ = strconv.Atoi(f[2])
+				st.StartTicks, _ = strconv.ParseInt(f[3], 10, 64)
+			}
+			m[id] = st
 		case "cancelled":
 			m[id] = job.Status{State: job.Cancelled, Reason: "cancelled"}
 		case "starting":
@@ -346,15 +448,18 @@ func parsePoll(out []byte) map[job.ID]job.Status {
 		case "orphaned":
 			n, _ := strconv.Atoi(f[2])
 			m[id] = job.Status{State: job.Lost, Orphans: n, Reason: "the job's main process is gone and it wrote no exit status, but some of its processes still run"}
+		case "abandoned":
+			m[id] = job.Status{State: job.Lost, Abandoned: true, Reason: "the launch attempt was abandoned before it started"}
 		case "exit":
-			if len(f) < 4 {
+			if len(f) < 5 {
 				m[id] = job.Status{State: job.Failed, Reason: "unreadable exit file"}
 				continue
 			}
-			st := exitStatus(strings.Join(f[3:], " "))
+			st := exitStatus(strings.Join(f[4:], " "))
 			if sec, err := strconv.ParseInt(f[2], 10, 64); err == nil && sec > 0 {
 				st.EndedAt = time.Unix(sec, 0)
 			}
+			st.Orphans, _ = strconv.Atoi(f[3]) // left behind by the command
 			m[id] = st
 		}
 	}
@@ -416,8 +521,8 @@ func Cancel(ctx context.Context, run Runner, host, cluster string, j job.Job, gr
 jobdir ` + q(dirOf(cluster, j)) + `
 pid=` + strconv.Itoa(j.Remote.PID) + `; st=` + strconv.FormatInt(j.Remote.StartTicks, 10) + `
 jid=` + q(strconv.FormatUint(uint64(j.ID), 10)) + `; cid=` + q(cluster) + `
-if [ "$pid" = 0 ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
 [ -d "$d" ] && : >"$d/cancelled"
+if [ "$pid" = 0 ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
 members() { procs "$pid" "$st" "$jid" "$cid"; }
 list=$(members | sort -un | grep -vx "$$")
 n=$(printf '%s\n' $list | grep -c .)
@@ -494,6 +599,15 @@ func (w Workers) Poll(ctx context.Context, host string, jobs []job.Job) (map[job
 		return nil, err
 	}
 	return Poll(ctx, sh, host, w.Cluster, jobs)
+}
+
+// Abandon makes sure j's attempt never starts, unless it has; see Abandon.
+func (w Workers) Abandon(ctx context.Context, j job.Job) (bool, error) {
+	sh, err := w.Shell(j.Placement.Host)
+	if err != nil {
+		return false, err
+	}
+	return Abandon(ctx, sh, j.Placement.Host, w.Cluster, j)
 }
 
 // Cancel stops j where it runs; see Cancel.

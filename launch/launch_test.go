@@ -55,7 +55,7 @@ func (w worker) pool(t *testing.T) *sshexec.Pool {
 }
 
 func newJob(id job.ID, argv ...string) job.Job {
-	return job.Job{ID: id, Spec: job.Spec{Argv: argv, Workdir: "~", GPUs: 1}, Placement: job.Placement{Host: "w", GPUs: []string{"GPU-a"}, Indexes: []int{0}}}
+	return job.Job{ID: id, Attempt: 1, Spec: job.Spec{Argv: argv, Workdir: "~", GPUs: 1}, Placement: job.Placement{Host: "w", GPUs: []string{"GPU-a"}, Indexes: []int{0}}}
 }
 
 // waitEnd polls until j is no longer running or starting.
@@ -108,7 +108,7 @@ func TestExitCodesAndSignal(t *testing.T) {
 		}
 	}
 	// The job directory is private.
-	fi, err := os.Stat(filepath.Join(w.sshd.Home, launch.DirName(cluster, 1)))
+	fi, err := os.Stat(filepath.Join(w.sshd.Home, launch.DirName(cluster, 1, 1)))
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("job dir: %v %v", fi.Mode(), err)
 	}
@@ -317,5 +317,176 @@ func TestKill9OfLeaderReportsOrphans(t *testing.T) {
 	}
 	if m, _ := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j}); m[j.ID].Orphans != 0 || m[j.ID].State != job.Cancelled {
 		t.Errorf("after reaping: %+v", m[j.ID])
+	}
+}
+
+// The payload travels on stdin: a command of several words totalling 200
+// KiB (each under Linux's 128 KiB per argument) reaches the job whole.
+func TestLargeCommand(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	words := []string{"sh", "-c", `printf '%s' "$1" | wc -c; printf '%s' "$2" | wc -c`, "x"}
+	words = append(words, strings.Repeat("a", 100<<10), strings.Repeat("b", 100<<10))
+	j := start(t, p, newJob(80, words...))
+	if st := waitEnd(t, p, j); st.State != job.Succeeded {
+		t.Fatalf("status %+v", st)
+	}
+	var log bytes.Buffer
+	launch.Logs(context.Background(), p, "w", cluster, j, -1, false, &log)
+	if got := strings.Fields(log.String()); len(got) != 2 || got[0] != "102400" || got[1] != "102400" {
+		t.Errorf("log %q", log.String())
+	}
+	big := newJob(81, "echo", strings.Repeat("c", 128<<10))
+	if err := launch.CheckSpec(big.Spec); err == nil || !strings.Contains(err.Error(), "word 2 of the command takes 128 KiB") {
+		t.Errorf("a word over 128 KiB: %v", err)
+	}
+	huge := newJob(82, "echo")
+	for range 12 {
+		huge.Spec.Argv = append(huge.Spec.Argv, strings.Repeat("d", 100<<10))
+	}
+	if err := launch.CheckSpec(huge.Spec); err == nil || !strings.Contains(err.Error(), "the most is 1024 KiB") {
+		t.Errorf("a spec over 1 MiB: %v", err)
+	}
+}
+
+// Abandoning an attempt before its run.sh passes the start gate means the
+// command never runs, even if run.sh starts later (a launch merely slow);
+// once run.sh has passed it, Abandon says so and changes nothing.
+func TestAbandon(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := newJob(90, "touch", filepath.Join(w.sshd.Home, "ran"))
+	dir := filepath.Join(w.sshd.Home, launch.DirName(cluster, j.ID, j.Attempt))
+	// A launch cut off after it made the directory and wrote run.sh.
+	script, err := launch.RunScript(cluster, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(dir, 0o700)
+	os.WriteFile(filepath.Join(dir, "run.sh"), []byte(script), 0o600)
+	m, _ := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
+	if m[j.ID].State != job.Launching {
+		t.Fatalf("before: %+v", m[j.ID])
+	}
+	ok, err := launch.Abandon(context.Background(), p, "w", cluster, j)
+	if err != nil || !ok {
+		t.Fatalf("Abandon = %v, %v", ok, err)
+	}
+	// The slow run.sh starts now: it must not run the command.
+	cmd := exec.Command("sh", "run.sh")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "abandoned before it started") {
+		t.Errorf("late run.sh: %v %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(w.sshd.Home, "ran")); !errors.Is(err, os.ErrNotExist) {
+		t.Error("the command of an abandoned attempt ran")
+	}
+	m, _ = launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
+	if st := m[j.ID]; !st.Abandoned {
+		t.Errorf("after: %+v", st)
+	}
+	if _, err := launch.Start(context.Background(), p, "w", cluster, j); err == nil || errors.Is(err, job.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "exists already") {
+		t.Errorf("a launch arriving after the abandon: %v (want a definite failure)", err)
+	}
+	// A missing directory is made and abandoned: a launch on its way finds it taken.
+	k := newJob(91, "true")
+	if ok, err := launch.Abandon(context.Background(), p, "w", cluster, k); err != nil || !ok {
+		t.Errorf("Abandon of a missing attempt = %v, %v", ok, err)
+	}
+	// A started attempt is not abandoned.
+	r := start(t, p, newJob(92, "sleep", "30"))
+	if ok, err := launch.Abandon(context.Background(), p, "w", cluster, r); err != nil || ok {
+		t.Errorf("Abandon of a running attempt = %v, %v", ok, err)
+	}
+	launch.Cancel(context.Background(), p, "w", cluster, r, time.Second)
+}
+
+// A job's command that ends and leaves a child running (nohup): Poll
+// reports the end and the leftover, and Cancel ends it.
+func TestLeftoverChild(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := start(t, p, newJob(100, "sh", "-c", "nohup sleep 300 >/dev/null 2>&1 & exit 0"))
+	var st job.Status
+	for range 100 {
+		m, err := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st = m[j.ID]; st.State != job.Running {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st.State != job.Succeeded || st.Orphans != 1 {
+		t.Fatalf("status %+v, want succeeded with 1 leftover", st)
+	}
+	if _, err := launch.Cancel(context.Background(), p, "w", cluster, j, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if left := jobProcs(t, j); len(left) > 0 {
+		t.Errorf("left after the reap: %v", left)
+	}
+}
+
+// A job launched before attempts were counted (its directory has no
+// .<attempt> suffix) is still polled, read and cancelled.
+func TestLegacyDir(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := newJob(110, "sh", "-c", "echo old; sleep 30")
+	j.Attempt = 0
+	j = start(t, p, j)
+	if !strings.HasSuffix(j.Remote.Dir, "/.gssh/jobs/"+cluster+"-110") {
+		t.Fatalf("dir %s", j.Remote.Dir)
+	}
+	j.Remote.Dir = "" // as a record claimed before the launch had written it
+	m, err := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
+	if err != nil || m[j.ID].State != job.Running {
+		t.Fatalf("poll %+v %v", m, err)
+	}
+	var log bytes.Buffer
+	if err := launch.Logs(context.Background(), p, "w", cluster, j, -1, false, &log); err != nil || log.String() != "old\n" {
+		t.Errorf("logs %q %v", log.String(), err)
+	}
+	if n, err := launch.Cancel(context.Background(), p, "w", cluster, j, time.Second); err != nil || n == 0 {
+		t.Errorf("cancel %d %v", n, err)
+	}
+}
+
+// A worker whose disk fills mid-launch leaves a half-written directory;
+// the launch fails definitely (not "unknown"), and the next attempt, in a
+// directory of its own, starts cleanly once there is room.
+func TestDiskFullMidLaunch(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root: this test mounts a small tmpfs")
+		}
+		t.Skip("needs root to mount a small tmpfs (CI runs as root)")
+	}
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	jobs := filepath.Join(w.sshd.Home, ".gssh")
+	os.MkdirAll(jobs, 0o700)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", jobs).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", jobs).Run() })
+	os.MkdirAll(filepath.Join(jobs, "jobs"), 0o700)
+	filler := filepath.Join(jobs, "filler")
+	f, _ := os.Create(filler)
+	f.Write(make([]byte, 1<<20)) // fills it (ENOSPC past 64 KiB)
+	f.Close()
+	j := newJob(120, "echo", strings.Repeat("x", 8<<10))
+	_, err := launch.Start(context.Background(), p, "w", cluster, j)
+	var se *launch.StepError
+	if !errors.As(err, &se) || errors.Is(err, job.ErrOutcomeUnknown) {
+		t.Fatalf("launch on a full disk: %v, want a definite failure", err)
+	}
+	os.Remove(filler)
+	j.Attempt = 2
+	j = start(t, p, j)
+	if st := waitEnd(t, p, j); st.State != job.Succeeded {
+		t.Errorf("attempt 2: %+v", st)
 	}
 }

@@ -61,7 +61,7 @@ func (l Local) Stream(ctx context.Context, host, cmd string, stdin io.Reader, st
 		return e
 	}
 	if err != nil {
-		return &Error{Host: host, Detail: err.Error(), Err: err}
+		return &Error{Host: host, Detail: err.Error(), Err: err, Sent: true}
 	}
 	return nil
 }

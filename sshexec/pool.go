@@ -435,18 +435,20 @@ func runSession(ctx context.Context, host, cmd string, sess *ssh.Session, stdin 
 		}
 		return xe
 	case errors.As(err, &em):
-		return &Error{Host: host, Kind: ErrNoOutcome, Detail: "the session ended without an exit status"}
+		return &Error{Host: host, Kind: ErrNoOutcome, Detail: "the session ended without an exit status", Sent: true}
 	}
-	return &Error{Host: host, Kind: ErrNoOutcome, Detail: err.Error()}
+	return &Error{Host: host, Kind: ErrNoOutcome, Detail: err.Error(), Sent: true}
 }
 
-// commandCut is the error of a command whose caller gave up on it: its
-// deadline passed (ErrTimeout), or it was cancelled.
+// commandCut is the error of a command whose caller gave up on it while
+// it ran: its deadline passed (ErrTimeout), or it was cancelled.
 func commandCut(ctx context.Context, host string) error {
+	e := ctxFault(ctx, host, "command interrupted")
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return ctxFault(ctx, host, "command did not finish in time")
+		e.Detail = "command did not finish in time"
 	}
-	return ctxFault(ctx, host, "command interrupted")
+	e.Sent = true
+	return e
 }
 
 // Forget drops every host key and configuration error the pool keeps, and

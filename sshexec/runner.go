@@ -94,6 +94,21 @@ type Error struct {
 	Kind   error  // one of the sentinels above; nil when none applies (Ctrl-C)
 	Detail string // without the host or Kind's text: "connect to 10.0.0.9:22: no route to host"
 	Err    error  // the cause, when there is one to match
+	// Sent: the command had reached the host when this happened (the
+	// session died, or the caller gave up while it ran), so it may have
+	// run, in part or whole. False for failures before it was sent
+	// (connect, handshake, a session refused).
+	Sent bool
+}
+
+// MayHaveRun reports whether the command behind err may have run on the
+// host: it did (an *ExitError), or its outcome is unknown (an *Error with
+// Sent). A launch with such an error must be reconciled from the worker,
+// never retried blindly.
+func MayHaveRun(err error) bool {
+	var xe *ExitError
+	var e *Error
+	return errors.As(err, &xe) || errors.As(err, &e) && e.Sent
 }
 
 func (e *Error) Error() string {

@@ -1,13 +1,13 @@
 package state
 
 /*
-The state file is a bbolt database (go.etcd.io/bbolt), schema version 1:
+The state file is a bbolt database (go.etcd.io/bbolt), schema version 2:
 
 	meta/                   gssh's own metadata
-	  version    -> uint64, big-endian: schema version (1)
+	  version    -> uint64, big-endian: schema version (2)
 	  cluster_id -> 32 lowercase hex characters: 16 random bytes made when
 	                the file was created; names worker job dirs
-	                (~/.gssh/jobs/<cluster-id>-<job-id>)
+	                (~/.gssh/jobs/<cluster-id>-<job-id>.<attempt>)
 	  job_seq    -> uint64, big-endian: the last job id handed out (0 = none)
 	jobs/                   every job, never deleted
 	  <id>       -> JSON job.Job; <id> is the job id as a big-endian uint64,
@@ -25,7 +25,18 @@ Rules:
     (ErrDamaged), never a fresh queue: bbolt would otherwise start afresh,
     or crash with SIGBUS on pages past the end.
   - Any change of the layout above bumps schemaVersion, and a file with a
-    newer version is refused (ErrNewerSchema) rather than misread.
+    newer version is refused (ErrNewerSchema) rather than misread. An
+    older file is read as it is and migrated by the first write
+    transaction (migrate).
+
+Versions:
+  1  the first.
+  2  job records count launch attempts (job.Job.Attempt) and each attempt
+     has its own worker directory <cluster-id>-<job-id>.<attempt>; a record
+     of version 1 has none (attempt 0), and its directory keeps the old
+     name <cluster-id>-<job-id>. The bump keeps a gssh of version 1, which
+     would launch a job again into the old directory and knows nothing of
+     abandoned attempts, off a file that a newer one uses.
   - A job record and its active index entry change in the same transaction.
   - The file is opened for each operation and closed before the method
     returns: bbolt holds an exclusive flock (shared for reads) from its Open
@@ -54,7 +65,7 @@ import (
 )
 
 // schemaVersion is the version of the bucket tree documented above.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // Bucket and key names (see the comment at the top of this file).
 const (
@@ -550,10 +561,13 @@ func (s *Bolt) checkSchema(tx *bolt.Tx) error {
 	}
 	switch {
 	case v > schemaVersion:
-		return s.fail("open", fmt.Errorf("%w (schema %d); upgrade gssh", ErrNewerSchema, v))
-	case v < schemaVersion:
-		// No older schema exists yet; migrations go here.
+		return s.fail("open", fmt.Errorf("%w (schema %d; this gssh reads up to %d); upgrade gssh", ErrNewerSchema, v, schemaVersion))
+	case v < 1:
 		return s.corrupt("unknown schema version %d", v)
+	case v < schemaVersion && tx.Writable():
+		if err := migrate(tx, v); err != nil {
+			return s.fail("write", fmt.Errorf("migrate from schema %d: %w", v, err))
+		}
 	}
 	for _, name := range []string{bucketJobs, bucketActive, bucketHosts, bucketUsage} {
 		if tx.Bucket([]byte(name)) == nil {
@@ -564,6 +578,20 @@ func (s *Bolt) checkSchema(tx *bolt.Tx) error {
 		return s.corrupt("%v", err)
 	}
 	return nil
+}
+
+// migrate brings the file from schema version v up to schemaVersion, in
+// the caller's write transaction. Reads of an older file need no
+// migration: every version so far only adds what an older record lacks.
+func migrate(tx *bolt.Tx, v uint64) error {
+	for ; v < schemaVersion; v++ {
+		switch v {
+		case 1:
+			// 1 -> 2: records without an attempt count are attempt 0, whose
+			// worker directory keeps the old name; nothing to rewrite.
+		}
+	}
+	return tx.Bucket([]byte(bucketMeta)).Put([]byte(keyVersion), uint64Bytes(schemaVersion))
 }
 
 // corruptAdvice ends every ErrCorrupt message: what the user can do.

@@ -178,8 +178,8 @@ func setMeta(t *testing.T, path, key string, val []byte) {
 
 func TestNewerSchema(t *testing.T) {
 	s, path := openTemp(t)
-	setMeta(t, path, "version", binary.BigEndian.AppendUint64(nil, 2))
-	const want = "state file was written by a newer gssh (schema 2); upgrade gssh"
+	setMeta(t, path, "version", binary.BigEndian.AppendUint64(nil, 3))
+	const want = "state file was written by a newer gssh (schema 3; this gssh reads up to 2); upgrade gssh"
 	_, err := state.Open(path, state.Options{})
 	if !errors.Is(err, state.ErrNewerSchema) || !strings.Contains(err.Error(), want) {
 		t.Errorf("Open = %v, want ErrNewerSchema %q", err, want)
@@ -190,6 +190,43 @@ func TestNewerSchema(t *testing.T) {
 	}
 	if _, err := s.List(state.Filter{}); !errors.Is(err, state.ErrNewerSchema) {
 		t.Errorf("List = %v, want ErrNewerSchema", err)
+	}
+}
+
+// A file of schema 1 (before attempts were counted) is read as it is, its
+// records as attempt 0, and migrated to 2 by the first write.
+func TestMigrateFromSchema1(t *testing.T) {
+	s, path := openTemp(t)
+	if _, err := s.Submit(job.Job{User: "a", State: job.Running, Placement: job.Placement{Host: "h"}}); err != nil {
+		t.Fatal(err)
+	}
+	setMeta(t, path, "version", binary.BigEndian.AppendUint64(nil, 1))
+	version := func() uint64 {
+		db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var v uint64
+		db.View(func(tx *bolt.Tx) error {
+			v = binary.BigEndian.Uint64(tx.Bucket([]byte("meta")).Get([]byte("version")))
+			return nil
+		})
+		return v
+	}
+	r, err := state.Open(path, state.Options{NoCreate: true})
+	if err != nil {
+		t.Fatalf("read-only open of schema 1: %v", err)
+	}
+	js, err := r.List(state.Filter{})
+	if err != nil || len(js) != 1 || js[0].Attempt != 0 || version() != 1 {
+		t.Fatalf("read: %+v %v, version %d", js, err, version())
+	}
+	if _, err := r.Update(js[0].ID, func(x *job.Job) error { x.Reason = "x"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(); v != 2 {
+		t.Errorf("after a write: schema %d, want 2", v)
 	}
 }
 
