@@ -98,6 +98,9 @@ type Options struct {
 	Events    Events           // nil: changes are not reported
 	Now       func() time.Time // nil: time.Now
 	Policy    sched.Policy     // the zero value is sched.DefaultPolicy
+	// Cluster is the state's cluster id: GPU processes carrying it (and a
+	// job's GSSH_JOB_ID) count against that job's booking.
+	Cluster string
 	// Grace is the time between SIGTERM and SIGKILL when a job runs past
 	// its walltime (0 = DefaultGrace).
 	Grace time.Duration
@@ -124,6 +127,7 @@ type Controller struct {
 	events  Events
 	now     func() time.Time
 	policy  sched.Policy
+	cluster string
 	grace   time.Duration
 	orphan  time.Duration
 }
@@ -143,7 +147,7 @@ func New(opt Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events,
-		now: opt.Now, policy: opt.Policy, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace)}
+		now: opt.Now, policy: opt.Policy, cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace)}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -230,7 +234,7 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 // jobs, the ones holding GPUs, the policy and now. Pass and DryRun plan
 // alike through it.
 func (c *Controller) input(active []job.Job) sched.Input {
-	in := sched.Input{Now: c.now(), Policy: c.policy}
+	in := sched.Input{Now: c.now(), Policy: c.policy, Cluster: c.cluster}
 	for _, j := range active {
 		switch {
 		case j.State == job.Queued:

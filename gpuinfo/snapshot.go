@@ -111,10 +111,12 @@ type Proc struct {
 	UsedBytes *uint64 `json:"used_memory_bytes"` // used_gpu_memory; nil when [N/A] (Windows/WDDM)
 	GPUUUID   string  `json:"gpu_uuid"`          // the GPU's UUID, or the MIG device's "MIG-..." UUID when NVML knows it
 	// Helper only, where /proc/PID allows (nil / "" otherwise):
-	UID       *int   `json:"uid,omitempty"`         // real uid (/proc/PID/status Uid:)
-	SessionID *int   `json:"session_id,omitempty"`  // sid (/proc/PID/stat field 6)
-	StartTime *int64 `json:"start_ticks,omitempty"` // starttime in clock ticks since boot (/proc/PID/stat field 22)
-	JobID     string `json:"gssh_job_id,omitempty"` // GSSH_JOB_ID from /proc/PID/environ
+	UID       *int   `json:"uid,omitempty"`             // real uid (/proc/PID/status Uid:)
+	SessionID *int   `json:"session_id,omitempty"`      // sid (/proc/PID/stat field 6)
+	StartTime *int64 `json:"start_ticks,omitempty"`     // starttime in clock ticks since boot (/proc/PID/stat field 22)
+	JobID     string `json:"gssh_job_id,omitempty"`     // GSSH_JOB_ID from /proc/PID/environ
+	ClusterID string `json:"gssh_cluster_id,omitempty"` // GSSH_CLUSTER_ID, the state file's id
+	Attempt   string `json:"gssh_attempt,omitempty"`    // GSSH_ATTEMPT
 }
 
 // Schedulable reports whether a job may be placed on g.

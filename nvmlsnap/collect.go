@@ -595,7 +595,8 @@ func (c *collector) proc(r rawProc) gpuinfo.Proc {
 		c.seen[pid] = l
 	}
 	d := l.d
-	p.Name, p.UID, p.User, p.SessionID, p.StartTime, p.JobID = d.Name, d.UID, d.User, d.SessionID, d.StartTicks, d.JobID
+	p.Name, p.UID, p.User, p.SessionID, p.StartTime = d.Name, d.UID, d.User, d.SessionID, d.StartTicks
+	p.JobID, p.ClusterID, p.Attempt = d.JobID, d.ClusterID, d.Attempt
 	return p
 }
 

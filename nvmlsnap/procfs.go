@@ -36,13 +36,18 @@ type ProcDetails struct {
 	// StartTicks is the start time in clock ticks since boot
 	// (/proc/PID/stat field 22).
 	StartTicks *int64
-	// JobID is GSSH_JOB_ID from /proc/PID/environ; "" when unset or
-	// unreadable (another user's process).
-	JobID string
+	// JobID, ClusterID and Attempt are GSSH_JOB_ID, GSSH_CLUSTER_ID and
+	// GSSH_ATTEMPT from /proc/PID/environ; "" when unset or unreadable
+	// (another user's process).
+	JobID, ClusterID, Attempt string
 }
 
-// JobIDVar is the environment variable that marks a process as a gssh job.
-const JobIDVar = "GSSH_JOB_ID"
+// The environment variables that mark a process as a gssh job's.
+const (
+	JobIDVar     = "GSSH_JOB_ID"
+	ClusterIDVar = "GSSH_CLUSTER_ID"
+	AttemptVar   = "GSSH_ATTEMPT"
+)
 
 // NewProcFS returns a ProcInfo that reads the proc filesystem mounted at
 // root ("/proc" in the helper). User names come from os/user.LookupId, and
@@ -85,7 +90,7 @@ func (p *procFS) Lookup(pid int) (ProcDetails, bool) {
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "environ")); err == nil {
-		d.JobID = envValue(b, JobIDVar)
+		d.JobID, d.ClusterID, d.Attempt = envValue(b, JobIDVar), envValue(b, ClusterIDVar), envValue(b, AttemptVar)
 	}
 	if d.UID != nil {
 		d.User = p.userName(*d.UID)

@@ -142,7 +142,7 @@ func TestProcFSReal(t *testing.T) {
 		t.Skip("no /proc here (CI, on linux, has one)")
 	}
 	cmd := exec.Command("sleep", "30")
-	cmd.Env = append(os.Environ(), "GSSH_JOB_ID=real-job-1")
+	cmd.Env = append(os.Environ(), "GSSH_JOB_ID=real-job-1", "GSSH_CLUSTER_ID=c0ffee", "GSSH_ATTEMPT=3")
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("cannot start sleep: %v", err)
 	}
@@ -157,7 +157,7 @@ func TestProcFSReal(t *testing.T) {
 			break
 		}
 	}
-	if d.Name != "sleep" || d.UID == nil || *d.UID != os.Getuid() || d.SessionID == nil || d.StartTicks == nil || d.JobID != "real-job-1" {
+	if d.Name != "sleep" || d.UID == nil || *d.UID != os.Getuid() || d.SessionID == nil || d.StartTicks == nil || d.JobID != "real-job-1" || d.ClusterID != "c0ffee" || d.Attempt != "3" {
 		t.Errorf("got %s", jsonOf(t, d))
 	}
 	if *d.UID == 0 && d.User != "root" {

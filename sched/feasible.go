@@ -212,10 +212,17 @@ func checkExclusive(u *unit, w *want, n *node) Reason {
 	return Reason{}
 }
 
-// checkShared: a shared job fits while the memory booked on the unit plus
-// its own stays within the unit's usable memory (total less the host's
-// reserve) and within the memory free right now (the snapshot's, less
-// what jobs placed by this plan booked: they have not allocated it yet).
+// checkShared: memory booked is memory taken. A shared job fits while
+//
+//	its request ≤ usable − Σ max(booked, used now) over the gssh jobs there − foreign
+//
+// where usable is the unit's total less the host's reserve, "used now" is
+// what a job's own processes use on the unit (a job booked 8 GiB that has
+// not allocated yet still counts 8; one that grew past its booking counts
+// what it uses), and foreign is what is in use there that is no gssh
+// job's (other people's processes, the driver). And it never takes more
+// than is free right now once the gssh jobs there take the rest of their
+// bookings.
 func checkShared(u *unit, w *want, n *node) Reason {
 	if w.MemPerGPU == 0 {
 		return Reason{}
@@ -230,15 +237,42 @@ func checkShared(u *unit, w *want, n *node) Reason {
 		}
 		return because(CodeMem, "memory unknown")
 	}
+	m := u.commitment(b, n.cluster)
 	usable := Usable(*u.total, n.ReservePct)
-	free := *u.free - min(*u.free, b.planned())
 	switch {
 	case w.MemPerGPU > usable:
 		return because(CodeMem, "only "+FormatMem(usable)+" usable")
-	case b.Mem() > usable-w.MemPerGPU:
+	case m.gssh > usable-w.MemPerGPU:
 		return because(CodeMem, "booked by other gssh jobs")
-	case w.MemPerGPU > free:
+	case m.gssh+m.foreign > usable-w.MemPerGPU || w.MemPerGPU > m.free:
 		return because(CodeMem, "not enough memory free now")
 	}
 	return Reason{}
+}
+
+// commitment is what a unit has promised, in bytes.
+type commitment struct {
+	gssh    uint64 // Σ max(booked, used now) over the gssh jobs holding it
+	foreign uint64 // in use now by what is no gssh job's
+	free    uint64 // free now, less what the gssh jobs there have yet to take
+}
+
+// commitment works out u's commitment with holders b (the unit's total and
+// free memory are known).
+func (u *unit) commitment(b Booking, cluster string) commitment {
+	var c commitment
+	var used, pending uint64
+	for _, h := range b.Holders {
+		mine := u.usedBy(h, cluster)
+		used += mine
+		c.gssh += max(h.Mem, mine)
+		pending += h.Mem - min(h.Mem, mine)
+	}
+	inUse := *u.total - min(*u.total, *u.free)
+	if u.used != nil {
+		inUse = *u.used
+	}
+	c.foreign = inUse - min(inUse, used)
+	c.free = *u.free - min(*u.free, pending)
+	return c
 }

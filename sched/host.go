@@ -32,8 +32,10 @@ type Holder struct {
 	User     string
 	Priority int
 	Mem      uint64 // bytes booked on this GPU; 0 = the job holds it exclusively
-	// Planned: placed by this plan, not yet running. Its memory is not in
-	// the snapshot yet, so it comes off the live free memory too.
+	// Session is the job's session id on its worker (its session leader's
+	// pid; 0 when not known yet): GPU processes in it are the job's.
+	Session int
+	// Planned: placed by this plan, not yet running: it uses nothing yet.
 	Planned bool
 }
 
@@ -52,18 +54,6 @@ func (b Booking) Mem() uint64 {
 	var sum uint64
 	for _, h := range b.Holders {
 		sum += h.Mem
-	}
-	return sum
-}
-
-// planned is the memory, in bytes, that jobs placed by this plan booked:
-// not in the snapshot's free memory yet.
-func (b Booking) planned() uint64 {
-	var sum uint64
-	for _, h := range b.Holders {
-		if h.Planned {
-			sum += h.Mem
-		}
 	}
 	return sum
 }
@@ -97,7 +87,7 @@ func placementKeys(p job.Placement) []string {
 
 // HolderOf is the Holder record of job j.
 func HolderOf(j job.Job) Holder {
-	return Holder{Job: j.ID, User: j.User, Priority: j.Spec.Priority, Mem: j.Spec.MemPerGPU}
+	return Holder{Job: j.ID, User: j.User, Priority: j.Spec.Priority, Mem: j.Spec.MemPerGPU, Session: j.Remote.PID}
 }
 
 // Bookings returns what active (launching or running) jobs hold, by host
@@ -134,6 +124,7 @@ type node struct {
 	*Host
 	units    []unit
 	held     map[string]Booking // by unit key
+	cluster  string             // Input.Cluster: whose GSSH_JOB_IDs are ours
 	verdicts []Reason           // feasible's scratch, one per unit
 }
 
@@ -145,10 +136,10 @@ func (n *node) book(p job.Placement, who Holder) {
 
 // nodes makes the plan's view of hosts, in name order, with the bookings
 // of held. The caller's hosts stay as they were.
-func nodes(hosts []Host, held map[string]map[string]Booking) []*node {
+func nodes(hosts []Host, held map[string]map[string]Booking, cluster string) []*node {
 	out := make([]*node, len(hosts))
 	for i := range hosts {
-		n := &node{Host: &hosts[i], held: map[string]Booking{}}
+		n := &node{Host: &hosts[i], held: map[string]Booking{}, cluster: cluster}
 		for k, b := range held[n.Name] {
 			n.held[k] = Booking{Holders: slices.Clone(b.Holders)}
 		}
@@ -157,6 +148,25 @@ func nodes(hosts []Host, held map[string]map[string]Booking) []*node {
 	}
 	slices.SortStableFunc(out, func(a, b *node) int { return cmp.Compare(a.Name, b.Name) })
 	return out
+}
+
+// usedBy is the GPU memory, in bytes, that holder h's processes use on u
+// now: those carrying its GSSH_JOB_ID (and this state's GSSH_CLUSTER_ID,
+// when they say one), or in its session.
+func (u *unit) usedBy(h Holder, cluster string) uint64 {
+	if h.Planned {
+		return 0
+	}
+	id := strconv.FormatUint(uint64(h.Job), 10)
+	var sum uint64
+	for _, p := range u.own {
+		ours := p.JobID == id && (p.ClusterID == "" || cluster == "" || p.ClusterID == cluster) ||
+			h.Session > 0 && p.SessionID != nil && *p.SessionID == h.Session
+		if ours && p.UsedBytes != nil {
+			sum += *p.UsedBytes
+		}
+	}
+	return sum
 }
 
 // Usable is the memory, in bytes, gssh may book on a GPU of total bytes
@@ -181,9 +191,10 @@ type unit struct {
 	total    *uint64 // bytes; nil when unknown
 	used     *uint64
 	free     *uint64
-	memState string // why memory is unknown
-	procs    int    // processes that may be on the unit (for MIG: its own and those not attributed to one)
-	broken   string // why the unit cannot take jobs as listed ("MIG device without a UUID")
+	memState string         // why memory is unknown
+	procs    int            // processes that may be on the unit (for MIG: its own and those not attributed to one)
+	own      []gpuinfo.Proc // the processes known to be on the unit (for MIG: those NVML attributed to it)
+	broken   string         // why the unit cannot take jobs as listed ("MIG device without a UUID")
 }
 
 // listUnits lists a host's GPUs, or their MIG devices where they have
@@ -202,7 +213,7 @@ func listUnits(h *Host) []unit {
 	for _, g := range gpus {
 		if len(g.MIG) == 0 {
 			u := unit{key: Key(*g), id: g.UUID, index: g.Index, mig: -1, gpu: g,
-				total: g.MemTotal, used: g.MemUsed, free: g.MemFree, memState: g.MemoryState, procs: len(g.Procs)}
+				total: g.MemTotal, used: g.MemUsed, free: g.MemFree, memState: g.MemoryState, procs: len(g.Procs), own: g.Procs}
 			if u.id == "" {
 				u.id = strconv.Itoa(g.Index)
 			}
@@ -226,6 +237,9 @@ func listUnits(h *Host) []unit {
 			for _, p := range g.Procs {
 				if p.GPUUUID == m.UUID || !slices.ContainsFunc(g.MIG, func(o gpuinfo.MIG) bool { return o.UUID != "" && o.UUID == p.GPUUUID }) {
 					u.procs++
+				}
+				if m.UUID != "" && p.GPUUUID == m.UUID {
+					u.own = append(u.own, p)
 				}
 			}
 			out = append(out, u)

@@ -106,6 +106,9 @@ type Input struct {
 	Running []job.Job
 	// Queue are the queued jobs, in any order.
 	Queue []job.Job
+	// Cluster is the state's cluster id: GPU processes that carry it (and
+	// a job's GSSH_JOB_ID) are that job's. "" matches any.
+	Cluster string
 }
 
 // Start is a job the plan starts, and where.
@@ -139,7 +142,7 @@ type Decisions struct {
 // and leaves its input as it is.
 func Plan(in Input) Decisions {
 	pol := in.Policy.withDefaults()
-	hosts := nodes(in.Hosts, Bookings(in.Running))
+	hosts := nodes(in.Hosts, Bookings(in.Running), in.Cluster)
 	byName := make(map[string]*node, len(hosts))
 	for _, n := range hosts {
 		byName[n.Name] = n

@@ -408,7 +408,7 @@ func TestPlanPlacement(t *testing.T) {
 			}
 			// Every host turned down, placed or not (a placed job's
 			// rejections are not part of the plan).
-			dec := place(nodes(tt.nodes, Bookings(tt.running)), &want{Request: tt.req}, FitFirst)
+			dec := place(nodes(tt.nodes, Bookings(tt.running), ""), &want{Request: tt.req}, FitFirst)
 			var rej []string
 			for _, r := range dec.rejected {
 				rej = append(rej, r.Host+": "+r.Reason.Text)
@@ -708,7 +708,7 @@ func TestPlanBackfillNoneBlocksOnlyExhausted(t *testing.T) {
 // planSlowly is Plan's definition without its memo: every job placed
 // afresh after the bookings before it.
 func planSlowly(in Input) Decisions {
-	hosts := nodes(in.Hosts, Bookings(in.Running))
+	hosts := nodes(in.Hosts, Bookings(in.Running), "")
 	out := Decisions{Starts: []Start{}, Pending: []Pending{}}
 	for _, j := range ordered(in.Queue, in.Policy.withDefaults().Order) {
 		w := wantOf(*j)
@@ -768,7 +768,9 @@ func TestPlanProperties(t *testing.T) {
 		if again := Plan(in); !reflect.DeepEqual(d, again) {
 			t.Fatalf("round %d: not deterministic", round)
 		}
-		// Nothing over-booked: replay the starts as running jobs.
+		// Nothing over-booked: replay the starts as running jobs (that have
+		// allocated nothing yet, the worst case), and check every GPU this
+		// plan placed a job on.
 		byID := map[job.ID]job.Job{}
 		for _, j := range queue {
 			byID[j.ID] = j
@@ -779,14 +781,17 @@ func TestPlanProperties(t *testing.T) {
 			j.State, j.Placement = job.Running, s.Placement
 			run = append(run, j)
 		}
-		for _, n := range nodes(hosts, Bookings(run)) {
+		for _, n := range nodes(hosts, Bookings(run), "") {
 			for _, u := range n.units {
 				b := n.held[u.key]
-				if b.Exclusive() && b.Jobs() > 1 {
-					t.Fatalf("round %d: %s %s: an exclusive job shares with %d others", round, n.Name, u.key, b.Jobs()-1)
+				if b.Jobs() == 0 {
+					continue
 				}
-				if b.Mem() > Usable(*u.total, n.ReservePct) || b.Mem() > *u.free {
-					t.Fatalf("round %d: %s %s: %d bytes booked, %d usable, %d free", round, n.Name, u.key, b.Mem(), Usable(*u.total, n.ReservePct), *u.free)
+				if b.Exclusive() && (b.Jobs() > 1 || u.procs > 0) {
+					t.Fatalf("round %d: %s %s: an exclusive job shares with %d jobs and %d processes", round, n.Name, u.key, b.Jobs()-1, u.procs)
+				}
+				if c := u.commitment(b, ""); !b.Exclusive() && (c.gssh+c.foreign > Usable(*u.total, n.ReservePct) || b.Mem() > *u.free) {
+					t.Fatalf("round %d: %s %s: %d booked + %d foreign > %d usable, or over %d free", round, n.Name, u.key, c.gssh, c.foreign, Usable(*u.total, n.ReservePct), *u.free)
 				}
 			}
 		}
@@ -827,5 +832,65 @@ func BenchmarkPlanLarge(b *testing.B) {
 		if d := Plan(in); len(d.Starts) == 0 {
 			b.Fatal("nothing placed")
 		}
+	}
+}
+
+func gib(f float64) uint64 { return uint64(f * GiB) }
+
+// Memory booked is memory taken, across passes: a job booked but not yet
+// allocated still counts, next to what other people's processes use.
+func TestMemoryBookedIsTaken(t *testing.T) {
+	// 80 GiB GPU, 10% reserve (72 usable); someone else's process uses
+	// 27.9 GiB, 51.2 GiB free (the driver keeps the rest).
+	g := gpu(0, 80*GiB)
+	g.Procs = []gpuinfo.Proc{{PID: 77, Name: "python", User: "eve", UsedBytes: ptr(gib(27.9)), GPUUUID: g.UUID}}
+	*g.MemUsed, *g.MemFree = gib(28.8), gib(51.2)
+	hosts := []Host{host("h1", g)}
+	first := plan1(hosts, nil, shared(1, 30*GiB))
+	if len(first.Starts) != 1 {
+		t.Fatalf("first 30 GiB job: %+v", first)
+	}
+	// The next pass: the first job runs but has allocated nothing yet.
+	run := []job.Job{running(1, "h1", 30*GiB, "GPU-00")}
+	second := plan1(hosts, run, shared(1, 30*GiB))
+	if len(second.Starts) != 0 || second.Pending[0].Reason.Text != "h1: 0/1 GPUs with ≥ 30.0 GiB free (GPU 0: not enough memory free now)" {
+		t.Errorf("second 30 GiB job (would be 88.8 GiB on 80): %+v", second)
+	}
+	// Once it allocated its 30 GiB (the snapshot shows it in its session),
+	// the answer is the same: max(booked, used) counts once.
+	g2 := g
+	g2.Procs = append(slices.Clone(g.Procs), gpuinfo.Proc{PID: 5001, SessionID: ptr(5000), UsedBytes: ptr(uint64(30 * GiB)), GPUUUID: g.UUID})
+	g2.MemUsed, g2.MemFree = ptr(gib(58.8)), ptr(gib(21.2))
+	run[0].Remote.PID = 5000
+	if d := plan1([]Host{host("h1", g2)}, run, shared(1, 12*GiB)); len(d.Starts) != 1 {
+		t.Errorf("12 GiB beside an allocated 30 GiB job and 28.8 GiB foreign (72 usable): %+v", d)
+	}
+	if d := plan1([]Host{host("h1", g2)}, run, shared(1, 14*GiB)); len(d.Starts) != 0 {
+		t.Errorf("14 GiB would pass 72 usable: %+v", d)
+	}
+	// A job that grew past its booking counts what it uses.
+	run[0].Spec.MemPerGPU = 10 * GiB
+	if d := plan1([]Host{host("h1", g2)}, run, shared(1, 14*GiB)); len(d.Starts) != 0 {
+		t.Errorf("a 10 GiB booking using 30 GiB counts 30: %+v", d)
+	}
+}
+
+// 50 --mem 4G jobs submitted one after another (each pass sees the ones
+// before as running, nothing allocated yet) never book past a GPU's usable
+// memory less what others use.
+func TestBackToBackSharedJobs(t *testing.T) {
+	g := gpu(0, 80*GiB)
+	foreign(&g) // 1 GiB used by someone else
+	hosts := []Host{host("h1", g)}
+	var run []job.Job
+	for i := range 50 {
+		d := plan1(hosts, run, shared(1, 4*GiB))
+		if len(d.Starts) == 1 {
+			run = append(run, running(job.ID(i+1), "h1", 4*GiB, "GPU-00"))
+		}
+	}
+	// 72 usable − 1 foreign = 71: 17 jobs of 4 GiB.
+	if len(run) != 17 {
+		t.Errorf("%d jobs of 4 GiB placed (%d GiB), want 17 (68 GiB ≤ 71)", len(run), 4*len(run))
 	}
 }

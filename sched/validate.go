@@ -25,7 +25,7 @@ func Validate(hosts []Host, req Request) error {
 	if len(hosts) == 0 {
 		return errors.New("no hosts to run on: list some in the inventory")
 	}
-	sorted := nodes(hosts, nil)
+	sorted := nodes(hosts, nil, "")
 	w := &want{Request: req}
 	var named, cands []*node
 	for _, n := range sorted {

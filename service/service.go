@@ -222,6 +222,7 @@ func (l *Local) controller(f *fleet.Fleet, st *state.Bolt, reports []fleet.Repor
 		Workers:   workers(f, cluster),
 		Now:       l.opt.Now,
 		Policy:    l.opt.Policy,
+		Cluster:   cluster,
 	})
 }
 

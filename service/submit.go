@@ -80,8 +80,12 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		return SubmitResult{}, err
 	}
 	if r.DryRun {
+		cluster := ""
+		if db != nil {
+			cluster, _ = db.ClusterID()
+		}
 		ctl, err := control.New(control.Options{Store: st, Snapshots: fleet.Snapshots{Fleet: f, Reports: reports},
-			Workers: workers(f, ""), Now: l.opt.Now, Policy: l.opt.Policy})
+			Workers: workers(f, cluster), Now: l.opt.Now, Policy: l.opt.Policy, Cluster: cluster})
 		if err != nil {
 			return SubmitResult{}, err
 		}
