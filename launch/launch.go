@@ -1,27 +1,34 @@
 // Package launch runs jobs on workers over a Runner and keeps track of them
 // there, with nothing installed on the worker but a POSIX shell and the
 // usual tools: setsid (util-linux; nohup where it is missing), ps, awk,
-// grep, sed, cut, sort, stat, tail (GNU, for --pid), and /proc.
+// grep, sed, cut, sort, stat, wc, head (-c) and tail (GNU, for --pid), and
+// /proc.
 //
-// Start, Poll, Cancel and Logs each take one host's Runner; Workers ties
-// them to the hosts of a fleet, as control.Workers.
+// Start, Poll, Abandon, Cancel and Logs each take one host's Runner;
+// Workers ties them to the hosts of a fleet, as control.Workers.
 //
-// Each job has a directory on the worker, ~/.gssh/jobs/<cluster>-<id>/
-// (mode 0700), holding:
+// Each launch attempt of a job has a directory on the worker,
+// ~/.gssh/jobs/<cluster>-<id>.<attempt>/ (mode 0700; attempt 0, a job
+// launched before attempts were counted, has ~/.gssh/jobs/<cluster>-<id>/),
+// holding:
 //
 //	spec.json  the job record as submitted (for people reading the worker)
 //	run.sh     the script gssh wrote: environment, workdir, the command
 //	log        stdout and stderr of the job, as sbatch does by default
+//	go         the start gate: made (atomically) by run.sh before it starts
+//	           the command, or by Abandon so that it never does
+//	abandoned  present when the attempt was abandoned before it started
 //	pid        "PID STARTTICKS" of run.sh, the job's session leader
 //	exit       "exit N" or "error <why>", written atomically when it ends
 //	cancelled  present when gssh cancel stopped the job
 //
-// run.sh is started with no PTY, all three fds redirected and in its own
-// session (`setsid -f`), so closing the SSH connection neither hangs nor
-// kills it (corpus 059-062). Every value gssh places in a remote command
-// (workdir, env values, each argv word, paths) is quoted with
-// shellescape.Quote; a single-string command is the user's own shell
-// command and runs under `sh -c`, by contract.
+// run.sh and spec.json reach the worker on the session's stdin. run.sh is
+// started with no PTY, all three fds redirected and in its own session
+// (`setsid -f`), so closing the SSH connection neither hangs nor kills it
+// (corpus 059-062). Every value gssh places in a remote command (workdir,
+// env values, each argv word, paths) is quoted with shellescape.Quote; a
+// single-string command is the user's own shell command and runs under
+// `sh -c`, by contract.
 package launch
 
 import (
