@@ -563,6 +563,9 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 			if x.Remote.PID == 0 {
 				x.Remote.PID, x.Remote.StartTicks = st.PID, st.StartTicks
 			}
+			if x.Remote.Dir == "" {
+				x.Remote.Dir = st.Dir
+			}
 		})
 	case j.State == job.Launching && (st.Missing || st.State == job.Launching || st.Abandoned):
 		// The launch did not finish (it never reached the worker, or run.sh

@@ -146,9 +146,11 @@ type Status struct {
 	// pass found its launch unfinished); it never runs.
 	Abandoned bool
 	// PID and StartTicks of a running job's session leader, as its pid
-	// file says (for a job whose launch outcome was unknown).
+	// file says, and its directory (absolute): for a job whose launch
+	// outcome was unknown.
 	PID        int
 	StartTicks int64
+	Dir        string
 	// EndedAt is when the job ended by the worker's clock (the exit file's
 	// mtime, whole seconds), when known.
 	EndedAt time.Time

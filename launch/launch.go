@@ -410,7 +410,7 @@ while read -r id pid st dir; do
   elif [ -s "$d/exit" ] && [ -z "$alive" ]; then
     n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)
     echo "$id exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) $n $(head -c 300 "$d/exit" | tr '\n' ' ')"
-  elif [ -n "$alive" ]; then echo "$id running $pid $st"
+  elif [ -n "$alive" ]; then echo "$id running $pid $st $d"
   elif [ "$pid" = - ]; then echo "$id starting"
   else
     n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)
@@ -442,6 +442,9 @@ func parsePoll(out []byte) map[job.ID]job.Status {
 			if len(f) >= 4 {
 				st.PID, _ = strconv.Atoi(f[2])
 				st.StartTicks, _ = strconv.ParseInt(f[3], 10, 64)
+			}
+			if len(f) >= 5 {
+				st.Dir = strings.Join(strings.Fields(line)[4:], " ")
 			}
 			m[id] = st
 		case "cancelled":

@@ -186,7 +186,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		{"host", s.Host}, {"labels", strings.Join(s.Labels, ",")}, {"gpus", strconv.Itoa(s.GPUs)}, {"mem per gpu", memCell(s)},
 		{"workdir", s.Workdir}, {"timeout", durOrNone(s.Timeout)}, {"priority", strconv.Itoa(s.Priority)},
 		{"placed on", where(j.Placement)}, {"gpu uuids", strings.Join(j.Placement.GPUs, ",")},
-		{"job dir", j.Remote.Dir}, {"pid", pidCell(j.Remote.PID)},
+		{"attempt", pidCell(j.Attempt)}, {"job dir", j.Remote.Dir}, {"pid", pidCell(j.Remote.PID)},
 		{"submitted", timeCell(j.SubmittedAt)}, {"started", timeCell(j.StartedAt)}, {"ended", timeCell(j.EndedAt)},
 	}
 	for _, e := range s.Env {
