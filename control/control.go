@@ -61,9 +61,11 @@ type Workers interface {
 	// Poll reports the jobs placed on host, by id; a job it says nothing
 	// of is left as it is.
 	Poll(ctx context.Context, host string, jobs []job.Job) (map[job.ID]job.Status, error)
-	// Cancel stops j (SIGTERM, grace, SIGKILL) and returns how many
-	// processes it signalled.
-	Cancel(ctx context.Context, j job.Job, grace time.Duration) (int, error)
+	// Stop ends j (SIGTERM, grace, SIGKILL: its session and what carries
+	// its GSSH_JOB_ID) and returns how many processes it signalled. why is
+	// what the worker should say of the job from then on: job.Cancelled,
+	// job.Timeout, or "" for the leftovers of a job that ended.
+	Stop(ctx context.Context, j job.Job, grace time.Duration, why job.State) (int, error)
 }
 
 // EventKind names what happened to a job.
@@ -309,7 +311,7 @@ func (c *Controller) Cancel(ctx context.Context, id job.ID, grace time.Duration,
 		stop = !abandoned
 	}
 	if stop {
-		if _, err := c.workers.Cancel(ctx, j, grace); err != nil {
+		if _, err := c.workers.Stop(ctx, j, grace, job.Cancelled); err != nil {
 			return j, fmt.Errorf("job %d: %w", j.ID, err)
 		}
 	}
@@ -428,7 +430,7 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 	}
 	if cancelled {
 		if lerr == nil || unknown {
-			if _, err := c.workers.Cancel(ctx, updated, c.grace); err != nil {
+			if _, err := c.workers.Stop(ctx, updated, c.grace, job.Cancelled); err != nil {
 				return job.Job{}, fmt.Errorf("job %d was cancelled while it launched; stopping it: %w", j.ID, err)
 			}
 		}
@@ -545,7 +547,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 	}
 	switch {
 	case st.State == job.Running && pastWalltime(j, now):
-		if _, err := c.workers.Cancel(ctx, j, c.grace); err != nil {
+		if _, err := c.workers.Stop(ctx, j, c.grace, job.Timeout); err != nil {
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: walltime: %w", j.ID, err))
 			return j, false
 		}
@@ -593,7 +595,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		// some of its processes still run, with its GPUs: end them before
 		// the GPUs are offered again, as Slurm does when a batch script
 		// ends.
-		n, err := c.workers.Cancel(ctx, j, c.orphan)
+		n, err := c.workers.Stop(ctx, j, c.orphan, "")
 		if err != nil {
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: end its leftover processes: %w", j.ID, err))
 			return j, false

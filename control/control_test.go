@@ -185,7 +185,7 @@ func (w *workers) Abandon(_ context.Context, j job.Job) (bool, error) {
 	return outcome == "abandoned", nil
 }
 
-func (w *workers) Cancel(_ context.Context, j job.Job, grace time.Duration) (int, error) {
+func (w *workers) Stop(_ context.Context, j job.Job, grace time.Duration, _ job.State) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.cancelled = append(w.cancelled, fmt.Sprintf("%d %s", j.ID, grace))

@@ -20,7 +20,8 @@
 //	abandoned  present when the attempt was abandoned before it started
 //	pid        "PID STARTTICKS" of run.sh, the job's session leader
 //	exit       "exit N" or "error <why>", written atomically when it ends
-//	cancelled  present when gssh cancel stopped the job
+//	cancelled  present when gssh stopped the job: "cancelled" (gssh cancel)
+//	           or "timeout" (past its walltime)
 //
 // run.sh and spec.json reach the worker on the session's stdin. run.sh is
 // started with no PTY, all three fds redirected and in its own session
@@ -261,10 +262,12 @@ func workdir(wd string) string {
 	return q(wd)
 }
 
-// exitUnknown is the launcher's exit status when run.sh passed its start
-// gate but recorded no pid in time: it runs, or will; the outcome is
-// unknown (EX_TEMPFAIL).
-const exitUnknown = 75
+// exitDefinite is the launcher's exit status for a failure that leaves
+// the attempt sure not to run (before run.sh was started, or after the
+// launcher took the start gate itself). Any other exit status, a signal
+// included, comes from a launcher cut short at an unknown point: the
+// outcome is unknown.
+const exitDefinite = 3
 
 // Start creates the directory of j's attempt (j.Attempt) on host, writes
 // run.sh and spec.json there from the session's stdin, starts run.sh
@@ -288,16 +291,19 @@ func Start(ctx context.Context, run Runner, host, cluster string, j job.Job) (jo
 	if err != nil {
 		return job.Remote{}, fmt.Errorf("launch: %w", err)
 	}
-	cmd := jobdirFn + `set -e; umask 077
+	n := strconv.Itoa(len(script))
+	cmd := jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
+umask 077
 jobdir ` + q(DirName(cluster, j.ID, j.Attempt)) + `
-mkdir -p "$HOME/.gssh/jobs"
+mkdir -p "$HOME/.gssh/jobs" || fail "cannot make $HOME/.gssh/jobs"
 if ! mkdir "$d" 2>/dev/null; then
-  if [ -e "$d" ]; then echo "job directory $d exists already" >&2; else mkdir "$d"; fi; exit 1
+  [ -e "$d" ] && fail "job directory $d exists already"
+  mkdir "$d" || fail "cannot make $d"
 fi
-head -c ` + strconv.Itoa(len(script)) + ` >"$d/run.sh"
-cat >"$d/spec.json"
-if [ "$(wc -c <"$d/run.sh")" -ne ` + strconv.Itoa(len(script)) + ` ]; then echo "run.sh was cut short on the way (disk full?)" >&2; exit 1; fi
-cd "$d"
+head -c ` + n + ` >"$d/run.sh" || fail "cannot write $d/run.sh (disk full?)"
+cat >"$d/spec.json" || fail "cannot write $d/spec.json (disk full?)"
+[ "$(wc -c <"$d/run.sh")" -eq ` + n + ` ] || fail "run.sh was cut short on the way (disk full?)"
+cd "$d" || fail "cannot enter $d"
 if setsid -f true </dev/null >/dev/null 2>&1; then
   setsid -f sh "$d/run.sh" </dev/null >>"$d/log" 2>&1
 else
@@ -305,24 +311,24 @@ else
 fi
 i=0; while [ ! -s "$d/pid" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
 if [ ! -s "$d/pid" ] && mkdir "$d/go" 2>/dev/null; then
-  : >"$d/abandoned"; echo "run.sh did not start within 5s: this attempt is abandoned (see $d/log)" >&2; exit 1
+  : >"$d/abandoned"; fail "run.sh did not start within 5s: this attempt is abandoned (see $d/log)"
 fi
 i=0; while [ ! -s "$d/pid" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
-if [ ! -s "$d/pid" ]; then echo "run.sh started but recorded no pid within 10s" >&2; exit ` + strconv.Itoa(exitUnknown) + `; fi
+[ -s "$d/pid" ] || { echo "run.sh started but recorded no pid within 10s" >&2; exit 75; }
 printf 'dir %s\n' "$d"; cat "$d/pid"`
 	res, err := run.Run(ctx, host, cmd, strings.NewReader(script+string(spec)+"\n"))
 	if err != nil {
 		se := &StepError{"launch", host, err}
 		var xe *sshexec.ExitError
 		switch {
-		case errors.As(err, &xe) && xe.Code == exitUnknown:
-			return job.Remote{}, fmt.Errorf("%w: %w", job.ErrOutcomeUnknown, se)
-		case errors.As(err, &xe):
+		case errors.As(err, &xe) && xe.Code == exitDefinite && xe.Signal == "":
 			return job.Remote{}, se
 		case sshexec.MayHaveRun(err):
+			// The launcher exited otherwise (killed by a signal, cut short)
+			// or the session died after it was sent.
 			return job.Remote{}, fmt.Errorf("%w: %w", job.ErrOutcomeUnknown, se)
 		}
-		return job.Remote{}, se
+		return job.Remote{}, se // nothing reached the host
 	}
 	r, err := parseStarted(res.Stdout)
 	if err != nil {
@@ -406,7 +412,7 @@ while read -r id pid st dir; do
   if [ "$pid" = - ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
   alive=
   if [ "$pid" != - ] && alive "$pid" "$st"; then alive=1; fi
-  if [ -e "$d/cancelled" ] && [ -z "$alive" ]; then echo "$id cancelled"
+  if [ -e "$d/cancelled" ] && [ -z "$alive" ]; then echo "$id stopped $(head -c 20 "$d/cancelled")"
   elif [ -s "$d/exit" ] && [ -z "$alive" ]; then
     n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)
     echo "$id exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) $n $(head -c 300 "$d/exit" | tr '\n' ' ')"
@@ -447,8 +453,12 @@ func parsePoll(out []byte) map[job.ID]job.Status {
 				st.Dir = strings.Join(strings.Fields(line)[4:], " ")
 			}
 			m[id] = st
-		case "cancelled":
-			m[id] = job.Status{State: job.Cancelled, Reason: "cancelled"}
+		case "stopped": // by gssh: cancelled, or past its walltime
+			st := job.Status{State: job.Cancelled, Reason: "cancelled"}
+			if len(f) > 2 && f[2] == string(job.Timeout) {
+				st = job.Status{State: job.Timeout, Reason: "stopped: past its walltime"}
+			}
+			m[id] = st
 		case "starting":
 			m[id] = job.Status{State: job.Launching}
 		case "missing":
@@ -519,19 +529,31 @@ procs() {
 // DefaultGrace is how long Cancel waits between SIGTERM and SIGKILL.
 const DefaultGrace = 10 * time.Second
 
-// Cancel stops job j on host: SIGTERM to every process of the job's
-// session (when the session leader is still the job: same start time) and
-// to every process whose environment carries the job's GSSH_JOB_ID and
-// GSSH_CLUSTER_ID (children that started their own session), then waits up
-// to grace and sends SIGKILL to what is left. It marks the job directory
-// `cancelled` and returns the number of processes it signalled.
+// Cancel stops job j on host (gssh cancel): Stop, marked cancelled.
 func Cancel(ctx context.Context, run Runner, host, cluster string, j job.Job, grace time.Duration) (int, error) {
+	return Stop(ctx, run, host, cluster, j, grace, job.Cancelled)
+}
+
+// Stop ends job j on host: SIGTERM to every process of the job's session
+// (when the session leader is still the job: same start time) and to
+// every process whose environment carries the job's GSSH_JOB_ID and
+// GSSH_CLUSTER_ID (children that started their own session), then waits
+// up to grace and sends SIGKILL to what is left. With why Cancelled or
+// Timeout it first marks the job directory (`cancelled`, holding why), so
+// that Poll reports the job so and a run.sh not yet past its pid never
+// runs the command; with why "" (the leftovers of a job that ended) it
+// marks nothing. It returns the number of processes it signalled.
+func Stop(ctx context.Context, run Runner, host, cluster string, j job.Job, grace time.Duration, why job.State) (int, error) {
+	mark := ""
+	if why != "" {
+		mark = `[ -d "$d" ] && printf '%s\n' ` + q(string(why)) + ` >"$d/cancelled"`
+	}
 	steps := int(grace / (200 * time.Millisecond))
 	script := aliveFn + procsFn + jobdirFn + `
 jobdir ` + q(dirOf(cluster, j)) + `
 pid=` + strconv.Itoa(j.Remote.PID) + `; st=` + strconv.FormatInt(j.Remote.StartTicks, 10) + `
 jid=` + q(strconv.FormatUint(uint64(j.ID), 10)) + `; cid=` + q(cluster) + `
-[ -d "$d" ] && : >"$d/cancelled"
+` + mark + `
 if [ "$pid" = 0 ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
 members() { procs "$pid" "$st" "$jid" "$cid"; }
 list=$(members | sort -un | grep -vx "$$")
@@ -620,13 +642,13 @@ func (w Workers) Abandon(ctx context.Context, j job.Job) (bool, error) {
 	return Abandon(ctx, sh, j.Placement.Host, w.Cluster, j)
 }
 
-// Cancel stops j where it runs; see Cancel.
-func (w Workers) Cancel(ctx context.Context, j job.Job, grace time.Duration) (int, error) {
+// Stop ends j where it runs; see Stop.
+func (w Workers) Stop(ctx context.Context, j job.Job, grace time.Duration, why job.State) (int, error) {
 	sh, err := w.Shell(j.Placement.Host)
 	if err != nil {
 		return 0, err
 	}
-	return Cancel(ctx, sh, j.Placement.Host, w.Cluster, j, grace)
+	return Stop(ctx, sh, j.Placement.Host, w.Cluster, j, grace, why)
 }
 
 // Logs writes j's log to out; see Logs.

@@ -421,11 +421,23 @@ func TestLeftoverChild(t *testing.T) {
 	if st.State != job.Succeeded || st.Orphans != 1 {
 		t.Fatalf("status %+v, want succeeded with 1 leftover", st)
 	}
-	if _, err := launch.Cancel(context.Background(), p, "w", cluster, j, time.Second); err != nil {
+	if _, err := launch.Stop(context.Background(), p, "w", cluster, j, time.Second, ""); err != nil {
 		t.Fatal(err)
 	}
 	if left := jobProcs(t, j); len(left) > 0 {
 		t.Errorf("left after the reap: %v", left)
+	}
+	// The reap marks nothing: the job still reads as it ended.
+	if m, _ := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j}); m[j.ID].State != job.Succeeded || m[j.ID].Orphans != 0 {
+		t.Errorf("after the reap: %+v", m[j.ID])
+	}
+	// A job stopped past its walltime reads as such (logs -f agrees).
+	k := start(t, p, newJob(101, "sleep", "300"))
+	if _, err := launch.Stop(context.Background(), p, "w", cluster, k, time.Second, job.Timeout); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := launch.Poll(context.Background(), p, "w", cluster, []job.Job{k}); m[k.ID].State != job.Timeout {
+		t.Errorf("after a walltime stop: %+v", m[k.ID])
 	}
 }
 

@@ -405,7 +405,9 @@ func runSession(ctx context.Context, host, cmd string, sess *ssh.Session, stdin 
 	}
 	done := make(chan error, 1)
 	if err := sess.Start(cmd); err != nil {
-		return &Error{Host: host, Kind: ErrUnreachable, Detail: "start command: " + err.Error()}
+		// The exec request may have reached the server before the
+		// connection failed: the command may run.
+		return &Error{Host: host, Kind: ErrUnreachable, Detail: "start command: " + err.Error(), Sent: true}
 	}
 	go func() { done <- sess.Wait() }()
 	var err error
