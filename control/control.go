@@ -290,45 +290,60 @@ var ErrEnded = errors.New("has already ended")
 // once; an active one after its processes got SIGTERM on its worker and,
 // after grace, SIGKILL. A job that ended meanwhile keeps how it ended. An
 // ended job is an error wrapping ErrEnded; a missing one, the store's
-// not-found error. A job cancelled while a pass launches it is stopped by
-// that pass (see start).
+// not-found error.
+//
+// Cancel does not hold the pass lock, so a pass may act on the job
+// meanwhile (start an attempt, requeue one). Its record is written only
+// if the job is still in the state and attempt Cancel acted on; otherwise
+// Cancel looks again and acts on what the job is now. A job cancelled
+// while a pass launches it is stopped by that pass (see start).
 func (c *Controller) Cancel(ctx context.Context, id job.ID, grace time.Duration, who string) (job.Job, error) {
-	j, err := c.store.Get(id)
-	if err != nil {
-		return job.Job{}, err
-	}
-	if j.State.Terminal() {
-		return j, fmt.Errorf("job %d %w (%s)", j.ID, ErrEnded, j.State)
-	}
-	stop := j.State == job.Running
-	if j.State == job.Launching {
-		// Resolve the launch first: abandoned, it never runs; started, it
-		// is killed like a running job.
-		abandoned, err := c.workers.Abandon(ctx, j)
+	for range 10 {
+		j, err := c.store.Get(id)
 		if err != nil {
-			return j, fmt.Errorf("job %d: %w", j.ID, err)
+			return job.Job{}, err
 		}
-		stop = !abandoned
-	}
-	if stop {
-		if _, err := c.workers.Stop(ctx, j, grace, job.Cancelled); err != nil {
-			return j, fmt.Errorf("job %d: %w", j.ID, err)
+		if j.State.Terminal() {
+			return j, fmt.Errorf("job %d %w (%s)", j.ID, ErrEnded, j.State)
 		}
-	}
-	now := c.now()
-	var ended bool
-	u, err := c.store.Update(j.ID, func(x *job.Job) error {
-		if x.State.Terminal() {
-			ended = true // ended meanwhile: keep how
+		stop := j.State == job.Running
+		if j.State == job.Launching {
+			// Resolve the launch first: abandoned, it never runs; started,
+			// it is killed like a running job.
+			abandoned, err := c.workers.Abandon(ctx, j)
+			if err != nil {
+				return j, fmt.Errorf("job %d: %w", j.ID, err)
+			}
+			stop = !abandoned
+		}
+		if stop {
+			if _, err := c.workers.Stop(ctx, j, grace, job.Cancelled); err != nil {
+				return j, fmt.Errorf("job %d: %w", j.ID, err)
+			}
+		}
+		now := c.now()
+		var ended, moved bool
+		u, err := c.store.Update(j.ID, func(x *job.Job) error {
+			switch {
+			case x.State.Terminal():
+				ended = true // ended meanwhile: keep how
+			case x.State != j.State || x.Attempt != j.Attempt:
+				moved = true // a pass acted on it meanwhile: look again
+				return errSkip
+			default:
+				x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, "cancelled by "+who, ""
+			}
 			return nil
+		})
+		if moved {
+			continue
 		}
-		x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, "cancelled by "+who, ""
-		return nil
-	})
-	if err == nil && !ended {
-		c.emit(JobCancel, u)
+		if err == nil && !ended {
+			c.emit(JobCancel, u)
+		}
+		return u, err
 	}
-	return u, err
+	return job.Job{}, fmt.Errorf("job %d: it kept changing while being cancelled; try again", id)
 }
 
 // carryOut launches the plan's starts in order, then records the pending
@@ -585,10 +600,13 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		if !abandoned {
 			return j, false // run.sh started: the next poll sees its pid
 		}
+		why := fmt.Sprintf("attempt %d did not start on %s and was abandoned", j.Attempt, j.Placement.Host)
+		if st.Abandoned && st.Reason != "" {
+			why = fmt.Sprintf("attempt %d on %s: %s", j.Attempt, j.Placement.Host, st.Reason)
+		}
 		return update(func(x *job.Job) {
 			x.State, x.Placement, x.Remote = job.Queued, job.Placement{}, job.Remote{}
-			x.Reason = fmt.Sprintf("attempt %d did not start on %s and was abandoned; queued again", j.Attempt, j.Placement.Host)
-			x.ReasonCode = "requeued"
+			x.Reason, x.ReasonCode = why+"; queued again", "requeued"
 		})
 	case st.Orphans > 0:
 		// The job ended (or its leader died without an exit status) but
@@ -613,6 +631,9 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		return update(func(x *job.Job) {
 			x.State, x.EndedAt, x.Reason, x.ReasonCode = st.State, endedAt(j, st, now), st.Reason, ""
 			x.ExitCode, x.Signal = st.ExitCode, st.Signal
+			if x.StartedAt.IsZero() { // a launch whose outcome was unknown, found ended
+				x.StartedAt = x.EndedAt
+			}
 		})
 	}
 	return j, false

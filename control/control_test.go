@@ -71,6 +71,7 @@ type workers struct {
 	unknownLeft string
 	onStart     func(job.Job)    // called as Start begins, without the lock (a cancel racing the launch)
 	onStarted   func(job.Job)    // called once Start made the job run, before it returns
+	onAbandoned func()           // called after an Abandon, without the lock (a pass racing a cancel)
 	polls       int              // Poll calls
 	pollErr     map[string]error // Poll of that host fails
 	status      map[job.ID]job.Status
@@ -182,6 +183,12 @@ func (w *workers) Abandon(_ context.Context, j job.Job) (bool, error) {
 		s.pending, s.abandoned, outcome = false, true, "abandoned"
 	}
 	w.abandons = append(w.abandons, fmt.Sprintf("%d %d %s", j.ID, j.Attempt, outcome))
+	if hook := w.onAbandoned; hook != nil {
+		w.onAbandoned = nil
+		w.mu.Unlock()
+		hook()
+		w.mu.Lock()
+	}
 	return outcome == "abandoned", nil
 }
 
@@ -737,5 +744,49 @@ func TestCancelLaunching(t *testing.T) {
 	got, err := r.ctl.Cancel(context.Background(), j.ID, time.Second, "ann")
 	if err != nil || got.State != job.Cancelled || len(r.workers.cancelled) != 0 || !slices.Equal(r.workers.abandons, []string{"1 1 abandoned"}) {
 		t.Errorf("cancel: %+v %v; cancelled %q abandons %q", got, err, r.workers.cancelled, r.workers.abandons)
+	}
+}
+
+// A pass acting on a job while it is being cancelled: the cancel abandons
+// attempt 1 of a launch whose outcome was unknown; meanwhile a pass finds
+// it abandoned, queues it again and starts attempt 2. The cancel must not
+// record "cancelled" over the running attempt 2 and leave it running: it
+// looks again and stops attempt 2.
+func TestCancelRacesAPass(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	j := r.submit(t, 5, "train")
+	r.workers.startErr = fmt.Errorf("%w: launch on ctl: interrupted", job.ErrOutcomeUnknown)
+	r.workers.unknownLeft = "dir"
+	r.pass(t) // attempt 1: outcome unknown, launching
+	r.workers.startErr = nil
+	r.workers.onAbandoned = func() {
+		res := r.pass(t) // requeues the abandoned attempt 1, starts attempt 2
+		if len(res.Started) != 1 || res.Started[0].Attempt != 2 {
+			t.Errorf("the racing pass: %+v", res)
+		}
+	}
+	got, err := r.ctl.Cancel(context.Background(), j.ID, time.Second, "ann")
+	if err != nil || got.State != job.Cancelled || got.Attempt != 2 {
+		t.Fatalf("cancel: %+v %v", got, err)
+	}
+	if want := []string{fmt.Sprintf("%d 1s", j.ID)}; !slices.Equal(r.workers.cancelled, want) {
+		t.Errorf("stopped %q, want %q: attempt 2 must be stopped", r.workers.cancelled, want)
+	}
+}
+
+// A stop cut short (the mark written, a child ignoring SIGTERM still
+// there): the next pass ends what is left before it records the job, with
+// the state the mark says.
+func TestPassFinishesACutStop(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	j := r.submit(t, 5, "train")
+	r.pass(t)
+	r.workers.status[j.ID] = job.Status{State: job.Timeout, Reason: "stopped: past its walltime", Orphans: 1}
+	res := r.pass(t)
+	if len(res.Finished) != 1 || res.Finished[0].State != job.Timeout || !strings.HasSuffix(res.Finished[0].Reason, "its 1 leftover processes were killed") {
+		t.Fatalf("finished %+v", res.Finished)
+	}
+	if want := []string{fmt.Sprintf("%d %s", j.ID, control.DefaultOrphanGrace)}; !slices.Equal(r.workers.cancelled, want) {
+		t.Errorf("stopped %q, want %q", r.workers.cancelled, want)
 	}
 }

@@ -125,7 +125,7 @@ func New(opt Options) (*Fleet, error) {
 	}
 	f := &Fleet{opt: opt, local: opt.Local}
 	if f.local == nil {
-		f.local = sshexec.Local{Env: opt.Environ}
+		f.local = sshexec.Local{Env: withoutJobVars(opt.Environ)}
 	}
 	if opt.CacheDir != "" {
 		f.memo = NewFallbackFile(filepath.Join(opt.CacheDir, "helper-fallback.json"), opt.Now)
@@ -146,6 +146,25 @@ func New(opt Options) (*Fleet, error) {
 		Now:            opt.Now,
 	})
 	return f, nil
+}
+
+// withoutJobVars is environ less the variables that mark a gssh job's
+// processes (GSSH_JOB_ID, GSSH_CLUSTER_ID, GSSH_ATTEMPT): a gssh run from
+// inside a job must not lend that job's marks to what it runs on the local
+// host (its polls, its launches), or reaping that job would kill them.
+// nil stays nil (the process's own environment, which then has none).
+func withoutJobVars(environ []string) []string {
+	if environ == nil {
+		return nil
+	}
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if k != "GSSH_JOB_ID" && k != "GSSH_CLUSTER_ID" && k != "GSSH_ATTEMPT" {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // load reads the inventory and ssh_config as the options say.

@@ -214,3 +214,17 @@ func TestSchedHosts(t *testing.T) {
 		t.Errorf("SchedHosts = %+v", got)
 	}
 }
+
+// A gssh run inside a job does not lend the job's marks to what it runs on
+// the local host.
+func TestLocalWithoutJobVars(t *testing.T) {
+	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "ctl", Local: true}}}
+	f := newFleet(t, fleet.Options{Inventory: inv, SSH: fakeResolver{}, Environ: []string{"PATH=/usr/bin:/bin", "GSSH_JOB_ID=7", "GSSH_CLUSTER_ID=c", "GSSH_ATTEMPT=1", "KEEP=1"}})
+	res, err := f.Runner(inv.Hosts[0]).Run(context.Background(), "ctl", "env", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := string(res.Stdout); strings.Contains(out, "GSSH_") || !strings.Contains(out, "KEEP=1") {
+		t.Errorf("env:\n%s", out)
+	}
+}

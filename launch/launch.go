@@ -215,7 +215,7 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	w("d=$PWD\n")
 	w("if ! mkdir \"$d/go\" 2>/dev/null; then echo 'gssh: this launch attempt was abandoned before it started: nothing was run' >&2; exit 0; fi\n")
 	w("st=$(sed 's/.*) //' /proc/$$/stat | cut -d' ' -f20)\n")
-	w("printf '%%s %%s\\n' \"$$\" \"$st\" >\"$d/pid.tmp\" && mv -f \"$d/pid.tmp\" \"$d/pid\"\n")
+	w("if ! { printf '%%s %%s\\n' \"$$\" \"$st\" >\"$d/pid.tmp\" && mv -f \"$d/pid.tmp\" \"$d/pid\"; }; then echo 'gssh: cannot record the pid (disk full?): nothing was run' >&2; exit 1; fi\n")
 	w("fin() { printf '%%s\\n' \"$1\" >\"$d/exit.tmp\" && mv -f \"$d/exit.tmp\" \"$d/exit\"; }\n")
 	w("if [ -e \"$d/cancelled\" ]; then echo 'gssh: cancelled before it started: nothing was run' >&2; exit 0; fi\n")
 	w("export CUDA_VISIBLE_DEVICES=%s\n", q(strings.Join(j.Placement.GPUs, ",")))
@@ -293,6 +293,7 @@ func Start(ctx context.Context, run Runner, host, cluster string, j job.Job) (jo
 	}
 	n := strconv.Itoa(len(script))
 	cmd := jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
+unset GSSH_JOB_ID GSSH_CLUSTER_ID GSSH_ATTEMPT # a gssh run inside a job: run.sh is not that job's
 umask 077
 jobdir ` + q(DirName(cluster, j.ID, j.Attempt)) + `
 mkdir -p "$HOME/.gssh/jobs" || fail "cannot make $HOME/.gssh/jobs"
@@ -412,11 +413,14 @@ while read -r id pid st dir; do
   if [ "$pid" = - ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
   alive=
   if [ "$pid" != - ] && alive "$pid" "$st"; then alive=1; fi
-  if [ -e "$d/cancelled" ] && [ -z "$alive" ]; then echo "$id stopped $(head -c 20 "$d/cancelled")"
+  if [ -e "$d/cancelled" ] && [ -z "$alive" ]; then
+    n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)
+    echo "$id stopped $n $(head -c 20 "$d/cancelled")"
   elif [ -s "$d/exit" ] && [ -z "$alive" ]; then
     n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)
     echo "$id exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) $n $(head -c 300 "$d/exit" | tr '\n' ' ')"
   elif [ -n "$alive" ]; then echo "$id running $pid $st $d"
+  elif [ "$pid" = - ] && [ -d "$d/go" ] && ! grep -qsF -- "$d/run.sh" /proc/[0-9]*/cmdline; then echo "$id died"
   elif [ "$pid" = - ]; then echo "$id starting"
   else
     n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)
@@ -455,10 +459,15 @@ func parsePoll(out []byte) map[job.ID]job.Status {
 			m[id] = st
 		case "stopped": // by gssh: cancelled, or past its walltime
 			st := job.Status{State: job.Cancelled, Reason: "cancelled"}
-			if len(f) > 2 && f[2] == string(job.Timeout) {
+			if len(f) > 3 && f[3] == string(job.Timeout) {
 				st = job.Status{State: job.Timeout, Reason: "stopped: past its walltime"}
 			}
+			if len(f) > 2 {
+				st.Orphans, _ = strconv.Atoi(f[2]) // a stop cut short
+			}
 			m[id] = st
+		case "died":
+			m[id] = job.Status{State: job.Lost, Abandoned: true, Reason: "run.sh died before it recorded its pid: the command never started"}
 		case "starting":
 			m[id] = job.Status{State: job.Launching}
 		case "missing":

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -500,5 +501,62 @@ func TestDiskFullMidLaunch(t *testing.T) {
 	j = start(t, p, j)
 	if st := waitEnd(t, p, j); st.State != job.Succeeded {
 		t.Errorf("attempt 2: %+v", st)
+	}
+}
+
+// A run.sh that died between its start gate and its pid (kill -9, a
+// reboot) never ran the command: Poll says so, instead of "starting"
+// forever; while it lives, the attempt is starting.
+func TestDiedBeforePid(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := newJob(130, "true")
+	dir := filepath.Join(w.sshd.Home, launch.DirName(cluster, j.ID, j.Attempt))
+	os.MkdirAll(filepath.Join(dir, "go"), 0o700)
+	os.WriteFile(filepath.Join(dir, "run.sh"), []byte("sleep 30\n"), 0o600)
+	m, _ := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
+	if st := m[j.ID]; !st.Abandoned || !strings.Contains(st.Reason, "died before it recorded its pid") {
+		t.Errorf("gate taken, no run.sh: %+v", st)
+	}
+	cmd := exec.Command("sh", filepath.Join(dir, "run.sh"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	m, _ = launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
+	if st := m[j.ID]; st.State != job.Launching || st.Abandoned {
+		t.Errorf("run.sh alive between gate and pid: %+v", st)
+	}
+}
+
+// A gssh run from inside a job (its environment carries that job's
+// GSSH_JOB_ID) launches a job whose processes do not carry it: reaping
+// the first job never touches the second.
+func TestInheritedJobIDNotPassedOn(t *testing.T) {
+	home := t.TempDir()
+	base := []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+	run := sshexec.Local{Env: append(slices.Clone(base), "GSSH_JOB_ID=7", "GSSH_CLUSTER_ID="+cluster, "GSSH_ATTEMPT=1")}
+	j := newJob(8, "sleep", "30")
+	j.Placement.Host = "local"
+	r, err := launch.Start(context.Background(), run, "local", cluster, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Remote = r
+	t.Cleanup(func() { launch.Cancel(context.Background(), run, "local", cluster, j, time.Second) })
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", r.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(env, []byte("GSSH_JOB_ID=7\x00")) {
+		t.Errorf("job 8's run.sh carries job 7's GSSH_JOB_ID")
+	}
+	seven := newJob(7, "true")
+	seven.Remote = job.Remote{PID: 1, StartTicks: 1} // ended long ago
+	os.MkdirAll(filepath.Join(home, launch.DirName(cluster, 7, 1)), 0o700)
+	clean := sshexec.Local{Env: base} // as the fleet runs local commands: without the caller's GSSH_*
+	m, _ := launch.Poll(context.Background(), clean, "local", cluster, []job.Job{seven})
+	if st := m[7]; st.Orphans != 0 {
+		t.Errorf("job 7 counts job 8's processes as its own: %+v", st)
 	}
 }

@@ -50,7 +50,7 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 		return LogsResult{}, err
 	}
 	res := LogsResult{Job: j}
-	if j.Placement.Host == "" || (j.Remote.Dir == "" && j.State != job.Launching) {
+	if j.Placement.Host == "" || (j.Remote.Dir == "" && j.Attempt == 0 && j.State != job.Launching) {
 		return res, fmt.Errorf("job %d has no log: it has not started (%s: %s)", j.ID, j.State, j.Reason)
 	}
 	f, err := l.hosts()
