@@ -521,7 +521,7 @@ func TestNew(t *testing.T) {
 		{control.Options{Snapshots: l, Workers: w}, "control: no store"},
 		{control.Options{Store: st, Workers: w}, "control: no snapshot source"},
 		{control.Options{Store: st, Snapshots: l}, "control: no workers"},
-		{control.Options{Store: st, Snapshots: l, Workers: w, Policy: sched.Policy{Order: "lottery"}}, `policy order "lottery": give one of fifo, priority`},
+		{control.Options{Store: st, Snapshots: l, Workers: w, Policy: sched.Policy{Order: "lottery"}}, `policy order "lottery": give one of fifo, priority, fairshare`},
 	} {
 		if _, err := control.New(tt.opt); err == nil || err.Error() != tt.want {
 			t.Errorf("New: %v, want %s", err, tt.want)

@@ -81,6 +81,12 @@ type Placement struct {
 	// without a UUID, with CUDA_DEVICE_ORDER=PCI_BUS_ID).
 	GPUs    []string `json:"gpus"`
 	Indexes []int    `json:"indexes"`
+	// Share is how many whole GPUs the job counts for in fair-share
+	// usage: 1 per GPU taken exclusively (a MIG device: its part of the
+	// GPU's memory), the booked fraction of a GPU's memory for a --mem job
+	// (8 GiB on an 80 GiB GPU: 0.1). 0 for placements made before shares
+	// were recorded (then the planner counts one per GPU).
+	Share float64 `json:"gpu_share,omitempty"`
 }
 
 // ErrOutcomeUnknown marks a launch whose outcome is unknown: the session

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
@@ -24,6 +25,7 @@ type want struct {
 	Request
 	job    job.ID
 	holder Holder
+	ends   time.Time // now + the job's walltime (or the backfill estimate)
 }
 
 func wantOf(j job.Job) *want {
@@ -47,7 +49,7 @@ var (
 	constraints  = []hostCheck{checkHost, checkLabels}
 	hostChecks   = []hostCheck{checkDrain, checkState}
 	eligibility  = []unitCheck{checkHealth, checkUnitShape}
-	availability = []unitCheck{checkExclusive, checkShared}
+	availability = []unitCheck{checkReserved, checkExclusive, checkShared}
 )
 
 // feasible runs the chain over one host: it returns every unit of n that
@@ -192,21 +194,31 @@ func checkUnitShape(u *unit, w *want, _ *node) Reason {
 
 // Availability: what holds the unit now.
 
+// checkReserved: a unit reserved for a job that cannot start yet (EASY
+// backfill) takes only jobs that end before the reservation begins.
+func checkReserved(u *unit, w *want, n *node) Reason {
+	if !n.reserved[u.key] || w.job == n.reservedFor || w.ends.Before(n.reservedFrom) && !w.ends.IsZero() {
+		return Reason{}
+	}
+	return because(CodeReserved, fmt.Sprintf("reserved for job %d from %s", n.reservedFor, n.reservedFrom.UTC().Format("2006-01-02 15:04 UTC")))
+}
+
 // checkExclusive: an exclusive job needs a unit nothing else uses.
 func checkExclusive(u *unit, w *want, n *node) Reason {
 	if w.MemPerGPU > 0 {
 		return Reason{}
 	}
-	switch b := n.held[u.key]; {
+	b, gone := n.booking(u.key)
+	switch {
 	case b.Jobs() > 0:
 		return because(CodeNoFreeGPU, "in use by gssh jobs")
-	case u.procs > 0:
+	case u.foreignProcs(b, gone, n.cluster) > 0:
 		return because(CodeForeign, "in use by other processes")
 	case u.gpu.ProcsKnown:
 		return Reason{}
 	case u.used == nil:
 		return because(CodeForeign, "processes and memory unreadable")
-	case *u.used > IdleUsedMax:
+	case *u.used > IdleUsedMax && len(gone) == 0:
 		return because(CodeForeign, "memory in use, processes unreadable")
 	}
 	return Reason{}
@@ -227,7 +239,7 @@ func checkShared(u *unit, w *want, n *node) Reason {
 	if w.MemPerGPU == 0 {
 		return Reason{}
 	}
-	b := n.held[u.key]
+	b, gone := n.booking(u.key)
 	switch {
 	case b.Exclusive():
 		return because(CodeNoFreeGPU, "held by an exclusive gssh job")
@@ -237,7 +249,7 @@ func checkShared(u *unit, w *want, n *node) Reason {
 		}
 		return because(CodeMem, "memory unknown")
 	}
-	m := u.commitment(b, n.cluster)
+	m := u.commitment(b, gone, n.cluster)
 	usable := Usable(*u.total, n.ReservePct)
 	switch {
 	case w.MemPerGPU > usable:
@@ -258,21 +270,41 @@ type commitment struct {
 }
 
 // commitment works out u's commitment with holders b (the unit's total and
-// free memory are known).
-func (u *unit) commitment(b Booking, cluster string) commitment {
+// free memory are known). What the holders gone use counts as free.
+func (u *unit) commitment(b Booking, gone []Holder, cluster string) commitment {
 	var c commitment
-	var used, pending uint64
+	var used, pending, freed uint64
 	for _, h := range b.Holders {
 		mine := u.usedBy(h, cluster)
 		used += mine
 		c.gssh += max(h.Mem, mine)
 		pending += h.Mem - min(h.Mem, mine)
 	}
+	for _, h := range gone {
+		freed += u.usedBy(h, cluster)
+	}
 	inUse := *u.total - min(*u.total, *u.free)
 	if u.used != nil {
 		inUse = *u.used
 	}
+	inUse -= min(inUse, freed)
 	c.foreign = inUse - min(inUse, used)
-	c.free = *u.free - min(*u.free, pending)
+	c.free = *u.free + freed
+	c.free -= min(c.free, pending)
 	return c
+}
+
+// foreignProcs counts the processes that may be on u and belong to no gssh
+// job holding it (live or gone).
+func (u *unit) foreignProcs(live Booking, gone []Holder, cluster string) int {
+	n := u.procs
+	for _, p := range u.own {
+		for _, h := range slices.Concat(live.Holders, gone) {
+			if owns(p, h, cluster) {
+				n--
+				break
+			}
+		}
+	}
+	return max(n, 0)
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
@@ -37,6 +38,10 @@ type Holder struct {
 	Session int
 	// Planned: placed by this plan, not yet running: it uses nothing yet.
 	Planned bool
+	// Ends is when the job is expected to end (its start plus its
+	// walltime, or the policy's backfill estimate): what reservations are
+	// worked out from. Zero: unknown.
+	Ends time.Time
 }
 
 // Booking is what gssh jobs hold on one GPU (or MIG device): each holder
@@ -126,6 +131,39 @@ type node struct {
 	held     map[string]Booking // by unit key
 	cluster  string             // Input.Cluster: whose GSSH_JOB_IDs are ours
 	verdicts []Reason           // feasible's scratch, one per unit
+	// gone are holders taken off in a what-if (a reservation: "once these
+	// jobs end"): they hold nothing, and what their processes use is free.
+	gone map[job.ID]bool
+	// reserved are the units a reservation holds from reservedFrom, for
+	// reservedFor: only a job that ends before then may use them.
+	reserved     map[string]bool
+	reservedFrom time.Time
+	reservedFor  job.ID
+}
+
+// booking is what holds unit key now: the live holders (none of n.gone)
+// and the ones gone.
+func (n *node) booking(key string) (live Booking, gone []Holder) {
+	b := n.held[key]
+	if len(n.gone) == 0 {
+		return b, nil
+	}
+	for _, h := range b.Holders {
+		if n.gone[h.Job] {
+			gone = append(gone, h)
+		} else {
+			live.Holders = append(live.Holders, h)
+		}
+	}
+	return live, gone
+}
+
+// whatIf returns a copy of n in which the holders in gone hold nothing:
+// the ledger and snapshot are shared, never changed.
+func (n *node) whatIf(gone map[job.ID]bool) *node {
+	c := *n
+	c.gone, c.verdicts, c.reserved = gone, nil, nil
+	return &c
 }
 
 // book records a job just placed at p on n.
@@ -157,16 +195,24 @@ func (u *unit) usedBy(h Holder, cluster string) uint64 {
 	if h.Planned {
 		return 0
 	}
-	id := strconv.FormatUint(uint64(h.Job), 10)
 	var sum uint64
 	for _, p := range u.own {
-		ours := p.JobID == id && (p.ClusterID == "" || cluster == "" || p.ClusterID == cluster) ||
-			h.Session > 0 && p.SessionID != nil && *p.SessionID == h.Session
-		if ours && p.UsedBytes != nil {
+		if owns(p, h, cluster) && p.UsedBytes != nil {
 			sum += *p.UsedBytes
 		}
 	}
 	return sum
+}
+
+// owns reports whether process p is holder h's: it carries h's
+// GSSH_JOB_ID (and this state's GSSH_CLUSTER_ID, when it says one), or
+// runs in h's session.
+func owns(p gpuinfo.Proc, h Holder, cluster string) bool {
+	if h.Planned {
+		return false
+	}
+	return p.JobID == strconv.FormatUint(uint64(h.Job), 10) && (p.ClusterID == "" || cluster == "" || p.ClusterID == cluster) ||
+		h.Session > 0 && p.SessionID != nil && *p.SessionID == h.Session
 }
 
 // Usable is the memory, in bytes, gssh may book on a GPU of total bytes

@@ -1,100 +1,20 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gssh/gssh/job"
 )
 
-// Order is how the queue is ordered before jobs are offered GPUs.
-type Order string
-
-// Orders.
-const (
-	OrderFIFO     Order = "fifo"     // submit order
-	OrderPriority Order = "priority" // priority (0 first), then submit order
-)
-
-// Fit is how a job's GPUs are chosen among the hosts that can take it.
-type Fit string
-
-// Fits.
-const (
-	FitFirst Fit = "firstfit" // the first host in name order, its first GPUs in index order
-)
-
-// Backfill is what happens to the jobs behind one that does not fit now.
-type Backfill string
-
-// Backfill rules.
-const (
-	// BackfillNone: the first job that does not fit because what it needs
-	// is taken (Code.Exhausted) blocks every job behind it (strict order):
-	// nothing overtakes it. A job no host can take for other reasons
-	// (drained, down, a missing label) waits without blocking.
-	BackfillNone Backfill = "none"
-	// BackfillSkip: the plan goes on past a job that does not fit, so a
-	// small job behind it may start first (and a big job may wait long).
-	BackfillSkip Backfill = "skip"
-)
-
-// Policy holds the planner's knobs. The zero value is DefaultPolicy.
-type Policy struct {
-	Order    Order    `json:"order"`
-	Fit      Fit      `json:"placement"`
-	Backfill Backfill `json:"backfill"`
-}
-
-// DefaultPolicy is what gssh does unless told otherwise: priority order,
-// first fit, and jobs that fit go past those that do not.
-func DefaultPolicy() Policy {
-	return Policy{Order: OrderPriority, Fit: FitFirst, Backfill: BackfillSkip}
-}
-
-// withDefaults fills the knobs left empty from DefaultPolicy.
-func (p Policy) withDefaults() Policy {
-	d := DefaultPolicy()
-	if p.Order == "" {
-		p.Order = d.Order
-	}
-	if p.Fit == "" {
-		p.Fit = d.Fit
-	}
-	if p.Backfill == "" {
-		p.Backfill = d.Backfill
-	}
-	return p
-}
-
-// Check reports a knob set to a value the planner does not know, naming
-// the ones it does.
-func (p Policy) Check() error {
-	p = p.withDefaults()
-	for _, k := range []struct {
-		name, got string
-		known     []string
-	}{
-		{"order", string(p.Order), []string{string(OrderFIFO), string(OrderPriority)}},
-		{"placement", string(p.Fit), []string{string(FitFirst)}},
-		{"backfill", string(p.Backfill), []string{string(BackfillNone), string(BackfillSkip)}},
-	} {
-		known := false
-		for _, v := range k.known {
-			known = known || v == k.got
-		}
-		if !known {
-			return fmt.Errorf("policy %s %q: give one of %s", k.name, k.got, strings.Join(k.known, ", "))
-		}
-	}
-	return nil
-}
-
 // Input is everything one plan is a pure function of.
 type Input struct {
-	// Now is the time of the plan (walltimes and, later, fair-share usage
-	// and reservations are measured against it).
+	// Now is the time of the plan: walltimes, reservations and fair-share
+	// usage are measured against it.
 	Now    time.Time
 	Policy Policy
 	// Hosts are every host of the inventory with its facts and its last
@@ -109,6 +29,9 @@ type Input struct {
 	// Cluster is the state's cluster id: GPU processes that carry it (and
 	// a job's GSSH_JOB_ID) are that job's. "" matches any.
 	Cluster string
+	// Usage is each user's fair-share usage at Now, in GPU-seconds as
+	// Usage weighs them (OrderFair ranks by it).
+	Usage map[string]float64
 }
 
 // Start is a job the plan starts, and where.
@@ -124,6 +47,28 @@ type Pending struct {
 	// Rejected lists every host turned down and why, in host-name order
 	// (empty for a job blocked behind another).
 	Rejected []Rejection `json:"rejected,omitempty"`
+	// Position is the job's place in the queue's order (1 = first), and
+	// Rank says in words what puts it there ("4th: bob's fair-share score
+	// 1.8 ranks behind alice 0.3 and carol 0.9").
+	Position int    `json:"position"`
+	Rank     string `json:"rank"`
+	// Reservation is what EASY backfill holds for the job, when it is the
+	// first that cannot start.
+	Reservation *Reservation `json:"reservation,omitempty"`
+}
+
+// Reservation is where and from when a job that cannot start now will be
+// able to, by the running jobs' walltimes: until then, only jobs that end
+// in time may use those GPUs.
+type Reservation struct {
+	Host    string    `json:"host"`
+	GPUs    []string  `json:"gpus"`
+	Indexes []int     `json:"indexes"`
+	From    time.Time `json:"from"`
+}
+
+func (r Reservation) String() string {
+	return fmt.Sprintf("reserved %s GPU %s from %s", r.Host, ranges(slices.Sorted(slices.Values(r.Indexes))), r.From.UTC().Format("2006-01-02 15:04 UTC"))
 }
 
 // Decisions is what a pass should do.
@@ -135,44 +80,84 @@ type Decisions struct {
 	Pending []Pending `json:"pending"`
 }
 
-// Plan orders in.Queue by in.Policy and offers each job, in turn, the
-// GPUs that in.Running and the jobs placed before it leave, booking what
-// it takes. It returns the starts and a reason for every job left queued.
-// It is deterministic (hosts go by name, GPUs by index, ties by job id)
-// and leaves its input as it is.
-func Plan(in Input) Decisions {
+// Plan orders in.Queue by in.Policy (and in.Usage) and offers each job, in
+// turn, the GPUs that in.Running and the jobs placed before it leave,
+// booking what it takes. Under BackfillEasy the first job that does not
+// fit gets a reservation, and jobs behind it may use the reserved GPUs
+// only if they end before it begins. It returns the starts and a reason
+// for every job left queued. It is deterministic (hosts go by name, GPUs
+// by index, ties by job id) and leaves its input as it is.
+func Plan(in Input) Decisions { return plan(in, true) }
+
+// plan is Plan; without memo every job is placed afresh (tests check that
+// the memo changes no answer).
+func plan(in Input, memo bool) Decisions {
 	pol := in.Policy.withDefaults()
-	hosts := nodes(in.Hosts, Bookings(in.Running), in.Cluster)
+	held := Bookings(in.Running)
+	ends := map[job.ID]time.Time{}
+	for _, j := range in.Running {
+		ends[j.ID] = expectedEnd(j, pol, in.Now)
+	}
+	for _, bs := range held {
+		for k, b := range bs {
+			for i := range b.Holders {
+				b.Holders[i].Ends = ends[b.Holders[i].Job]
+			}
+			bs[k] = b
+		}
+	}
+	hosts := nodes(in.Hosts, held, in.Cluster)
 	byName := make(map[string]*node, len(hosts))
 	for _, n := range hosts {
 		byName[n.Name] = n
 	}
 	out := Decisions{Starts: []Start{}, Pending: []Pending{}}
 	var blocker *job.Job
+	var reservation *Reservation
 	// failed remembers, per request shape, the decision of a job that did
-	// not fit: until the next booking (capacity only shrinks during a plan)
-	// every job of that shape gets the same answer, so a queue of thousands
-	// of alike jobs is not worked out thousands of times. The key holds
-	// everything the checks read of a job.
+	// not fit: until the next booking or reservation (capacity only
+	// shrinks during a plan) every job of that shape gets the same answer,
+	// so a queue of thousands of alike jobs is not worked out thousands of
+	// times. The key holds everything the checks read of a job.
 	failed := map[string]decision{}
-	for _, j := range ordered(in.Queue, pol.Order) {
+	queue := ordered(in.Queue, pol, in.Usage)
+	for pos, r := range queue {
+		j := r.Job
+		pend := func(p Pending) {
+			p.Job, p.Position, p.Rank = j.ID, pos+1, rankText(queue, pos, pol)
+			out.Pending = append(out.Pending, p)
+		}
 		if blocker != nil {
-			out.Pending = append(out.Pending, Pending{Job: j.ID, Reason: because(CodeBlocked,
+			pend(Pending{Reason: because(CodeBlocked,
 				fmt.Sprintf("waiting behind job %d, which goes first and does not fit yet (backfill: none)", blocker.ID))})
 			continue
 		}
 		w := wantOf(*j)
+		w.ends = in.Now.Add(walltime(*j, pol))
+		w.holder.Ends = w.ends
 		key := w.shape()
 		d, seen := failed[key]
-		if !seen {
+		if !seen || !memo {
 			d = place(hosts, w, pol.Fit)
 		}
 		if !d.ok {
 			failed[key] = d
-			out.Pending = append(out.Pending, Pending{Job: j.ID, Reason: d.reason, Rejected: d.rejected})
-			if pol.Backfill == BackfillNone && d.exhausted {
+			p := Pending{Reason: d.reason, Rejected: d.rejected}
+			switch {
+			case pol.Backfill == BackfillNone && d.exhausted:
 				blocker = j
+			case pol.Backfill == BackfillEasy && d.exhausted && reservation == nil:
+				if reservation = reserve(hosts, w, pol, in.Now); reservation != nil {
+					n := byName[reservation.Host]
+					n.reserved, n.reservedFrom, n.reservedFor = map[string]bool{}, reservation.From, j.ID
+					for _, k := range placementKeys(job.Placement{GPUs: reservation.GPUs, Indexes: reservation.Indexes}) {
+						n.reserved[k] = true
+					}
+					p.Reservation = reservation
+					clear(failed)
+				}
 			}
+			pend(p)
 			continue
 		}
 		byName[d.placement.Host].book(d.placement, w.holder)
@@ -182,9 +167,164 @@ func Plan(in Input) Decisions {
 	return out
 }
 
+// walltime is what j may run: its --timeout, else the policy's enforced
+// default, else (for reservations only) the backfill estimate.
+func walltime(j job.Job, pol Policy) time.Duration {
+	return cmp.Or(j.Spec.Timeout, pol.DefaultTimeout, pol.BackfillEstimate)
+}
+
+// expectedEnd is when running job j is expected to end: its start plus its
+// walltime, or now when that is past (it may end any moment).
+func expectedEnd(j job.Job, pol Policy, now time.Time) time.Time {
+	start := j.StartedAt
+	if start.IsZero() {
+		start = now
+	}
+	if e := start.Add(walltime(j, pol)); e.After(now) {
+		return e
+	}
+	return now
+}
+
+// reserve finds the earliest time at which w fits, as the jobs holding
+// GPUs end at their expected ends (earliest first, ties by job id), and
+// where: EASY backfill's reservation. Nil when w would not fit even with
+// every one of them gone (what blocks it is no gssh job's).
+func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
+	type ending struct {
+		at   time.Time
+		job  job.ID
+		host *node
+	}
+	var ends []ending
+	seen := map[job.ID]bool{}
+	for _, n := range hosts {
+		for _, b := range n.held {
+			for _, h := range b.Holders {
+				if !seen[h.Job] {
+					seen[h.Job] = true
+					at := h.Ends
+					if at.IsZero() || at.Before(now) {
+						at = now
+					}
+					ends = append(ends, ending{at, h.Job, n})
+				}
+			}
+		}
+	}
+	slices.SortFunc(ends, func(a, b ending) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.job, b.job)) })
+	gone := map[job.ID]bool{}
+	for _, e := range ends {
+		gone[e.job] = true
+		// Only e's host changes: each job holds GPUs of one host.
+		trial := e.host.whatIf(gone)
+		us, why := feasible(trial, w)
+		if !why.ok() {
+			continue
+		}
+		p := choose(pol.Fit, []option{{trial, us}}, w)
+		return &Reservation{Host: p.Host, GPUs: p.GPUs, Indexes: p.Indexes, From: e.at}
+	}
+	return nil
+}
+
+// rankText says what puts the job at pos of queue where it is, in words.
+func rankText(queue []ranked, pos int, pol Policy) string {
+	j := queue[pos]
+	head := ordinal(pos+1) + " in the queue"
+	if pos == 0 {
+		return head
+	}
+	switch pol.Order {
+	case OrderFIFO:
+		return head + " (submit order)"
+	case OrderPriority:
+		return fmt.Sprintf("%s: priority %d, behind %s", head, j.Spec.Priority, ahead(queue[:pos], func(r ranked) string {
+			return fmt.Sprintf("job %d (priority %d)", r.ID, r.Spec.Priority)
+		}))
+	}
+	// The users ranked ahead in this priority class, lowest score first
+	// (their queue order), up to 3.
+	seen := map[string]bool{j.User: true}
+	var users []string
+	more := 0
+	for k := 0; k < pos; k++ {
+		r := queue[k]
+		if r.Spec.Priority != j.Spec.Priority || seen[r.User] {
+			continue // a higher class, not fair-share, puts those ahead
+		}
+		seen[r.User] = true
+		if len(users) == 3 {
+			more++
+			continue
+		}
+		users = append(users, fmt.Sprintf("%s %.1f", r.User, r.score/3600))
+	}
+	if more > 0 {
+		users = append(users, fmt.Sprintf("%d more %s", more, plural(more, "user")))
+	}
+	why := fmt.Sprintf("%s's fair-share score %.1f", j.User, j.score/3600)
+	switch {
+	case len(users) > 0:
+		why += " ranks behind " + joinAnd(users)
+	default:
+		why += "; behind jobs submitted earlier"
+	}
+	if higher := countBefore(queue[:pos], func(r ranked) bool { return r.Spec.Priority < j.Spec.Priority }); higher > 0 {
+		why += fmt.Sprintf(", and %d %s of a higher priority class", higher, plural(higher, "job"))
+	}
+	return head + ": " + why
+}
+
+// ahead names up to 3 of the jobs in rs, the nearest first.
+func ahead(rs []ranked, name func(ranked) string) string {
+	var out []string
+	for k := len(rs) - 1; k >= 0 && len(out) < 3; k-- {
+		out = append(out, name(rs[k]))
+	}
+	if len(rs) > 3 {
+		out = append(out, fmt.Sprintf("%d more", len(rs)-3))
+	}
+	return joinAnd(out)
+}
+
+func countBefore(rs []ranked, f func(ranked) bool) int {
+	n := 0
+	for _, r := range rs {
+		if f(r) {
+			n++
+		}
+	}
+	return n
+}
+
+func joinAnd(xs []string) string {
+	switch len(xs) {
+	case 0:
+		return ""
+	case 1:
+		return xs[0]
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
+}
+
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return strconv.Itoa(n) + suffix
+}
+
 // shape is the memo key of w: everything a check reads of the job.
 func (w *want) shape() string {
-	return fmt.Sprintf("%s\x00%q\x00%d\x00%d", w.Host, w.Labels, w.GPUs, w.MemPerGPU)
+	return fmt.Sprintf("%s\x00%q\x00%d\x00%d\x00%d", w.Host, w.Labels, w.GPUs, w.MemPerGPU, w.ends.UnixNano())
 }
 
 // RequestOf is the placement request of a job spec.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
@@ -394,6 +395,7 @@ func TestPlanPlacement(t *testing.T) {
 			} else {
 				pend = d.Pending[0]
 			}
+			got.Share = 0 // checked in TestShares
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("placement = %+v, want %+v", got, tt.want)
 			}
@@ -429,7 +431,8 @@ func TestPlanPure(t *testing.T) {
 	hosts := []Host{host("gpu02", gpus(4, 80*GiB)...), host("gpu01", gpu(3, 80*GiB), gpu(1, 80*GiB))}
 	run := []job.Job{running(1, "gpu02", 10*GiB, "GPU-00")}
 	queue := []job.Job{queued(4, shared(1, 40*GiB)), queued(2, excl(2)), queued(3, excl(4))}
-	in := Input{Hosts: hosts, Running: run, Queue: queue}
+	firstFit := Policy{Order: OrderPriority, Fit: FitFirst, Backfill: BackfillSkip}
+	in := Input{Hosts: hosts, Running: run, Queue: queue, Policy: firstFit}
 	before := fmt.Sprintf("%#v", in)
 	first := Plan(in)
 	for range 3 {
@@ -440,13 +443,13 @@ func TestPlanPure(t *testing.T) {
 	if after := fmt.Sprintf("%#v", in); after != before {
 		t.Errorf("Plan changed its input")
 	}
-	shuffled := Input{Hosts: []Host{hosts[1], hosts[0]}, Running: run, Queue: []job.Job{queue[2], queue[0], queue[1]}}
+	shuffled := Input{Hosts: []Host{hosts[1], hosts[0]}, Running: run, Queue: []job.Job{queue[2], queue[0], queue[1]}, Policy: firstFit}
 	if again := Plan(shuffled); !reflect.DeepEqual(again, first) {
 		t.Errorf("input order changed the plan: %+v, then %+v", first, again)
 	}
 	want := []Start{
-		{2, job.Placement{Host: "gpu01", GPUs: []string{"GPU-01", "GPU-03"}, Indexes: []int{1, 3}}},
-		{4, job.Placement{Host: "gpu02", GPUs: []string{"GPU-00"}, Indexes: []int{0}}},
+		{2, job.Placement{Host: "gpu01", GPUs: []string{"GPU-01", "GPU-03"}, Indexes: []int{1, 3}, Share: 2}},
+		{4, job.Placement{Host: "gpu02", GPUs: []string{"GPU-00"}, Indexes: []int{0}, Share: 0.5}},
 	}
 	if !reflect.DeepEqual(first.Starts, want) {
 		t.Errorf("starts %+v, want %+v", first.Starts, want)
@@ -599,13 +602,20 @@ func TestPolicyCheck(t *testing.T) {
 	if err := DefaultPolicy().Check(); err != nil {
 		t.Errorf("default policy: %v", err)
 	}
-	for p, want := range map[Policy]string{
-		{Order: "fairest"}: `policy order "fairest": give one of fifo, priority`,
-		{Fit: "best"}:      `policy placement "best": give one of firstfit`,
-		{Backfill: "easy"}: `policy backfill "easy": give one of none, skip`,
+	for _, tt := range []struct {
+		p    Policy
+		want string
+	}{
+		{Policy{Order: "fairest"}, `policy order "fairest": give one of fifo, priority, fairshare`},
+		{Policy{Fit: "best"}, `policy placement "best": give one of firstfit, bestfit`},
+		{Policy{Backfill: "conservative"}, `policy backfill "conservative": give one of none, skip, easy`},
+		{Policy{FairShare: FairShare{HalfLife: time.Hour, Window: time.Hour}}, "policy fairshare: give a half_life or a window, not both"},
+		{Policy{FairShare: FairShare{Window: -time.Hour}}, "policy fairshare: a half_life or window must be more than 0, such as 24h"},
+		{Policy{Users: map[string]UserShare{"ann": {Weight: 0}}}, "policy users ann: weight 0: give a number more than 0, such as 1 or 2"},
+		{Policy{Users: map[string]UserShare{"bob": {Weight: -1}}}, "policy users bob: weight -1: give a number more than 0, such as 1 or 2"},
 	} {
-		if err := p.Check(); err == nil || err.Error() != want {
-			t.Errorf("%+v: %v, want %s", p, err, want)
+		if err := tt.p.Check(); err == nil || err.Error() != tt.want {
+			t.Errorf("%+v: %v, want %s", tt.p, err, tt.want)
 		}
 	}
 }
@@ -705,28 +715,6 @@ func TestPlanBackfillNoneBlocksOnlyExhausted(t *testing.T) {
 	}
 }
 
-// planSlowly is Plan's definition without its memo: every job placed
-// afresh after the bookings before it.
-func planSlowly(in Input) Decisions {
-	hosts := nodes(in.Hosts, Bookings(in.Running), "")
-	out := Decisions{Starts: []Start{}, Pending: []Pending{}}
-	for _, j := range ordered(in.Queue, in.Policy.withDefaults().Order) {
-		w := wantOf(*j)
-		d := place(hosts, w, FitFirst)
-		if !d.ok {
-			out.Pending = append(out.Pending, Pending{Job: j.ID, Reason: d.reason, Rejected: d.rejected})
-			continue
-		}
-		for _, n := range hosts {
-			if n.Name == d.placement.Host {
-				n.book(d.placement, w.holder)
-			}
-		}
-		out.Starts = append(out.Starts, Start{Job: j.ID, Placement: d.placement})
-	}
-	return out
-}
-
 // Over random labs and queues: the memo changes no answer, no GPU is
 // booked past its usable memory or shared with an exclusive job, and the
 // same input gives the same plan.
@@ -760,9 +748,10 @@ func TestPlanProperties(t *testing.T) {
 			j.Spec.Priority = rng.IntN(11)
 			queue = append(queue, j)
 		}
-		in := Input{Hosts: hosts, Queue: queue}
+		policies := []Policy{{}, {Order: OrderPriority, Fit: FitFirst, Backfill: BackfillSkip}, {Order: OrderFIFO, Fit: FitBest, Backfill: BackfillNone}}
+		in := Input{Hosts: hosts, Queue: queue, Policy: policies[round%len(policies)], Usage: map[string]float64{"u": float64(round)}}
 		d := Plan(in)
-		if slow := planSlowly(in); !reflect.DeepEqual(d, slow) {
+		if slow := plan(in, false); !reflect.DeepEqual(d, slow) {
 			t.Fatalf("round %d: the memo changed the plan:\n%+v\n%+v", round, d, slow)
 		}
 		if again := Plan(in); !reflect.DeepEqual(d, again) {
@@ -790,7 +779,7 @@ func TestPlanProperties(t *testing.T) {
 				if b.Exclusive() && (b.Jobs() > 1 || u.procs > 0) {
 					t.Fatalf("round %d: %s %s: an exclusive job shares with %d jobs and %d processes", round, n.Name, u.key, b.Jobs()-1, u.procs)
 				}
-				if c := u.commitment(b, ""); !b.Exclusive() && (c.gssh+c.foreign > Usable(*u.total, n.ReservePct) || b.Mem() > *u.free) {
+				if c := u.commitment(b, nil, ""); !b.Exclusive() && (c.gssh+c.foreign > Usable(*u.total, n.ReservePct) || b.Mem() > *u.free) {
 					t.Fatalf("round %d: %s %s: %d booked + %d foreign > %d usable, or over %d free", round, n.Name, u.key, c.gssh, c.foreign, Usable(*u.total, n.ReservePct), *u.free)
 				}
 			}

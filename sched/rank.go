@@ -1,6 +1,11 @@
 package sched
 
-import "github.com/gssh/gssh/job"
+import (
+	"cmp"
+	"slices"
+
+	"github.com/gssh/gssh/job"
+)
 
 // option is a host that can take a job, with every unit that fits.
 type option struct {
@@ -9,22 +14,117 @@ type option struct {
 }
 
 // choose picks, among the feasible options (in host-name order), the
-// host and GPUs a job of want GPUs gets under fit.
+// host and GPUs a job gets under fit.
 //
 // FitFirst takes the first host in name order and its first units in
-// index order: predictable, and it leaves the hosts late in the order
-// free for big jobs. (Best-fit ranking comes with the fair-queue issue.)
-func choose(fit Fit, options []option, want int) job.Placement {
-	o := options[0]
-	return placement(o.host.Name, o.units[:want])
+// index order: predictable.
+//
+// FitBest packs. A shared job (MemPerGPU > 0) takes, on each host, the
+// units with the least memory left after it, and the host where those
+// leave least in all: large requests still find room later. An exclusive
+// job takes the host whose free units fit it most tightly (a 1-GPU job
+// does not break up the only host with 4 free GPUs when one with a single
+// free GPU exists), and its first units by index. Before either, it
+// prefers units an EASY reservation holds (it may only be there because
+// it ends before the reservation begins): they would idle until then, and
+// the units nobody reserved stay for jobs that run longer. Ties break by
+// host name, then GPU index.
+func choose(fit Fit, options []option, w *want) job.Placement {
+	need := max(w.GPUs, 1)
+	if fit != FitBest {
+		o := options[0]
+		return placement(o.host, o.units[:need], w)
+	}
+	best, bestUnits := -1, []*unit(nil)
+	var bestOpen int
+	var bestScore uint64
+	for i, o := range options {
+		us, open, score := tightest(o, w, need)
+		if best < 0 || open < bestOpen || open == bestOpen && score < bestScore {
+			best, bestUnits, bestOpen, bestScore = i, us, open, score
+		}
+	}
+	return placement(options[best].host, bestUnits, w)
 }
 
-func placement(host string, us []*unit) job.Placement {
-	p := job.Placement{Host: host, GPUs: make([]string, len(us)), Indexes: make([]int, len(us))}
+// tightest returns the need units of o a job w packs best on, in index
+// order: reserved units first, then (for a shared job) those with the
+// least memory left after w. It also returns how many of them are
+// unreserved and what is left: for a shared job the bytes left on them in
+// all, for an exclusive one the host's free units left over.
+func tightest(o option, w *want, need int) ([]*unit, int, uint64) {
+	type cand struct {
+		u    *unit
+		open bool // not reserved
+		left uint64
+	}
+	cs := make([]cand, len(o.units))
+	for i, u := range o.units {
+		cs[i] = cand{u: u, open: !o.host.reserved[u.key]}
+		if w.MemPerGPU > 0 {
+			cs[i].left = o.host.room(u) - min(o.host.room(u), w.MemPerGPU)
+		}
+	}
+	slices.SortStableFunc(cs, func(a, b cand) int {
+		if a.open != b.open {
+			if a.open {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.left, b.left)
+	})
+	open, sum := 0, uint64(len(o.units)-need)
+	if w.MemPerGPU > 0 {
+		sum = 0
+	}
+	us := make([]*unit, need)
+	for i := range need {
+		us[i] = cs[i].u
+		sum += cs[i].left
+		if cs[i].open {
+			open++
+		}
+	}
+	slices.SortFunc(us, func(a, b *unit) int { return cmp.Or(cmp.Compare(a.index, b.index), cmp.Compare(a.mig, b.mig)) })
+	return us, open, sum
+}
+
+// room is the memory, in bytes, a new shared job may book on u of n now
+// (its usable memory less what is committed there, within what is free).
+func (n *node) room(u *unit) uint64 {
+	if u.total == nil || u.free == nil {
+		return 0
+	}
+	b, gone := n.booking(u.key)
+	c := u.commitment(b, gone, n.cluster)
+	usable := Usable(*u.total, n.ReservePct)
+	return min(usable-min(usable, c.gssh+c.foreign), c.free)
+}
+
+func placement(n *node, us []*unit, w *want) job.Placement {
+	p := job.Placement{Host: n.Name, GPUs: make([]string, len(us)), Indexes: make([]int, len(us))}
 	for i, u := range us {
 		p.GPUs[i], p.Indexes[i] = u.id, u.index
+		p.Share += u.share(w.MemPerGPU)
 	}
 	return p
+}
+
+// share is the part of a whole GPU a job takes on u: 1 for a whole GPU
+// taken exclusively, a MIG device's part of its GPU's memory, or mem
+// (a --mem job) over the GPU's total memory.
+func (u *unit) share(mem uint64) float64 {
+	whole := u.gpu.MemTotal
+	switch {
+	case mem > 0 && whole != nil && *whole > 0:
+		return min(float64(mem)/float64(*whole), 1)
+	case mem > 0 && u.total != nil && *u.total > 0:
+		return min(float64(mem)/float64(*u.total), 1)
+	case u.mig >= 0 && whole != nil && u.total != nil && *whole > 0:
+		return float64(*u.total) / float64(*whole)
+	}
+	return 1
 }
 
 // decision is where one job goes, or why it cannot go anywhere now.
@@ -56,6 +156,6 @@ func place(hosts []*node, w *want, fit Fit) decision {
 		d.reason = pendingReason(hosts, w.Request, d.rejected)
 		return d
 	}
-	d.ok, d.placement = true, choose(fit, options, max(w.GPUs, 1))
+	d.ok, d.placement = true, choose(fit, options, w)
 	return d
 }

@@ -31,11 +31,12 @@ const (
 	CodeForeign     Code = "foreign"      // exclusive job: processes gssh did not start use the GPUs (or may: unreadable)
 	CodeMem         Code = "mem"          // shared job: not enough GPU memory, or memory unknown
 	CodeBlocked     Code = "blocked"      // for a job: behind a job that must start first (backfill none)
+	CodeReserved    Code = "reserved"     // the GPUs are reserved for a job ahead (EASY backfill) and this job would not end before
 )
 
 // codeRank breaks ties between codes given by as many hosts: the one a
 // user can most likely act on (wait, ask for less memory) first.
-var codeRank = []Code{CodeNoFreeGPU, CodeMem, CodeForeign, CodeDrained, CodeUnhealthy, CodeHostDown, CodeNotProbed,
+var codeRank = []Code{CodeNoFreeGPU, CodeMem, CodeReserved, CodeForeign, CodeDrained, CodeUnhealthy, CodeHostDown, CodeNotProbed,
 	CodeMIG, CodeTooFewGPUs, CodeNoGPUs, CodeLabel, CodeHost}
 
 // Exhausted reports whether a host turned a job down with c because what
@@ -46,7 +47,7 @@ var codeRank = []Code{CodeNoFreeGPU, CodeMem, CodeForeign, CodeDrained, CodeUnhe
 // (and, later, get reservations).
 func (c Code) Exhausted() bool {
 	switch c {
-	case CodeNoFreeGPU, CodeForeign, CodeMem:
+	case CodeNoFreeGPU, CodeForeign, CodeMem, CodeReserved:
 		return true
 	}
 	return false

@@ -1,0 +1,325 @@
+package sched
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gssh/gssh/job"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// A job's GPU share: 1 per whole GPU taken exclusively, a MIG device's part
+// of its GPU, a --mem job's part of the GPU's memory.
+func TestShares(t *testing.T) {
+	for _, tt := range []struct {
+		hosts []Host
+		req   Request
+		want  float64
+	}{
+		{[]Host{host("h", gpus(4, 80*GiB)...)}, excl(2), 2},
+		{[]Host{host("h", gpus(4, 80*GiB)...)}, shared(1, 8*GiB), 0.1},
+		{[]Host{host("h", gpus(4, 80*GiB)...)}, shared(2, 40*GiB), 1},
+		{[]Host{host("h", migGPU(0))}, excl(1), 0.5},
+	} {
+		d := plan1(tt.hosts, nil, tt.req)
+		if len(d.Starts) != 1 || math.Abs(d.Starts[0].Placement.Share-tt.want) > 1e-9 {
+			t.Errorf("%+v: %+v, want share %g", tt.req, d.Starts, tt.want)
+		}
+	}
+	if got := ShareOf(job.Job{Placement: job.Placement{GPUs: []string{"a", "b"}}}); got != 2 {
+		t.Errorf("a placement without a share counts its GPUs: %g", got)
+	}
+}
+
+// Usage, worked by hand: GPU-seconds, halved every half-life, or summed
+// over the window; running jobs count up to now.
+func TestUsage(t *testing.T) {
+	h := time.Hour
+	ran := func(user string, share float64, from, to time.Duration, state job.State) job.Job {
+		j := job.Job{User: user, State: state, StartedAt: t0.Add(from), Placement: job.Placement{Share: share}}
+		if state.Terminal() {
+			j.EndedAt = t0.Add(to)
+		}
+		return j
+	}
+	now := t0.Add(48 * h)
+	jobs := []job.Job{
+		ran("ann", 2, 46*h, 47*h, job.Succeeded), // 2 GPUs for an hour, ended an hour ago
+		ran("bob", 1, 47*h, 0, job.Running),      // 1 GPU since an hour ago, running
+		ran("cat", 1, 0, 24*h, job.Failed),       // a day-long job that ended a day ago
+		{User: "dan", State: job.Queued},         // never started
+	}
+	// Half-life 1h: ann: 2 × h/ln2 × (2^-1 − 2^-2) = 2 × 3600/ln2 × 0.25.
+	got := Usage(jobs, now, FairShare{HalfLife: h})
+	want := map[string]float64{
+		"ann": 2 * 3600 / math.Ln2 * (0.5 - 0.25),
+		"bob": 3600 / math.Ln2 * (1 - 0.5),
+		"cat": 3600 / math.Ln2 * (math.Exp2(-24) - math.Exp2(-48)),
+	}
+	for u, w := range want {
+		if math.Abs(got[u]-w) > 1e-6 {
+			t.Errorf("half-life: %s = %g, want %g", u, got[u], w)
+		}
+	}
+	if _, ok := got["dan"]; ok {
+		t.Error("a job that never started counts")
+	}
+	// Window 24h: ann 7200, bob 3600; cat ended exactly at the window's start.
+	got = Usage(jobs, now, FairShare{Window: 24 * h})
+	if got["ann"] != 7200 || got["bob"] != 3600 || got["cat"] != 0 {
+		t.Errorf("window: %v", got)
+	}
+	// With no half-life the default (24h) applies: an hour just ended
+	// counts almost whole.
+	got = Usage(jobs[:1], t0.Add(47*h), FairShare{})
+	if w := 2 * 86400 / math.Ln2 * (1 - math.Exp2(-1.0/24)); math.Abs(got["ann"]-w) > 1e-6 {
+		t.Errorf("default half-life: %g, want %g", got["ann"], w)
+	}
+}
+
+// The order under fairshare: priority class first, then the score
+// (usage / weight, lowest first), then submit order.
+func TestFairShareOrder(t *testing.T) {
+	hosts := []Host{host("h", gpus(1, 80*GiB)...)}
+	j := func(id job.ID, user string, prio int) job.Job {
+		q := queued(id, excl(1))
+		q.User, q.Spec.Priority = user, prio
+		return q
+	}
+	queue := []job.Job{j(1, "ann", 5), j(2, "bob", 5), j(3, "cat", 5), j(4, "dan", 4), j(5, "bob", 5)}
+	usage := map[string]float64{"ann": 3 * 3600, "bob": 1 * 3600, "cat": 4 * 3600, "dan": 100 * 3600}
+	pol := Policy{Users: map[string]UserShare{"cat": {Weight: 4}}} // cat's score: 1.0
+	d := Plan(Input{Hosts: hosts, Queue: queue, Usage: usage, Policy: pol})
+	var order []job.ID
+	for _, s := range d.Starts {
+		order = append(order, s.Job)
+	}
+	for _, p := range d.Pending {
+		order = append(order, p.Job)
+	}
+	// dan (priority 4) first whatever his usage; then bob 1.0 (job 2 before
+	// job 5), cat 1.0 (4 GPU-hours / weight 4; bob's jobs were submitted
+	// first), ann 3.0.
+	if want := []job.ID{4, 2, 3, 5, 1}; !slices.Equal(order, want) {
+		t.Errorf("order %v, want %v", order, want)
+	}
+	if p := d.Pending[3]; p.Job != 1 || p.Position != 5 || p.Rank != "5th in the queue: ann's fair-share score 3.0 ranks behind bob 1.0 and cat 1.0, and 1 job of a higher priority class" {
+		t.Errorf("the last: %+v", p)
+	}
+	// The same queue under priority order: submit order within the class.
+	d = Plan(Input{Hosts: hosts, Queue: queue, Usage: usage, Policy: Policy{Order: OrderPriority}})
+	if d.Starts[0].Job != 4 || d.Pending[0].Job != 1 {
+		t.Errorf("priority order: %+v", d)
+	}
+}
+
+// Best fit packs, first fit fragments: shared jobs fill the fullest GPU
+// first; a 1-GPU exclusive job takes the host with one free GPU, not the
+// only host with four, so a 4-GPU job still fits.
+func TestBestFit(t *testing.T) {
+	g := gpus(2, 80*GiB)
+	foreign(&g[1]) // GPU 1: 1 GiB used by someone
+	hosts := []Host{host("a", g...)}
+	for fit, want := range map[Fit]int{FitFirst: 0, FitBest: 1} {
+		d := Plan(Input{Hosts: hosts, Queue: []job.Job{queued(1, shared(1, 8*GiB))}, Policy: Policy{Fit: fit}})
+		if d.Starts[0].Placement.Indexes[0] != want {
+			t.Errorf("%s: shared job on GPU %d, want %d", fit, d.Starts[0].Placement.Indexes[0], want)
+		}
+	}
+	// Host a: 4 free GPUs; host b: 1 free of 2.
+	hosts = []Host{host("a", gpus(4, 80*GiB)...), host("b", gpus(2, 80*GiB)...)}
+	run := []job.Job{running(1, "b", 0, "GPU-00")}
+	queue := []job.Job{queued(2, excl(1)), queued(3, excl(4))}
+	first := Plan(Input{Hosts: hosts, Running: run, Queue: queue, Policy: Policy{Fit: FitFirst, Backfill: BackfillSkip}})
+	best := Plan(Input{Hosts: hosts, Running: run, Queue: queue, Policy: Policy{Fit: FitBest, Backfill: BackfillSkip}})
+	if len(first.Starts) != 1 || first.Starts[0].Placement.Host != "a" {
+		t.Errorf("first fit: %+v", first.Starts)
+	}
+	if len(best.Starts) != 2 || best.Starts[0].Placement.Host != "b" || best.Starts[1].Placement.Host != "a" {
+		t.Errorf("best fit: %+v (the 1-GPU job must take b, leaving a whole for the 4-GPU job)", best.Starts)
+	}
+}
+
+// EASY backfill: the first job that cannot start gets a reservation from
+// the running jobs' walltimes; a job behind it starts now only if it ends
+// before the reservation or stays off the reserved GPUs.
+func TestEasyBackfill(t *testing.T) {
+	hosts := []Host{host("a", gpus(4, 80*GiB)...), host("b", gpus(1, 80*GiB)...)}
+	long := func(id job.ID, gpu string, left time.Duration) job.Job {
+		j := running(id, "a", 0, gpu)
+		j.StartedAt, j.Spec.Timeout = t0, time.Hour+left
+		return j
+	}
+	// On a: GPUs 0 and 1 busy until 13:30 and 15:00 (walltimes); 2, 3 free.
+	run := []job.Job{long(1, "GPU-00", 30*time.Minute), long(2, "GPU-01", 2*time.Hour)}
+	big := queued(10, excl(4))
+	short := queued(11, excl(1))
+	short.Spec.Timeout = time.Hour // ends at 14:00, before 15:00
+	longer := queued(12, excl(1))
+	longer.Spec.Timeout = 5 * time.Hour // would run past 15:00
+	longest := queued(13, excl(1))      // no walltime: the 24 h estimate
+	in := Input{Now: t0.Add(time.Hour), Hosts: hosts, Running: run, Queue: []job.Job{big, short, longer, longest}}
+	d := Plan(in)
+	starts := map[job.ID]string{}
+	for _, s := range d.Starts {
+		starts[s.Job] = fmt.Sprintf("%s:%v", s.Placement.Host, s.Placement.Indexes)
+	}
+	// The 4-GPU job waits for 15:00, when job 2's walltime ends: a GPU 0-3.
+	p := d.Pending[0]
+	if p.Job != 10 || p.Reservation == nil || p.Reservation.String() != "reserved a GPU 0-3 from 2026-12-01 15:00 UTC" {
+		t.Fatalf("the big job: %+v", p)
+	}
+	// The short job fits before it, on a; the longer one only off the
+	// reservation, on b; the last finds nothing left.
+	if starts[11] != "a:[2]" || starts[12] != "b:[0]" || len(starts) != 2 {
+		t.Errorf("starts %v", starts)
+	}
+	last := d.Pending[1]
+	if last.Job != 13 || !strings.Contains(last.Reason.Text, "reserved for job 10 from 2026-12-01 15:00 UTC") || last.Reason.Code != CodeNoFreeGPU && last.Reason.Code != CodeReserved {
+		t.Errorf("the last: %+v", last)
+	}
+	// Without backfill (skip), the longer job takes a GPU of the reserved
+	// host and the big job waits past 15:00.
+	in.Policy.Backfill = BackfillSkip
+	if d := Plan(in); len(d.Starts) != 3 {
+		t.Errorf("skip: %+v", d.Starts)
+	}
+}
+
+// No starvation: a 4-GPU job under a steady stream of 1-GPU jobs from
+// another user (each an hour, their ends 15 minutes apart, so the four
+// GPUs are never free at once). Under EASY the reservation makes the
+// stream drain off the GPUs and the job starts when the last running one
+// reaches its walltime; under skip the stream keeps it waiting.
+func TestNoStarvation(t *testing.T) {
+	for _, tt := range []struct {
+		backfill Backfill
+		startsBy time.Duration // after t0; 0: never, in 12 hours
+	}{{BackfillEasy, time.Hour}, {BackfillSkip, 0}} {
+		lab := &miniLab{hosts: []Host{host("a", gpus(4, 80*GiB)...)}, policy: Policy{Backfill: tt.backfill}, now: t0}
+		for i := range 4 { // walltime 1h; they end at 15, 30, 45, 60 min
+			lab.submit("ann", excl(1), time.Hour, time.Duration(i)*15*time.Minute)
+		}
+		lab.run(time.Minute)
+		bigID := lab.submit("bob", excl(4), time.Hour, 0)
+		for range 48 {
+			for lab.queued("ann") < 4 {
+				lab.submit("ann", excl(1), time.Hour, 0)
+			}
+			lab.run(15 * time.Minute)
+			if lab.jobs[bigID].State != job.Queued {
+				break
+			}
+		}
+		big := lab.jobs[bigID]
+		switch {
+		case tt.startsBy == 0 && big.State != job.Queued:
+			t.Errorf("%s: the 4-GPU job started at %s under a stream that never leaves 4 GPUs free", tt.backfill, big.StartedAt)
+		case tt.startsBy > 0 && (big.State == job.Queued || big.StartedAt.After(t0.Add(tt.startsBy))):
+			t.Errorf("%s: the 4-GPU job %s (started %s), want by %s", tt.backfill, big.State, big.StartedAt, t0.Add(tt.startsBy))
+		}
+	}
+}
+
+// Over a long run with a virtual clock, two users of weights 1:1 and then
+// 1:3 who always have jobs queued get GPU-seconds in the ratio of their
+// weights, within 10 %, after 200 jobs.
+func TestFairShareSplit(t *testing.T) {
+	for _, weights := range [][2]float64{{1, 1}, {1, 3}} {
+		lab := &miniLab{hosts: []Host{host("a", gpus(4, 80*GiB)...)}, now: t0,
+			policy: Policy{Users: map[string]UserShare{"ann": {Weight: weights[0]}, "bob": {Weight: weights[1]}}}}
+		for lab.ended < 200 {
+			for _, u := range []string{"ann", "bob"} {
+				for lab.queued(u) < 8 {
+					lab.submit(u, excl(1), time.Hour, 0)
+				}
+			}
+			lab.run(15 * time.Minute)
+		}
+		got := lab.gpuSeconds()
+		ratio := got["bob"] / got["ann"]
+		if want := weights[1] / weights[0]; math.Abs(ratio-want)/want > 0.10 {
+			t.Errorf("weights %v: GPU-seconds %v, ratio %.2f, want %.2f ± 10%%", weights, got, ratio, want)
+		}
+	}
+}
+
+// miniLab runs the planner over time: jobs run exactly their runtime.
+type miniLab struct {
+	hosts   []Host
+	policy  Policy
+	now     time.Time
+	jobs    map[job.ID]*job.Job
+	runtime map[job.ID]time.Duration
+	next    job.ID
+	ended   int
+}
+
+func (l *miniLab) submit(user string, r Request, runtime, walltimeLeft time.Duration) job.ID {
+	if l.jobs == nil {
+		l.jobs, l.runtime = map[job.ID]*job.Job{}, map[job.ID]time.Duration{}
+	}
+	l.next++
+	j := queued(l.next, r)
+	j.User, j.SubmittedAt, j.Spec.Timeout = user, l.now, runtime
+	l.jobs[j.ID], l.runtime[j.ID] = &j, runtime-walltimeLeft
+	return j.ID
+}
+
+func (l *miniLab) queued(user string) int {
+	n := 0
+	for _, j := range l.jobs {
+		if j.User == user && j.State == job.Queued {
+			n++
+		}
+	}
+	return n
+}
+
+// run advances the clock by d in one-minute steps, ending jobs and
+// planning after every step with something to do.
+func (l *miniLab) run(d time.Duration) {
+	for end := l.now.Add(d); l.now.Before(end); l.now = l.now.Add(time.Minute) {
+		var all, running, queue []job.Job
+		for _, id := range slices.Sorted(func(yield func(job.ID) bool) {
+			for id := range l.jobs {
+				if !yield(id) {
+					return
+				}
+			}
+		}) {
+			j := l.jobs[id]
+			if j.State == job.Running && !l.now.Before(j.StartedAt.Add(l.runtime[id])) {
+				j.State, j.EndedAt = job.Succeeded, j.StartedAt.Add(l.runtime[id])
+				l.ended++
+			}
+			all = append(all, *j)
+			switch j.State {
+			case job.Running:
+				running = append(running, *j)
+			case job.Queued:
+				queue = append(queue, *j)
+			}
+		}
+		d := Plan(Input{Now: l.now, Policy: l.policy, Hosts: l.hosts, Running: running, Queue: queue, Usage: Usage(all, l.now, l.policy.FairShare)})
+		for _, s := range d.Starts {
+			j := l.jobs[s.Job]
+			j.State, j.Placement, j.StartedAt = job.Running, s.Placement, l.now
+		}
+	}
+}
+
+func (l *miniLab) gpuSeconds() map[string]float64 {
+	out := map[string]float64{}
+	for _, j := range l.jobs {
+		if j.State.Terminal() {
+			out[j.User] += j.EndedAt.Sub(j.StartedAt).Seconds() * ShareOf(*j)
+		}
+	}
+	return out
+}

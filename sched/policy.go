@@ -1,0 +1,160 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Order is how the queue is ordered before jobs are offered GPUs.
+type Order string
+
+// Orders.
+const (
+	OrderFIFO     Order = "fifo"      // submit order
+	OrderPriority Order = "priority"  // priority class (0 first), then submit order
+	OrderFair     Order = "fairshare" // priority class, then fair-share score (lowest first), then submit order
+)
+
+// Fit is how a job's GPUs are chosen among the hosts that can take it.
+type Fit string
+
+// Fits.
+const (
+	FitFirst Fit = "firstfit" // the first host in name order, its first GPUs in index order
+	// FitBest packs: a shared job takes the GPUs with the least usable
+	// memory left after it, an exclusive job the host whose free GPUs fit
+	// it most tightly; ties by host name and GPU index.
+	FitBest Fit = "bestfit"
+)
+
+// Backfill is what happens to the jobs behind one that does not fit now.
+type Backfill string
+
+// Backfill rules.
+const (
+	// BackfillNone: the first job that does not fit because what it needs
+	// is taken (Code.Exhausted) blocks every job behind it (strict order):
+	// nothing overtakes it. A job no host can take for other reasons
+	// (drained, down, a missing label) waits without blocking.
+	BackfillNone Backfill = "none"
+	// BackfillSkip: the plan goes on past a job that does not fit, so a
+	// small job behind it may start first (and a big job may wait long).
+	BackfillSkip Backfill = "skip"
+	// BackfillEasy is EASY backfill: the first job that does not fit gets a
+	// reservation (the earliest time, and the GPUs, at which the running
+	// jobs' walltimes leave it room); a job behind it starts now only if
+	// it ends before that time or stays off the reserved GPUs.
+	BackfillEasy Backfill = "easy"
+)
+
+// Defaults of the policy's durations.
+const (
+	DefaultHalfLife         = 24 * time.Hour // fair-share usage halves every day
+	DefaultBackfillEstimate = 24 * time.Hour // the walltime assumed for a job without --timeout
+)
+
+// Policy holds the planner's knobs: every scheduling setting of the
+// inventory's `policy:` block. The zero value means DefaultPolicy's
+// values; a knob left empty takes the default.
+type Policy struct {
+	Order    Order    `json:"order"`
+	Fit      Fit      `json:"placement"`
+	Backfill Backfill `json:"backfill"`
+	// FairShare says how usage is weighed over time.
+	FairShare FairShare `json:"fairshare"`
+	// Users gives users their fair-share weight (default 1).
+	Users map[string]UserShare `json:"users,omitempty"`
+	// BackfillEstimate is the walltime assumed, for reservations only, of
+	// a job without --timeout (0 = DefaultBackfillEstimate). Never
+	// enforced.
+	BackfillEstimate time.Duration `json:"backfill_estimate"`
+	// DefaultTimeout is the walltime enforced on a job submitted without
+	// --timeout (0 = none).
+	DefaultTimeout time.Duration `json:"default_timeout,omitempty"`
+}
+
+// FairShare weighs a user's GPU-seconds over time: with a half-life (a
+// GPU-second counts half as much HalfLife later), or summed over a sliding
+// Window. Exactly one is set; both zero means HalfLife DefaultHalfLife.
+type FairShare struct {
+	HalfLife time.Duration `json:"half_life,omitempty"`
+	Window   time.Duration `json:"window,omitempty"`
+}
+
+// UserShare is one user's share settings.
+type UserShare struct {
+	Weight float64 `json:"weight"` // > 0; a user of weight 2 may use twice the GPU time of one of weight 1
+}
+
+// DefaultPolicy is what gssh does unless told otherwise: priority class
+// then fair-share order, best fit, EASY backfill, a one-day half-life.
+func DefaultPolicy() Policy {
+	return Policy{Order: OrderFair, Fit: FitBest, Backfill: BackfillEasy,
+		FairShare: FairShare{HalfLife: DefaultHalfLife}, BackfillEstimate: DefaultBackfillEstimate}
+}
+
+// withDefaults fills the knobs left empty from DefaultPolicy.
+func (p Policy) withDefaults() Policy {
+	d := DefaultPolicy()
+	if p.Order == "" {
+		p.Order = d.Order
+	}
+	if p.Fit == "" {
+		p.Fit = d.Fit
+	}
+	if p.Backfill == "" {
+		p.Backfill = d.Backfill
+	}
+	if p.FairShare == (FairShare{}) {
+		p.FairShare = d.FairShare
+	}
+	if p.BackfillEstimate == 0 {
+		p.BackfillEstimate = d.BackfillEstimate
+	}
+	return p
+}
+
+// Weight is user's fair-share weight (1 unless the policy says otherwise).
+func (p Policy) Weight(user string) float64 {
+	if u, ok := p.Users[user]; ok && u.Weight > 0 {
+		return u.Weight
+	}
+	return 1
+}
+
+// Check reports a knob set to a value the planner does not know, naming
+// the ones it does, and durations and weights out of range.
+func (p Policy) Check() error {
+	p = p.withDefaults()
+	for _, k := range []struct {
+		name, got string
+		known     []string
+	}{
+		{"order", string(p.Order), []string{string(OrderFIFO), string(OrderPriority), string(OrderFair)}},
+		{"placement", string(p.Fit), []string{string(FitFirst), string(FitBest)}},
+		{"backfill", string(p.Backfill), []string{string(BackfillNone), string(BackfillSkip), string(BackfillEasy)}},
+	} {
+		if !slices.Contains(k.known, k.got) {
+			return fmt.Errorf("policy %s %q: give one of %s", k.name, k.got, strings.Join(k.known, ", "))
+		}
+	}
+	switch fs := p.FairShare; {
+	case fs.HalfLife != 0 && fs.Window != 0:
+		return errors.New("policy fairshare: give a half_life or a window, not both")
+	case fs.HalfLife < 0 || fs.Window < 0:
+		return errors.New("policy fairshare: a half_life or window must be more than 0, such as 24h")
+	}
+	if p.BackfillEstimate < 0 || p.DefaultTimeout < 0 {
+		return errors.New("policy: backfill_estimate and default_timeout take a duration more than 0, such as 24h")
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Users)) {
+		if w := p.Users[name].Weight; !(w > 0) {
+			return fmt.Errorf("policy users %s: weight %g: give a number more than 0, such as 1 or 2", name, w)
+		}
+	}
+	return nil
+}
