@@ -160,4 +160,43 @@ type Status struct {
 	// EndedAt is when the job ended by the worker's clock (the exit file's
 	// mtime, whole seconds), when known.
 	EndedAt time.Time
+	// Runtime is how long the command ran, end − start on the worker's own
+	// clock (run.sh reads /proc/uptime before and after it; 10 ms
+	// resolution), when the exit file records it (0: not known, such as
+	// an exit file of a gssh before runtimes were recorded). The controller
+	// stores the job's end as its own start time + Runtime, so durations
+	// never mix two hosts' clocks.
+	Runtime time.Duration
+}
+
+// Use is what one job used of the GPUs, for fair-share usage: who, from
+// when to when (the controller's clock), and how many whole GPUs' worth.
+type Use struct {
+	User    string    `json:"user"`
+	Started time.Time `json:"started"`
+	// Ended is when it ended; zero while it runs (then it counts up to the
+	// time usage is computed for).
+	Ended time.Time `json:"ended,omitzero"`
+	// Share is the whole GPUs it counts for: Placement.Share, or one per
+	// GPU of its placement when no share was recorded.
+	Share float64 `json:"share"`
+}
+
+// Use is j's GPU use; ok is false for a job that never started (it used
+// nothing). A job not ended yet has a zero Ended.
+func (j Job) Use() (u Use, ok bool) {
+	if j.StartedAt.IsZero() {
+		return Use{}, false
+	}
+	u = Use{User: j.User, Started: j.StartedAt, Share: j.Placement.Share}
+	if j.State.Terminal() {
+		u.Ended = j.EndedAt
+		if u.Ended.IsZero() { // not recorded: count nothing rather than forever
+			u.Ended = u.Started
+		}
+	}
+	if u.Share <= 0 {
+		u.Share = float64(len(j.Placement.GPUs))
+	}
+	return u, true
 }

@@ -31,8 +31,8 @@ func TestShares(t *testing.T) {
 			t.Errorf("%+v: %+v, want share %g", tt.req, d.Starts, tt.want)
 		}
 	}
-	if got := ShareOf(job.Job{Placement: job.Placement{GPUs: []string{"a", "b"}}}); got != 2 {
-		t.Errorf("a placement without a share counts its GPUs: %g", got)
+	if u, _ := (job.Job{StartedAt: t0, Placement: job.Placement{GPUs: []string{"a", "b"}}}).Use(); u.Share != 2 {
+		t.Errorf("a placement without a share counts its GPUs")
 	}
 }
 
@@ -55,7 +55,7 @@ func TestUsage(t *testing.T) {
 		{User: "dan", State: job.Queued},         // never started
 	}
 	// Half-life 1h: ann: 2 × h/ln2 × (2^-1 − 2^-2) = 2 × 3600/ln2 × 0.25.
-	got := Usage(jobs, now, FairShare{HalfLife: h})
+	got := Usage(Uses(jobs), now, FairShare{HalfLife: h})
 	want := map[string]float64{
 		"ann": 2 * 3600 / math.Ln2 * (0.5 - 0.25),
 		"bob": 3600 / math.Ln2 * (1 - 0.5),
@@ -70,13 +70,13 @@ func TestUsage(t *testing.T) {
 		t.Error("a job that never started counts")
 	}
 	// Window 24h: ann 7200, bob 3600; cat ended exactly at the window's start.
-	got = Usage(jobs, now, FairShare{Window: 24 * h})
+	got = Usage(Uses(jobs), now, FairShare{Window: 24 * h})
 	if got["ann"] != 7200 || got["bob"] != 3600 || got["cat"] != 0 {
 		t.Errorf("window: %v", got)
 	}
 	// With no half-life the default (24h) applies: an hour just ended
 	// counts almost whole.
-	got = Usage(jobs[:1], t0.Add(47*h), FairShare{})
+	got = Usage(Uses(jobs[:1]), t0.Add(47*h), FairShare{})
 	if w := 2 * 86400 / math.Ln2 * (1 - math.Exp2(-1.0/24)); math.Abs(got["ann"]-w) > 1e-6 {
 		t.Errorf("default half-life: %g, want %g", got["ann"], w)
 	}
@@ -306,7 +306,7 @@ func (l *miniLab) run(d time.Duration) {
 				queue = append(queue, *j)
 			}
 		}
-		d := Plan(Input{Now: l.now, Policy: l.policy, Hosts: l.hosts, Running: running, Queue: queue, Usage: Usage(all, l.now, l.policy.FairShare)})
+		d := Plan(Input{Now: l.now, Policy: l.policy, Hosts: l.hosts, Running: running, Queue: queue, Usage: Usage(Uses(all), l.now, l.policy.FairShare)})
 		for _, s := range d.Starts {
 			j := l.jobs[s.Job]
 			j.State, j.Placement, j.StartedAt = job.Running, s.Placement, l.now
@@ -318,7 +318,8 @@ func (l *miniLab) gpuSeconds() map[string]float64 {
 	out := map[string]float64{}
 	for _, j := range l.jobs {
 		if j.State.Terminal() {
-			out[j.User] += j.EndedAt.Sub(j.StartedAt).Seconds() * ShareOf(*j)
+			u, _ := j.Use()
+			out[j.User] += u.Ended.Sub(u.Started).Seconds() * u.Share
 		}
 	}
 	return out

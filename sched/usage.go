@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"math"
 	"time"
 
@@ -8,28 +9,24 @@ import (
 )
 
 // Usage returns each user's fair-share usage at now, in GPU-seconds,
-// weighed over time by fs: every job that ran (or runs) counts its GPU
-// share (job.Placement.Share; 1 per GPU when not recorded) for each second
-// from its start to its end (now, while it runs).
+// weighed over time by fs: every use counts its share (whole GPUs, see
+// job.Use) for each second from its start to its end (now, while it runs).
 //
 // With a half-life h a GPU-second counts 2^(-age/h): a job that ran on one
 // GPU from t1 to t2 counts h/ln2 × (2^(-(now-t2)/h) − 2^(-(now-t1)/h)).
 // With a window W only the seconds within [now−W, now] count, once each.
-// Jobs that never started count nothing; times after now count nothing.
-func Usage(jobs []job.Job, now time.Time, fs FairShare) map[string]float64 {
+// Times after now count nothing.
+func Usage(uses []job.Use, now time.Time, fs FairShare) map[string]float64 {
 	if fs == (FairShare{}) {
 		fs.HalfLife = DefaultHalfLife
 	}
 	out := map[string]float64{}
-	for _, j := range jobs {
-		if j.StartedAt.IsZero() {
-			continue
-		}
-		end := j.EndedAt
-		if end.IsZero() || !j.State.Terminal() || end.After(now) {
+	for _, u := range uses {
+		end := u.Ended
+		if end.IsZero() || end.After(now) {
 			end = now
 		}
-		start := j.StartedAt
+		start := u.Started
 		if !start.Before(end) {
 			continue
 		}
@@ -47,16 +44,30 @@ func Usage(jobs []job.Job, now time.Time, fs FairShare) map[string]float64 {
 			seconds = h / math.Ln2 * (math.Exp2(-now.Sub(end).Seconds()/h) - math.Exp2(-now.Sub(start).Seconds()/h))
 		}
 		if seconds > 0 {
-			out[j.User] += seconds * ShareOf(j)
+			out[u.User] += seconds * u.Share
 		}
 	}
 	return out
 }
 
-// ShareOf is the number of whole GPUs j counts for (see job.Placement.Share).
-func ShareOf(j job.Job) float64 {
-	if j.Placement.Share > 0 {
-		return j.Placement.Share
+// Horizon is how far back, from now, ended jobs can still count under fs:
+// the window, or 20 half-lives (a GPU-second older than that counts less
+// than 2^-20 of one, and is left out). A store keeps what ended since
+// now − Horizon to work usage out from.
+func Horizon(fs FairShare) time.Duration {
+	if fs.Window > 0 {
+		return fs.Window
 	}
-	return float64(len(j.Placement.GPUs))
+	return 20 * cmp.Or(fs.HalfLife, DefaultHalfLife)
+}
+
+// Uses are the GPU uses of jobs (those that never started left out).
+func Uses(jobs []job.Job) []job.Use {
+	out := make([]job.Use, 0, len(jobs))
+	for _, j := range jobs {
+		if u, ok := j.Use(); ok {
+			out = append(out, u)
+		}
+	}
+	return out
 }
