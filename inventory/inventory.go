@@ -19,6 +19,16 @@
 //	    drain: false
 //	  - name: ctl
 //	    local: true      # the controller itself: no SSH
+//	policy:              # optional; how the queue is scheduled (sched.Policy)
+//	  order: fairshare   # fifo | priority | fairshare
+//	  placement: bestfit # firstfit | bestfit
+//	  backfill: easy     # none | skip | easy
+//	  fairshare:
+//	    half_life: 24h   # or window: 7-00:00:00 (not both)
+//	  users:
+//	    alice: {weight: 2}
+//	  backfill_estimate: 24h # assumed walltime of a job without --timeout
+//	  default_timeout: 72h   # walltime enforced on a job without --timeout
 //
 // Every error names the file and line and says what to change.
 package inventory
@@ -35,9 +45,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/sshconfig"
 )
 
@@ -72,6 +84,10 @@ func (h Host) Overrides() sshconfig.Overrides {
 type Inventory struct {
 	File  string // where it was read from; "" for the implicit local-only inventory
 	Hosts []Host // in file order
+	// Policy is the `policy:` block: every scheduling setting. Knobs the
+	// file leaves out are zero, which the planner reads as
+	// sched.DefaultPolicy's.
+	Policy sched.Policy
 }
 
 // Lookup returns the host named name.
@@ -158,6 +174,9 @@ func Parse(name string, r io.Reader) (*Inventory, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := inv.Policy.Check(); err != nil { // every knob was checked where written: a guard
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	inv.File = name
 	return inv, nil
 }
@@ -188,7 +207,11 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, p.errf(root, "expected a mapping with `defaults:` and `hosts:`, found %s", kindName(root))
 	}
+	if err := p.unique(root, "the top level"); err != nil {
+		return nil, err
+	}
 	defaults := Host{ReservePct: DefaultReservePct}
+	var pol sched.Policy
 	var hostsNode *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
@@ -202,8 +225,12 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 			}
 		case "hosts":
 			hostsNode = v
+		case "policy":
+			if err := p.policy(v, &pol); err != nil {
+				return nil, err
+			}
 		default:
-			return nil, p.errf(k, "unknown key %q at top level; expected `defaults` or `hosts`", k.Value)
+			return nil, p.errf(k, "unknown key %q at top level; expected `defaults`, `hosts` or `policy`", k.Value)
 		}
 	}
 	if hostsNode == nil {
@@ -215,7 +242,7 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 	if len(hostsNode.Content) == 0 {
 		return nil, p.errf(hostsNode, "`hosts` is empty; list at least one host (`- name: gpu01`)")
 	}
-	inv := &Inventory{}
+	inv := &Inventory{Policy: pol}
 	seen := map[string]int{}
 	local := ""
 	for _, hn := range hostsNode.Content {
@@ -258,6 +285,13 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 var validName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
 
 func (p parser) fields(m *yaml.Node, h *Host, isDefaults bool) error {
+	where := "`defaults`"
+	if !isDefaults {
+		where = "a host"
+	}
+	if err := p.unique(m, where); err != nil {
+		return err
+	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		if isDefaults && (k.Value == "name" || k.Value == "address" || k.Value == "local") {
@@ -331,6 +365,172 @@ func (p parser) fields(m *yaml.Node, h *Host, isDefaults bool) error {
 		default:
 			return p.errf(k, "unknown key %q; a host takes %s", k.Value, strings.Join(hostKeys, ", "))
 		}
+	}
+	return nil
+}
+
+var (
+	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "backfill_estimate", "default_timeout"}
+	fairShareKeys = []string{"half_life", "window"}
+	userKeys      = []string{"weight"}
+)
+
+// policy reads the `policy:` block into pol: each knob checked where it
+// is written, so an error names its line.
+func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
+	if m.Kind != yaml.MappingNode {
+		return p.errf(m, "`policy` must be a mapping (such as `order: fairshare`), found %s", kindName(m))
+	}
+	if err := p.unique(m, "`policy`"); err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		switch k.Value {
+		case "order":
+			s, err := oneOf(p, v, "policy order", sched.OrderFIFO, sched.OrderPriority, sched.OrderFair)
+			pol.Order = s
+			if err != nil {
+				return err
+			}
+		case "placement":
+			s, err := oneOf(p, v, "policy placement", sched.FitFirst, sched.FitBest)
+			pol.Fit = s
+			if err != nil {
+				return err
+			}
+		case "backfill":
+			s, err := oneOf(p, v, "policy backfill", sched.BackfillNone, sched.BackfillSkip, sched.BackfillEasy)
+			pol.Backfill = s
+			if err != nil {
+				return err
+			}
+		case "backfill_estimate", "default_timeout":
+			d, err := p.duration(v, "policy "+k.Value)
+			if err != nil {
+				return err
+			}
+			if k.Value == "default_timeout" {
+				pol.DefaultTimeout = d
+			} else {
+				pol.BackfillEstimate = d
+			}
+		case "fairshare":
+			if err := p.fairShare(v, &pol.FairShare); err != nil {
+				return err
+			}
+		case "users":
+			if err := p.users(v, pol); err != nil {
+				return err
+			}
+		default:
+			return p.errf(k, "unknown key %q in `policy`; it takes %s", k.Value, strings.Join(policyKeys, ", "))
+		}
+	}
+	return nil
+}
+
+func (p parser) fairShare(m *yaml.Node, fs *sched.FairShare) error {
+	if m.Kind != yaml.MappingNode {
+		return p.errf(m, "`policy fairshare` must be a mapping (such as `half_life: 24h`), found %s", kindName(m))
+	}
+	if err := p.unique(m, "`policy fairshare`"); err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		switch k.Value {
+		case "half_life", "window":
+			d, err := p.duration(v, "policy fairshare "+k.Value)
+			if err != nil {
+				return err
+			}
+			if k.Value == "window" {
+				fs.Window = d
+			} else {
+				fs.HalfLife = d
+			}
+			if fs.Window > 0 && fs.HalfLife > 0 {
+				return p.errf(k, "`policy fairshare` has both a half_life and a window; give one: half_life decays usage, window sums it over a sliding period")
+			}
+		default:
+			return p.errf(k, "unknown key %q in `policy fairshare`; it takes %s", k.Value, strings.Join(fairShareKeys, " or "))
+		}
+	}
+	return nil
+}
+
+func (p parser) users(m *yaml.Node, pol *sched.Policy) error {
+	if m.Kind != yaml.MappingNode {
+		return p.errf(m, "`policy users` must map user names to settings (such as `alice: {weight: 2}`), found %s", kindName(m))
+	}
+	if err := p.unique(m, "`policy users`"); err != nil {
+		return err
+	}
+	pol.Users = map[string]sched.UserShare{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		name, err := p.str(k, "user name")
+		if err != nil {
+			return err
+		}
+		if v.Kind != yaml.MappingNode {
+			return p.errf(v, "user %q: give a mapping such as `{weight: 2}`, found %s", name, kindName(v))
+		}
+		if err := p.unique(v, "user "+strconv.Quote(name)); err != nil {
+			return err
+		}
+		share := sched.UserShare{Weight: 1}
+		for j := 0; j+1 < len(v.Content); j += 2 {
+			uk, uv := v.Content[j], v.Content[j+1]
+			if uk.Value != "weight" {
+				return p.errf(uk, "unknown key %q for user %q; a user takes %s", uk.Value, name, strings.Join(userKeys, ", "))
+			}
+			w, err := strconv.ParseFloat(uv.Value, 64)
+			if uv.Kind != yaml.ScalarNode || err != nil || math.IsNaN(w) || math.IsInf(w, 0) || w <= 0 {
+				return p.errf(uv, "user %q: weight %q: give a number more than 0, such as 1 or 2 (a user of weight 2 may use twice the GPU time of one of weight 1)", name, uv.Value)
+			}
+			share.Weight = w
+		}
+		pol.Users[name] = share
+	}
+	return nil
+}
+
+// oneOf reads a scalar that must be one of known.
+func oneOf[T ~string](p parser, v *yaml.Node, what string, known ...T) (T, error) {
+	var zero T
+	names := make([]string, len(known))
+	for i, k := range known {
+		names[i] = string(k)
+		if v.Kind == yaml.ScalarNode && v.Value == string(k) {
+			return k, nil
+		}
+	}
+	return zero, p.errf(v, "%s %s: give one of %s", what, kindName(v), strings.Join(names, ", "))
+}
+
+// duration reads a duration more than 0: a Go duration (24h, 90m) or
+// Slurm's [D-]HH:MM:SS.
+func (p parser) duration(v *yaml.Node, what string) (time.Duration, error) {
+	if v.Kind == yaml.ScalarNode && v.Tag != "!!null" {
+		if d, err := sched.ParseWalltime(v.Value); err == nil {
+			return d, nil
+		}
+	}
+	return 0, p.errf(v, "%s %s: give a duration more than 0, such as 24h, 90m or 7-00:00:00", what, kindName(v))
+}
+
+// unique turns down a mapping that gives a key twice (YAML allows it when
+// read into nodes, and the second would silently win).
+func (p parser) unique(m *yaml.Node, where string) error {
+	seen := map[string]int{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := m.Content[i]
+		if first, dup := seen[k.Value]; dup {
+			return p.errf(k, "%q is given twice in %s (first at line %d); keep one", k.Value, where, first)
+		}
+		seen[k.Value] = k.Line
 	}
 	return nil
 }

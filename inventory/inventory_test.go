@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gssh/gssh/sched"
 )
 
 const example = `
@@ -83,6 +86,26 @@ func TestParseErrors(t *testing.T) {
 		{"two documents", "hosts:\n  - name: a\n---\nhosts:\n  - name: b\n", "h.yaml:3: a second YAML document"},
 		{"ipv6 brackets", "hosts:\n  - name: a\n    address: \"[::1]\"\n", "h.yaml:3: address \"[::1]\""},
 		{"two local", "hosts:\n  - name: a\n    local: true\n  - name: b\n    local: true\n", "h.yaml:4: host \"b\" is `local: true` but \"a\" already is"},
+		{"policy unknown key", "hosts:\n  - name: a\npolicy:\n  ordr: fifo\n", "h.yaml:4: unknown key \"ordr\" in `policy`; it takes order, placement, backfill"},
+		{"policy not mapping", "hosts:\n  - name: a\npolicy: fair\n", "h.yaml:3: `policy` must be a mapping"},
+		{"policy order", "hosts:\n  - name: a\npolicy:\n  order: lottery\n", "h.yaml:4: policy order \"lottery\": give one of fifo, priority, fairshare"},
+		{"policy placement", "hosts:\n  - name: a\npolicy:\n  placement: worst\n", "h.yaml:4: policy placement \"worst\": give one of firstfit, bestfit"},
+		{"policy backfill", "hosts:\n  - name: a\npolicy:\n  backfill: [easy]\n", "h.yaml:4: policy backfill a list: give one of none, skip, easy"},
+		{"fairshare unknown key", "hosts:\n  - name: a\npolicy:\n  fairshare:\n    halflife: 24h\n", "h.yaml:5: unknown key \"halflife\" in `policy fairshare`; it takes half_life or window"},
+		{"fairshare both", "hosts:\n  - name: a\npolicy:\n  fairshare:\n    half_life: 24h\n    window: 7-00:00:00\n", "h.yaml:6: `policy fairshare` has both a half_life and a window; give one"},
+		{"zero half-life", "hosts:\n  - name: a\npolicy:\n  fairshare:\n    half_life: 0\n", "h.yaml:5: policy fairshare half_life \"0\": give a duration more than 0"},
+		{"zero window", "hosts:\n  - name: a\npolicy:\n  fairshare: {window: 0s}\n", "h.yaml:4: policy fairshare window \"0s\": give a duration more than 0"},
+		{"negative estimate", "hosts:\n  - name: a\npolicy:\n  backfill_estimate: -1h\n", "h.yaml:4: policy backfill_estimate \"-1h\": give a duration more than 0"},
+		{"default timeout word", "hosts:\n  - name: a\npolicy:\n  default_timeout: forever\n", "h.yaml:4: policy default_timeout \"forever\""},
+		{"zero weight", "hosts:\n  - name: a\npolicy:\n  users:\n    alice: {weight: 0}\n", "h.yaml:5: user \"alice\": weight \"0\": give a number more than 0"},
+		{"negative weight", "hosts:\n  - name: a\npolicy:\n  users:\n    alice:\n      weight: -2\n", "h.yaml:6: user \"alice\": weight \"-2\""},
+		{"weight word", "hosts:\n  - name: a\npolicy:\n  users:\n    alice: {weight: lots}\n", "h.yaml:5: user \"alice\": weight \"lots\""},
+		{"user shorthand", "hosts:\n  - name: a\npolicy:\n  users:\n    alice: 2\n", "h.yaml:5: user \"alice\": give a mapping such as `{weight: 2}`"},
+		{"user unknown key", "hosts:\n  - name: a\npolicy:\n  users:\n    alice: {wieght: 2}\n", "h.yaml:5: unknown key \"wieght\" for user \"alice\"; a user takes weight"},
+		{"users list", "hosts:\n  - name: a\npolicy:\n  users: [alice]\n", "h.yaml:4: `policy users` must map user names"},
+		{"duplicate user", "hosts:\n  - name: a\npolicy:\n  users:\n    alice: {weight: 1}\n    alice: {weight: 2}\n", "h.yaml:6: \"alice\" is given twice in `policy users` (first at line 5); keep one"},
+		{"duplicate host key", "hosts:\n  - name: a\n    port: 22\n    port: 23\n", "h.yaml:4: \"port\" is given twice in a host (first at line 3)"},
+		{"duplicate top key", "hosts:\n  - name: a\npolicy: {}\npolicy: {}\n", "h.yaml:4: \"policy\" is given twice in the top level"},
 		{"local with an address", "hosts:\n  - name: a\n    local: true\n    address: 10.0.0.1\n", "h.yaml:4: host \"a\" is `local: true`: `address` has no meaning there"},
 	}
 	for _, c := range cases {
@@ -157,6 +180,31 @@ func FuzzParse(f *testing.F) {
 }
 
 // The example shipped in the repository must stay valid.
+func TestParsePolicy(t *testing.T) {
+	in := "hosts:\n  - name: a\npolicy:\n  order: priority\n  placement: firstfit\n  backfill: skip\n" +
+		"  fairshare: {window: 7-00:00:00}\n  users:\n    alice: {weight: 2}\n    bob: {weight: 0.5}\n" +
+		"  backfill_estimate: 12h\n  default_timeout: 1-00:00:00\n"
+	inv, err := Parse("h.yaml", strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sched.Policy{Order: sched.OrderPriority, Fit: sched.FitFirst, Backfill: sched.BackfillSkip,
+		FairShare:        sched.FairShare{Window: 7 * 24 * time.Hour},
+		Users:            map[string]sched.UserShare{"alice": {Weight: 2}, "bob": {Weight: 0.5}},
+		BackfillEstimate: 12 * time.Hour, DefaultTimeout: 24 * time.Hour}
+	if !reflect.DeepEqual(inv.Policy, want) {
+		t.Errorf("policy:\n got %+v\nwant %+v", inv.Policy, want)
+	}
+	if err := inv.Policy.Check(); err != nil {
+		t.Error(err)
+	}
+	// No block: the zero policy, which the planner reads as the default.
+	inv, err = Parse("h.yaml", strings.NewReader("hosts:\n  - name: a\n"))
+	if err != nil || !reflect.DeepEqual(inv.Policy, sched.Policy{}) {
+		t.Errorf("no policy block: %+v, %v", inv.Policy, err)
+	}
+}
+
 func TestExampleFile(t *testing.T) {
 	inv, err := Load("../hosts.example.yaml")
 	if err != nil {
