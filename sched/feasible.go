@@ -105,7 +105,7 @@ func feasible(n *node, w *want) ([]*unit, Reason) {
 	}
 	code := CodeTooFewGPUs
 	if len(turned) > 0 {
-		head += " (" + summarize(turned) + ")"
+		head += " (" + summarize(n, turned) + ")"
 		codes := make([]Code, len(turned))
 		for i, v := range turned {
 			codes[i] = v.why.Code
@@ -255,9 +255,9 @@ func checkShared(u *unit, w *want, n *node) Reason {
 	case w.MemPerGPU > usable:
 		return because(CodeMem, "only "+FormatMem(usable)+" usable")
 	case m.gssh > usable-w.MemPerGPU:
-		return because(CodeMem, "booked by other gssh jobs")
+		return because(CodeMem, fmt.Sprintf("%s of %s usable left, booked by gssh jobs", FormatMem(usable-min(usable, m.gssh)), FormatMem(usable)))
 	case m.gssh+m.foreign > usable-w.MemPerGPU || w.MemPerGPU > m.free:
-		return because(CodeMem, "not enough memory free now")
+		return because(CodeMem, fmt.Sprintf("only %s free now", FormatMem(min(usable-min(usable, m.gssh+m.foreign), m.free))))
 	}
 	return Reason{}
 }

@@ -143,7 +143,7 @@ func TestPlanPlacement(t *testing.T) {
 			running:  []job.Job{running(1, "gpu01", 0, "GPU-02"), running(2, "gpu01", 10*GiB, "GPU-03"), running(3, "gpu01", 10*GiB, "GPU-03")},
 			req:      excl(3),
 			want:     job.Placement{Host: "gpu02", GPUs: []string{"GPU-00", "GPU-01", "GPU-02"}, Indexes: []int{0, 1, 2}},
-			rejected: []string{"gpu01: 2/4 GPUs free, 3 needed (GPU 2,3: in use by gssh jobs)"},
+			rejected: []string{"gpu01: 2/4 GPUs free, 3 needed (GPU 2,3: in use by gssh jobs (u: jobs 1, 2, 3))"},
 		},
 		{
 			name:     "requested host",
@@ -238,9 +238,9 @@ func TestPlanPlacement(t *testing.T) {
 			running: []job.Job{running(1, "gpu01", 0, "GPU-00"), running(2, "gpu01", GiB, "GPU-01")},
 			req:     excl(2),
 			code:    CodeForeign, // 3 GPUs to other processes, 2 to gssh jobs
-			reason:  "gpu01: 1/6 GPUs free, 2 needed (GPU 0,1: in use by gssh jobs; GPU 2: in use by other processes; GPU 3: processes and memory unreadable; GPU 4: memory in use, processes unreadable)",
+			reason:  "gpu01: 1/6 GPUs free, 2 needed (GPU 0,1: in use by gssh jobs (u: jobs 1, 2); GPU 2: in use by other processes; GPU 3: processes and memory unreadable; GPU 4: memory in use, processes unreadable)",
 			rejected: []string{
-				"gpu01: 1/6 GPUs free, 2 needed (GPU 0,1: in use by gssh jobs; GPU 2: in use by other processes; GPU 3: processes and memory unreadable; GPU 4: memory in use, processes unreadable)",
+				"gpu01: 1/6 GPUs free, 2 needed (GPU 0,1: in use by gssh jobs (u: jobs 1, 2); GPU 2: in use by other processes; GPU 3: processes and memory unreadable; GPU 4: memory in use, processes unreadable)",
 			},
 		},
 		{
@@ -264,9 +264,9 @@ func TestPlanPlacement(t *testing.T) {
 			running: []job.Job{running(1, "gpu01", 0, "GPU-00"), running(2, "gpu01", 20*GiB, "GPU-01"), running(3, "gpu01", 20*GiB, "GPU-01")},
 			code:    CodeMem,
 			req:     shared(2, 40*GiB),
-			reason:  "gpu01: 1/7 GPUs with ≥ 40.0 GiB free, 2 needed (GPU 0: held by an exclusive gssh job; GPU 1: booked by other gssh jobs; GPU 2: not enough memory free now; GPU 3: memory unknown (insufficient permissions); GPU 4: memory unknown; GPU 5: only 21.6 GiB usable)",
+			reason:  "gpu01: 1/7 GPUs with ≥ 40.0 GiB free, 2 needed (GPU 0: held by an exclusive gssh job (u: job 1); GPU 1: 32.0 GiB of 72.0 GiB usable left, booked by gssh jobs (u: jobs 2, 3); GPU 2: only 30.0 GiB free now; GPU 3: memory unknown (insufficient permissions); GPU 4: memory unknown; GPU 5: only 21.6 GiB usable)",
 			rejected: []string{
-				"gpu01: 1/7 GPUs with ≥ 40.0 GiB free, 2 needed (GPU 0: held by an exclusive gssh job; GPU 1: booked by other gssh jobs; GPU 2: not enough memory free now; GPU 3: memory unknown (insufficient permissions); GPU 4: memory unknown; GPU 5: only 21.6 GiB usable)",
+				"gpu01: 1/7 GPUs with ≥ 40.0 GiB free, 2 needed (GPU 0: held by an exclusive gssh job (u: job 1); GPU 1: 32.0 GiB of 72.0 GiB usable left, booked by gssh jobs (u: jobs 2, 3); GPU 2: only 30.0 GiB free now; GPU 3: memory unknown (insufficient permissions); GPU 4: memory unknown; GPU 5: only 21.6 GiB usable)",
 			},
 		},
 		{
@@ -300,8 +300,8 @@ func TestPlanPlacement(t *testing.T) {
 			nodes:    []Host{host("gpu01", noUUID)},
 			running:  []job.Job{running(1, "gpu01", 0, "3")},
 			req:      excl(1),
-			reason:   "gpu01: 0/1 GPUs free (GPU 3: in use by gssh jobs)",
-			rejected: []string{"gpu01: 0/1 GPUs free (GPU 3: in use by gssh jobs)"},
+			reason:   "gpu01: 0/1 GPUs free (GPU 3: in use by gssh jobs (u: job 1))",
+			rejected: []string{"gpu01: 0/1 GPUs free (GPU 3: in use by gssh jobs (u: job 1))"},
 		},
 		{
 			name:  "MIG devices are the units, in index order",
@@ -331,8 +331,8 @@ func TestPlanPlacement(t *testing.T) {
 			nodes:    []Host{host("gpu01", migGPU(0))},
 			running:  []job.Job{running(1, "gpu01", 0, "MIG-00-0"), running(2, "gpu01", 30*GiB, "MIG-00-1")},
 			req:      shared(1, 10*GiB), // MIG 1: 36 GiB usable, 30 booked
-			reason:   "gpu01: 0/2 GPUs with ≥ 10.0 GiB free (GPU 0 MIG 0: held by an exclusive gssh job; GPU 0 MIG 1: booked by other gssh jobs)",
-			rejected: []string{"gpu01: 0/2 GPUs with ≥ 10.0 GiB free (GPU 0 MIG 0: held by an exclusive gssh job; GPU 0 MIG 1: booked by other gssh jobs)"},
+			reason:   "gpu01: 0/2 GPUs with ≥ 10.0 GiB free (GPU 0 MIG 0: held by an exclusive gssh job (u: job 1); GPU 0 MIG 1: 6.0 GiB of 36.0 GiB usable left, booked by gssh jobs (u: job 2))",
+			rejected: []string{"gpu01: 0/2 GPUs with ≥ 10.0 GiB free (GPU 0 MIG 0: held by an exclusive gssh job (u: job 1); GPU 0 MIG 1: 6.0 GiB of 36.0 GiB usable left, booked by gssh jobs (u: job 2))"},
 		},
 		{
 			name:     "MIG: memory unknown from nvidia-smi -L",
@@ -374,8 +374,8 @@ func TestPlanPlacement(t *testing.T) {
 			running:  []job.Job{running(1, "gpu01", 0, "GPU-00"), running(2, "gpu01", 0, "GPU-01", "GPU-02", "GPU-03")},
 			code:     CodeNoFreeGPU,
 			req:      excl(1),
-			reason:   "gpu01: 0/8 GPUs free (GPU 0-3: in use by gssh jobs; GPU 4: lost; GPU 5-7: in use by other processes)",
-			rejected: []string{"gpu01: 0/8 GPUs free (GPU 0-3: in use by gssh jobs; GPU 4: lost; GPU 5-7: in use by other processes)"},
+			reason:   "gpu01: 0/8 GPUs free (GPU 0-3: in use by gssh jobs (u: jobs 1, 2); GPU 4: lost; GPU 5-7: in use by other processes)",
+			rejected: []string{"gpu01: 0/8 GPUs free (GPU 0-3: in use by gssh jobs (u: jobs 1, 2); GPU 4: lost; GPU 5-7: in use by other processes)"},
 		},
 		{
 			name:   "no hosts",
@@ -480,7 +480,7 @@ func TestPlanBooksAsItGoes(t *testing.T) {
 	want := []string{
 		"GPU-00", "GPU-00", // live free 50 → 30 → 10 GiB
 		"GPU-01", "GPU-01", "GPU-01", // 72 GiB usable: 3 × 20
-		"queued: gpu01: 0/2 GPUs with ≥ 20.0 GiB free (GPU 0: not enough memory free now; GPU 1: booked by other gssh jobs)",
+		"queued: gpu01: 0/2 GPUs with ≥ 20.0 GiB free (GPU 0: only 10.0 GiB free now (u: jobs 1, 2); GPU 1: 12.0 GiB of 72.0 GiB usable left, booked by gssh jobs (u: jobs 3, 4, 5))",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("placements:\n got %q\nwant %q", got, want)
@@ -557,7 +557,7 @@ func TestPlanBackfill(t *testing.T) {
 	if len(none.Starts) != 0 || len(none.Pending) != 3 {
 		t.Fatalf("none: %+v", none)
 	}
-	if p := none.Pending[0]; p.Job != 2 || p.Reason.Code != CodeNoFreeGPU || p.Reason.Text != "gpu01: 1/2 GPUs free, 2 needed (GPU 0: in use by gssh jobs)" {
+	if p := none.Pending[0]; p.Job != 2 || p.Reason.Code != CodeNoFreeGPU || p.Reason.Text != "gpu01: 1/2 GPUs free, 2 needed (GPU 0: in use by gssh jobs (u: job 1))" {
 		t.Errorf("none: head %+v", p)
 	}
 	for _, p := range none.Pending[1:] {
@@ -575,7 +575,7 @@ func TestPendingCode(t *testing.T) {
 	hosts := []Host{host("gpu01", gpus(1, 80*GiB)...), drained("gpu02"), drained("gpu03"), down}
 	run := []job.Job{running(1, "gpu01", 0, "GPU-00")}
 	d := plan1(hosts, run, excl(1))
-	if p := d.Pending[0]; p.Reason.Code != CodeDrained || p.Reason.Text != "gpu01: 0/1 GPUs free (GPU 0: in use by gssh jobs); gpu02: drained; gpu03: drained; gpu09: unreachable" {
+	if p := d.Pending[0]; p.Reason.Code != CodeDrained || p.Reason.Text != "gpu01: 0/1 GPUs free (GPU 0: in use by gssh jobs (u: job 1)); gpu02: drained; gpu03: drained; gpu09: unreachable" {
 		t.Errorf("pending %+v", p)
 	}
 	if got := dominant([]Code{CodeHostDown, CodeMem, CodeHostDown, CodeMem}); got != CodeMem {
@@ -842,7 +842,7 @@ func TestMemoryBookedIsTaken(t *testing.T) {
 	// The next pass: the first job runs but has allocated nothing yet.
 	run := []job.Job{running(1, "h1", 30*GiB, "GPU-00")}
 	second := plan1(hosts, run, shared(1, 30*GiB))
-	if len(second.Starts) != 0 || second.Pending[0].Reason.Text != "h1: 0/1 GPUs with ≥ 30.0 GiB free (GPU 0: not enough memory free now)" {
+	if len(second.Starts) != 0 || second.Pending[0].Reason.Text != "h1: 0/1 GPUs with ≥ 30.0 GiB free (GPU 0: only 13.2 GiB free now (u: job 1))" {
 		t.Errorf("second 30 GiB job (would be 88.8 GiB on 80): %+v", second)
 	}
 	// Once it allocated its 30 GiB (the snapshot shows it in its session),

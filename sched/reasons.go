@@ -1,10 +1,13 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gssh/gssh/job"
 )
 
 // Code is the short, stable name of a reason, beside its prose: for
@@ -107,19 +110,65 @@ type verdict struct {
 }
 
 // summarize groups turned-down units by reason, in order of first
-// appearance: "GPU 0-3: in use by gssh jobs; GPU 5, GPU 6 MIG 1: lost".
-func summarize(vs []verdict) string {
-	var order []string
-	groups := map[string][]*unit{}
-	for _, v := range vs {
-		if _, ok := groups[v.why.Text]; !ok {
-			order = append(order, v.why.Text)
-		}
-		groups[v.why.Text] = append(groups[v.why.Text], v.u)
+// appearance, and names the gssh jobs holding the units a group was
+// turned down for being taken: "GPU 0-3: in use by gssh jobs (alice: jobs
+// 14, 15); GPU 5, GPU 6 MIG 1: lost".
+func summarize(n *node, vs []verdict) string {
+	type group struct {
+		why   Reason
+		units []*unit
 	}
-	parts := make([]string, len(order))
-	for i, why := range order {
-		parts[i] = unitNames(groups[why]) + ": " + why
+	var groups []*group
+	byText := map[string]*group{}
+	for _, v := range vs {
+		g := byText[v.why.Text]
+		if g == nil {
+			g = &group{why: v.why}
+			byText[v.why.Text] = g
+			groups = append(groups, g)
+		}
+		g.units = append(g.units, v.u)
+	}
+	parts := make([]string, len(groups))
+	for i, g := range groups {
+		parts[i] = unitNames(g.units) + ": " + g.why.Text
+		if g.why.Code == CodeNoFreeGPU || g.why.Code == CodeMem {
+			if who := holders(n, g.units); who != "" {
+				parts[i] += " (" + who + ")"
+			}
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// holders names the gssh jobs holding units of n, by user in order of
+// first appearance: "alice: jobs 14, 15; bob: job 3". Up to 3 users.
+func holders(n *node, us []*unit) string {
+	var users []string
+	jobs := map[string][]job.ID{}
+	for _, u := range us {
+		b, _ := n.booking(u.key)
+		for _, h := range b.Holders {
+			if _, ok := jobs[h.User]; !ok {
+				users = append(users, h.User)
+			}
+			if !slices.Contains(jobs[h.User], h.Job) {
+				jobs[h.User] = append(jobs[h.User], h.Job)
+			}
+		}
+	}
+	var parts []string
+	for i, user := range users {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("%d more users", len(users)-3))
+			break
+		}
+		ids := slices.Sorted(slices.Values(jobs[user]))
+		names := make([]string, len(ids))
+		for k, id := range ids {
+			names[k] = strconv.FormatUint(uint64(id), 10)
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s %s", cmp.Or(user, "?"), plural(len(ids), "job"), strings.Join(names, ", ")))
 	}
 	return strings.Join(parts, "; ")
 }
