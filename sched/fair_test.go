@@ -183,6 +183,17 @@ func TestEasyBackfill(t *testing.T) {
 	if last.Job != 13 || !strings.Contains(last.Reason.Text, "reserved for job 10 from 2026-12-01 15:00 UTC") || last.Reason.Code != CodeNoFreeGPU && last.Reason.Code != CodeReserved {
 		t.Errorf("the last: %+v", last)
 	}
+	// Forecasts: the big job at its reservation; the last once job 12's
+	// walltime frees b (a is the big job's from 15:00 for 24 hours).
+	for id, want := range map[job.ID]string{10: "2026-12-01 15:00 a:[0 1 2 3]", 13: "2026-12-01 18:00 b:[0]", 11: "2026-12-01 13:00 a:[2]"} {
+		f := ForecastStart(in, id)
+		if got := f.Start.Format("2006-01-02 15:04") + " " + fmt.Sprintf("%s:%v", f.Placement.Host, f.Placement.Indexes); got != want || f.Estimated {
+			t.Errorf("forecast of job %d: %s (%+v), want %s", id, got, f, want)
+		}
+	}
+	if f := ForecastStart(in, 99); f.Why != "job 99 is not queued" {
+		t.Errorf("forecast of a job not queued: %+v", f)
+	}
 	// Without backfill (skip), the longer job takes a GPU of the reserved
 	// host and the big job waits past 15:00.
 	in.Policy.Backfill = BackfillSkip
@@ -323,4 +334,25 @@ func (l *miniLab) gpuSeconds() map[string]float64 {
 		}
 	}
 	return out
+}
+
+// A forecast waits for ends it assumed (no walltime: the estimate) and
+// gives up on a job no end makes room for.
+func TestForecast(t *testing.T) {
+	hosts := []Host{host("a", gpus(1, 80*GiB)...)}
+	r := running(1, "a", 0, "GPU-00")
+	r.StartedAt = t0
+	q := queued(2, excl(1))
+	in := Input{Now: t0.Add(time.Hour), Hosts: hosts, Running: []job.Job{r}, Queue: []job.Job{q}}
+	if f := ForecastStart(in, 2); !f.Start.Equal(t0.Add(DefaultBackfillEstimate)) || !f.Estimated {
+		t.Errorf("behind a job without walltime: %+v", f)
+	}
+	in.Policy.BackfillEstimate = 2 * time.Hour
+	if f := ForecastStart(in, 2); !f.Start.Equal(t0.Add(2 * time.Hour)) {
+		t.Errorf("with a 2h estimate: %+v", f)
+	}
+	in.Hosts[0].Drain = true
+	if f := ForecastStart(in, 2); !f.Start.IsZero() || f.Why != "no job's end makes room: a: drained" {
+		t.Errorf("a drained host: %+v", f)
+	}
 }

@@ -3,6 +3,7 @@ package sched
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,11 +88,13 @@ type Decisions struct {
 // only if they end before it begins. It returns the starts and a reason
 // for every job left queued. It is deterministic (hosts go by name, GPUs
 // by index, ties by job id) and leaves its input as it is.
-func Plan(in Input) Decisions { return plan(in, true) }
+func Plan(in Input) Decisions { return plan(in, true, nil) }
 
 // plan is Plan; without memo every job is placed afresh (tests check that
-// the memo changes no answer).
-func plan(in Input, memo bool) Decisions {
+// the memo changes no answer). The running jobs in ended hold nothing:
+// they are taken to have ended (a forecast), and what their processes use
+// counts as free.
+func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	pol := in.Policy.withDefaults()
 	held := Bookings(in.Running)
 	ends := map[job.ID]time.Time{}
@@ -110,6 +113,9 @@ func plan(in Input, memo bool) Decisions {
 	byName := make(map[string]*node, len(hosts))
 	for _, n := range hosts {
 		byName[n.Name] = n
+		if len(ended) > 0 {
+			n.gone = ended
+		}
 	}
 	out := Decisions{Starts: []Start{}, Pending: []Pending{}}
 	var blocker *job.Job
@@ -201,7 +207,7 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 	for _, n := range hosts {
 		for _, b := range n.held {
 			for _, h := range b.Holders {
-				if !seen[h.Job] {
+				if !seen[h.Job] && !n.gone[h.Job] {
 					seen[h.Job] = true
 					at := h.Ends
 					if at.IsZero() || at.Before(now) {
@@ -213,7 +219,13 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 		}
 	}
 	slices.SortFunc(ends, func(a, b ending) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.job, b.job)) })
-	gone := map[job.ID]bool{}
+	var gone map[job.ID]bool
+	if len(hosts) > 0 {
+		gone = maps.Clone(hosts[0].gone) // the jobs a forecast took to have ended
+	}
+	if gone == nil {
+		gone = map[job.ID]bool{}
+	}
 	for _, e := range ends {
 		gone[e.job] = true
 		// Only e's host changes: each job holds GPUs of one host.
@@ -226,6 +238,82 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 		return &Reservation{Host: p.Host, GPUs: p.GPUs, Indexes: p.Indexes, From: e.at}
 	}
 	return nil
+}
+
+// MaxForecastSteps bounds a forecast: the job ends it plays forward (each
+// one plans the queue again) before it gives up.
+const MaxForecastSteps = 100
+
+// Forecast is when a queued job is expected to start.
+type Forecast struct {
+	// Start is the expected start (Input.Now: at once); zero when no
+	// forecast could be made, and then Why says why.
+	Start     time.Time     `json:"start,omitzero"`
+	Placement job.Placement `json:"placement,omitzero"`
+	// Estimated: some end the forecast waited for is the backfill
+	// estimate of a job without walltime, not a walltime.
+	Estimated bool   `json:"estimated,omitempty"`
+	Why       string `json:"why,omitempty"`
+}
+
+// ForecastStart says when queued job id is expected to start, as Slurm's
+// `squeue --start` does: it plays in forward, each running job ending at
+// its expected end (its walltime, else the policy's backfill estimate),
+// the queue planned again at each end as Plan would, nothing new
+// submitted, until id starts. Jobs usually end before their walltimes, so
+// this is a latest start more than a prediction. At most
+// MaxForecastSteps ends are played.
+func ForecastStart(in Input, id job.ID) Forecast {
+	pol := in.Policy.withDefaults()
+	running := slices.Clone(in.Running)
+	queue := slices.Clone(in.Queue)
+	if !slices.ContainsFunc(queue, func(j job.Job) bool { return j.ID == id }) {
+		return Forecast{Why: fmt.Sprintf("job %d is not queued", id)}
+	}
+	ended := map[job.ID]bool{}
+	now, estimated := in.Now, false
+	for range MaxForecastSteps + 1 {
+		cur := in
+		cur.Now, cur.Running, cur.Queue = now, running, queue
+		d := plan(cur, true, ended)
+		started := map[job.ID]job.Placement{}
+		for _, s := range d.Starts {
+			if s.Job == id {
+				return Forecast{Start: now, Placement: s.Placement, Estimated: estimated}
+			}
+			started[s.Job] = s.Placement
+		}
+		for _, p := range d.Pending {
+			if p.Job == id && !p.Reason.Code.Exhausted() && p.Reason.Code != CodeBlocked {
+				return Forecast{Why: "no job's end makes room: " + p.Reason.Text}
+			}
+		}
+		queue = slices.DeleteFunc(slices.Clone(queue), func(j job.Job) bool {
+			p, ok := started[j.ID]
+			if ok {
+				j.State, j.StartedAt, j.Placement = job.Running, now, p
+				running = append(running, j)
+			}
+			return ok
+		})
+		var next time.Time
+		for _, j := range running {
+			if e := expectedEnd(j, pol, now); !ended[j.ID] && (next.IsZero() || e.Before(next)) {
+				next = e
+			}
+		}
+		if next.IsZero() {
+			return Forecast{Why: "no running job's end makes room"}
+		}
+		for _, j := range running {
+			if !ended[j.ID] && !expectedEnd(j, pol, now).After(next) {
+				ended[j.ID] = true
+				estimated = estimated || cmp.Or(j.Spec.Timeout, pol.DefaultTimeout) == 0
+			}
+		}
+		now = next
+	}
+	return Forecast{Why: fmt.Sprintf("more than %d job ends ahead of it", MaxForecastSteps)}
 }
 
 // rankText says what puts the job at pos of queue where it is, in words.

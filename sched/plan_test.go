@@ -751,7 +751,7 @@ func TestPlanProperties(t *testing.T) {
 		policies := []Policy{{}, {Order: OrderPriority, Fit: FitFirst, Backfill: BackfillSkip}, {Order: OrderFIFO, Fit: FitBest, Backfill: BackfillNone}}
 		in := Input{Hosts: hosts, Queue: queue, Policy: policies[round%len(policies)], Usage: map[string]float64{"u": float64(round)}}
 		d := Plan(in)
-		if slow := plan(in, false); !reflect.DeepEqual(d, slow) {
+		if slow := plan(in, false, nil); !reflect.DeepEqual(d, slow) {
 			t.Fatalf("round %d: the memo changed the plan:\n%+v\n%+v", round, d, slow)
 		}
 		if again := Plan(in); !reflect.DeepEqual(d, again) {
