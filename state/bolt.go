@@ -1,10 +1,10 @@
 package state
 
 /*
-The state file is a bbolt database (go.etcd.io/bbolt), schema version 2:
+The state file is a bbolt database (go.etcd.io/bbolt), schema version 3:
 
 	meta/                   gssh's own metadata
-	  version    -> uint64, big-endian: schema version (2)
+	  version    -> uint64, big-endian: schema version (3)
 	  cluster_id -> 32 lowercase hex characters: 16 random bytes made when
 	                the file was created; names worker job dirs
 	                (~/.gssh/jobs/<cluster-id>-<job-id>.<attempt>)
@@ -15,7 +15,14 @@ The state file is a bbolt database (go.etcd.io/bbolt), schema version 2:
 	active/                 index of the non-terminal jobs
 	  <id>       -> empty; present iff jobs/<id> has !State.Terminal()
 	hosts/                  reserved (later: host name -> JSON host status)
-	usage/                  reserved (later: user -> JSON fair-share usage)
+	usage/                  the fair-share usage ledger: one entry per job that
+	                        ended after it started (job.Job.Use ok and
+	                        State.Terminal()), none for the others
+	  <end><id>  -> JSON job.Use of jobs/<id>; <end> is the use's Ended as
+	                big-endian uint64 Unix nanoseconds (clamped to
+	                1970..2262), <id> as in jobs/, so cursor order is end
+	                order (then id) and a Seek to <since> finds every job
+	                that ended since then
 
 Rules:
   - Open creates a new file whole: buckets and meta keys are written to a
@@ -28,6 +35,11 @@ Rules:
     newer version is refused (ErrNewerSchema) rather than misread. An
     older file is read as it is and migrated by the first write
     transaction (migrate).
+  - A job record, its active index entry and its usage entry change in the
+    same transaction (putJob).
+  - The file is opened for each operation and closed before the method
+    returns: bbolt holds an exclusive flock (shared for reads) from its Open
+    to its Close, and no lock may span SSH I/O.
 
 Versions:
   1  the first.
@@ -37,16 +49,20 @@ Versions:
      name <cluster-id>-<job-id>. The bump keeps a gssh of version 1, which
      would launch a job again into the old directory and knows nothing of
      abandoned attempts, off a file that a newer one uses.
-  - A job record and its active index entry change in the same transaction.
-  - The file is opened for each operation and closed before the method
-    returns: bbolt holds an exclusive flock (shared for reads) from its Open
-    to its Close, and no lock may span SSH I/O.
+  3  usage/ is the ledger of ended jobs' GPU uses (Uses reads it, not the
+     job records). The bump keeps a gssh of version 2 off the file: it
+     would end jobs without writing their ledger entries, and fair-share
+     usage would silently miss them. Migration from 1 or 2 builds the
+     ledger from every job record; a read of an older file (which cannot
+     migrate) computes Uses from the job records instead.
 */
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -65,7 +81,11 @@ import (
 )
 
 // schemaVersion is the version of the bucket tree documented above.
-const schemaVersion = 2
+const schemaVersion = 3
+
+// ledgerVersion is the first schema version whose files keep the usage
+// ledger: Uses of an older file (read, not migrated) reads the job records.
+const ledgerVersion = 3
 
 // Bucket and key names (see the comment at the top of this file).
 const (
@@ -251,7 +271,7 @@ func (s *Bolt) Submit(j job.Job) (job.Job, error) {
 		if err != nil {
 			return fmt.Errorf("submit: %w", err)
 		}
-		if err := putJob(tx, j.ID, data, back.State); err != nil {
+		if err := putJob(tx, back, data, nil); err != nil {
 			return fmt.Errorf("submit: %w", err)
 		}
 		out = back
@@ -286,11 +306,17 @@ func (s *Bolt) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
 		if data == nil {
 			return notFound(id)
 		}
-		j, newData, err := applyUpdate(id, data, fn)
+		// The wrapper sees the stored record before fn changes it: the
+		// usage entry it has, if any, is the one to replace.
+		var prevKey []byte
+		j, newData, err := applyUpdate(id, data, func(cur *job.Job) error {
+			prevKey = usageKeyOf(*cur)
+			return fn(cur)
+		})
 		if err != nil {
 			return err
 		}
-		if err := putJob(tx, id, newData, j.State); err != nil {
+		if err := putJob(tx, j, newData, prevKey); err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
 		out = j
@@ -364,6 +390,56 @@ func (s *Bolt) List(f Filter) ([]job.Job, error) {
 	slices.Reverse(out)
 	if len(errs) > 0 {
 		return out, fmt.Errorf("list: %w: %w", ErrBadRecord, errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// Uses implements Store. It seeks the usage ledger to since and reads it
+// to the end, never the job records; only a file of a schema before the
+// ledger (which a read does not migrate) is answered from its job records.
+// An entry (or, in an old file, a record) that cannot be read is reported
+// like List does, with the others returned.
+func (s *Bolt) Uses(since time.Time) ([]job.Use, error) {
+	var out []job.Use
+	var errs []error
+	err := s.view(func(tx *bolt.Tx) error {
+		v, err := getUint(tx.Bucket([]byte(bucketMeta)), keyVersion)
+		if err != nil { // checkSchema has read it already
+			return s.corrupt("%v", err)
+		}
+		if v < ledgerVersion {
+			var set useSet
+			c := tx.Bucket([]byte(bucketJobs)).Cursor()
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				j, err := recordJob(k, v)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				set.add(j, since)
+			}
+			out = set.sorted()
+			return nil
+		}
+		c := tx.Bucket([]byte(bucketUsage)).Cursor()
+		for k, v := c.Seek(usageKey(since, 0)); k != nil; k, v = c.Next() {
+			u, err := decodeUse(k, v)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if u.Ended.Before(since) { // only where the key was clamped
+				continue
+			}
+			out = append(out, u)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("uses: %w: %w", ErrBadRecord, errors.Join(errs...))
 	}
 	return out, nil
 }
@@ -564,11 +640,9 @@ func (s *Bolt) checkSchema(tx *bolt.Tx) error {
 		return s.fail("open", fmt.Errorf("%w (schema %d; this gssh reads up to %d); upgrade gssh", ErrNewerSchema, v, schemaVersion))
 	case v < 1:
 		return s.corrupt("unknown schema version %d", v)
-	case v < schemaVersion && tx.Writable():
-		if err := migrate(tx, v); err != nil {
-			return s.fail("write", fmt.Errorf("migrate from schema %d: %w", v, err))
-		}
 	}
+	// Every version so far has these buckets: check them before a
+	// migration relies on them.
 	for _, name := range []string{bucketJobs, bucketActive, bucketHosts, bucketUsage} {
 		if tx.Bucket([]byte(name)) == nil {
 			return s.corrupt("no %q bucket", name)
@@ -577,21 +651,64 @@ func (s *Bolt) checkSchema(tx *bolt.Tx) error {
 	if _, err := getUint(meta, keyJobSeq); err != nil {
 		return s.corrupt("%v", err)
 	}
+	if v < schemaVersion && tx.Writable() {
+		if err := migrate(tx, v); err != nil {
+			return s.fail("write", fmt.Errorf("migrate from schema %d: %w", v, err))
+		}
+	}
 	return nil
 }
 
 // migrate brings the file from schema version v up to schemaVersion, in
-// the caller's write transaction. Reads of an older file need no
-// migration: every version so far only adds what an older record lacks.
+// the caller's write transaction. Reads of an older file are not migrated:
+// records of every version so far read as they are (what they lack reads
+// as zero), and Uses of a file before the ledger reads the job records.
 func migrate(tx *bolt.Tx, v uint64) error {
 	for ; v < schemaVersion; v++ {
 		switch v {
 		case 1:
 			// 1 -> 2: records without an attempt count are attempt 0, whose
 			// worker directory keeps the old name; nothing to rewrite.
+		case 2:
+			// 2 -> 3: build the ledger from every job record.
+			if err := buildLedger(tx); err != nil {
+				return err
+			}
 		}
 	}
 	return tx.Bucket([]byte(bucketMeta)).Put([]byte(keyVersion), uint64Bytes(schemaVersion))
+}
+
+// buildLedger fills usage/ afresh from the job records. A schema-2 gssh
+// never wrote usage/ (it was reserved); it is emptied all the same, so the
+// ledger is exactly what the records say. A record that cannot be decoded
+// is skipped: it has no use to read, List and Get report it, and failing
+// here would refuse every write to the file.
+func buildLedger(tx *bolt.Tx) error {
+	if err := tx.DeleteBucket([]byte(bucketUsage)); err != nil {
+		return err
+	}
+	usage, err := tx.CreateBucket([]byte(bucketUsage))
+	if err != nil {
+		return err
+	}
+	c := tx.Bucket([]byte(bucketJobs)).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		j, err := recordJob(k, v)
+		if err != nil {
+			continue
+		}
+		key, val, err := usageEntry(j)
+		if err != nil {
+			return err
+		}
+		if key != nil {
+			if err := usage.Put(key, val); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // corruptAdvice ends every ErrCorrupt message: what the user can do.
@@ -602,17 +719,68 @@ func (s *Bolt) corrupt(format string, args ...any) error {
 	return s.fail("open", fmt.Errorf("%w: %s%s", ErrCorrupt, fmt.Sprintf(format, args...), corruptAdvice))
 }
 
-// putJob stores a job record and keeps the active index in step with state.
-func putJob(tx *bolt.Tx, id job.ID, data []byte, st job.State) error {
-	k := idKey(id)
+// putJob stores j's record data (j as it reads back) and keeps the active
+// index and the usage ledger in step with it. prevKey is the usage key of
+// the record it replaces (usageKeyOf), nil for a new job or one without.
+func putJob(tx *bolt.Tx, j job.Job, data, prevKey []byte) error {
+	k := idKey(j.ID)
 	if err := tx.Bucket([]byte(bucketJobs)).Put(k, data); err != nil {
 		return err
 	}
+	key, val, err := usageEntry(j)
+	if err != nil {
+		return err
+	}
+	usage := tx.Bucket([]byte(bucketUsage))
+	if prevKey != nil && !bytes.Equal(prevKey, key) {
+		if err := usage.Delete(prevKey); err != nil {
+			return err
+		}
+	}
+	if key != nil {
+		if err := usage.Put(key, val); err != nil {
+			return err
+		}
+	}
 	active := tx.Bucket([]byte(bucketActive))
-	if st.Terminal() {
+	if j.State.Terminal() {
 		return active.Delete(k)
 	}
 	return active.Put(k, []byte{})
+}
+
+// usageEntry is j's usage ledger entry: its key and the JSON of its use;
+// a nil key when j has none (not ended, or never started).
+func usageEntry(j job.Job) (key, val []byte, err error) {
+	u, ok := endedUse(j)
+	if !ok {
+		return nil, nil, nil
+	}
+	val, err = json.Marshal(u)
+	if err != nil {
+		return nil, nil, fmt.Errorf("job %d: encode use: %w", j.ID, err)
+	}
+	return usageKey(u.Ended, j.ID), val, nil
+}
+
+// usageKeyOf is the usage key of j's entry, nil when it has none.
+func usageKeyOf(j job.Job) []byte {
+	if u, ok := endedUse(j); ok {
+		return usageKey(u.Ended, j.ID)
+	}
+	return nil
+}
+
+// decodeUse decodes a usage ledger entry.
+func decodeUse(k, v []byte) (job.Use, error) {
+	if len(k) != usageKeyLen {
+		return job.Use{}, fmt.Errorf("bad usage key %x", k)
+	}
+	var u job.Use
+	if err := json.Unmarshal(v, &u); err != nil {
+		return job.Use{}, fmt.Errorf("usage entry of job %d: decode: %w", binary.BigEndian.Uint64(k[8:]), err)
+	}
+	return u, nil
 }
 
 // activeJob reads the job an active index key points at.

@@ -142,6 +142,28 @@ func (m *Mem) List(f Filter) ([]job.Job, error) {
 	return out, nil
 }
 
+// Uses implements Store, from the job records (Mem keeps no ledger: what
+// Bolt's would hold is computed).
+func (m *Mem) Uses(since time.Time) ([]job.Use, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var set useSet
+	var errs []error
+	for _, id := range m.ids {
+		j, err := decode(id, m.jobs[id])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		set.add(j, since)
+	}
+	out := set.sorted()
+	if len(errs) > 0 {
+		return out, fmt.Errorf("uses: %w: %w", ErrBadRecord, errors.Join(errs...))
+	}
+	return out, nil
+}
+
 // put stores a record and keeps the active index in step; m.mu is held.
 func (m *Mem) put(id job.ID, data []byte, st job.State) {
 	m.jobs[id] = data

@@ -8,10 +8,14 @@
 package state
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/gssh/gssh/job"
@@ -48,6 +52,13 @@ type Store interface {
 	// record cannot be decoded, List returns the others together with an
 	// error wrapping ErrBadRecord that names each bad record.
 	List(f Filter) ([]job.Job, error)
+	// Uses returns the GPU uses of the jobs that ended at or after since
+	// (job.Use, ended ones only), oldest end first (jobs that ended at the
+	// same time in id order). A job that never started used nothing and has
+	// none; non-terminal jobs have none either: a caller reads the running
+	// ones from Active. Like List, it returns the uses it could read with an
+	// error wrapping ErrBadRecord for the others.
+	Uses(since time.Time) ([]job.Use, error)
 }
 
 // Filter selects jobs for List. The zero Filter selects every job.
@@ -201,3 +212,71 @@ func (f Filter) activeOnly() bool {
 
 // full reports whether n matches fill f's limit.
 func (f Filter) full(n int) bool { return f.Limit > 0 && n >= f.Limit }
+
+// endedUse is the use j has in the usage ledger: j.Use() of a terminal job
+// that started.
+func endedUse(j job.Job) (job.Use, bool) {
+	if !j.State.Terminal() {
+		return job.Use{}, false
+	}
+	return j.Use()
+}
+
+// usageKeyLen is the length of a usage key: end time and job id.
+const usageKeyLen = 16
+
+// Bounds of the times a usage key can tell apart: int64 Unix nanoseconds
+// from the epoch on.
+var (
+	usageFirst = time.Unix(0, 0)
+	usageLast  = time.Unix(0, math.MaxInt64)
+)
+
+// usageKey is the key of job id's use that ended at ended: the end time as
+// big-endian Unix nanoseconds, then the id as big-endian, so keys sort by
+// end, then id. Ends outside 1970..2262 (which UnixNano cannot give, or
+// that would not sort as unsigned) are clamped to the first or last key
+// time; Uses checks the use's own Ended for those.
+func usageKey(ended time.Time, id job.ID) []byte {
+	var ns uint64
+	switch {
+	case ended.Before(usageFirst):
+		ns = 0
+	case ended.After(usageLast):
+		ns = math.MaxInt64
+	default:
+		ns = uint64(ended.UnixNano())
+	}
+	k := binary.BigEndian.AppendUint64(make([]byte, 0, usageKeyLen), ns)
+	return binary.BigEndian.AppendUint64(k, uint64(id))
+}
+
+// useSet gathers the uses of job records in the ledger's order, for the
+// stores that answer Uses from the records (Mem, and Bolt on a file of a
+// schema before the ledger).
+type useSet []keyedUse
+
+type keyedUse struct {
+	key []byte
+	use job.Use
+}
+
+// add adds j's use if it ended at or after since.
+func (s *useSet) add(j job.Job, since time.Time) {
+	if u, ok := endedUse(j); ok && !u.Ended.Before(since) {
+		*s = append(*s, keyedUse{usageKey(u.Ended, j.ID), u})
+	}
+}
+
+// sorted returns the uses in key order.
+func (s useSet) sorted() []job.Use {
+	if len(s) == 0 {
+		return nil
+	}
+	slices.SortFunc(s, func(a, b keyedUse) int { return bytes.Compare(a.key, b.key) })
+	out := make([]job.Use, len(s))
+	for i, e := range s {
+		out[i] = e.use
+	}
+	return out
+}

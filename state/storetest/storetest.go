@@ -40,6 +40,8 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 		{"ListFilters", testListFilters},
 		{"ListLimit", testListLimit},
 		{"ConcurrentSubmit", testConcurrentSubmit},
+		{"Uses", testUses},
+		{"UsesOrder", testUsesOrder},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -483,5 +485,212 @@ func testConcurrentSubmit(t *testing.T, s state.Store) {
 	listed, err := s.List(state.Filter{})
 	if err != nil || !slices.Equal(ids(listed), want) {
 		t.Errorf("List = %v, %v; want 1..%d", ids(listed), err, workers*each)
+	}
+}
+
+// sameUses compares uses field by field, times with Equal.
+func sameUses(t *testing.T, what string, got, want []job.Use) {
+	t.Helper()
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(got); i++ {
+		g, w := got[i], want[i]
+		ok = g.User == w.User && g.Share == w.Share && g.Started.Equal(w.Started) && g.Ended.Equal(w.Ended)
+	}
+	if !ok {
+		t.Errorf("%s:\n got %s\nwant %s", what, fmtUses(got), fmtUses(want))
+	}
+}
+
+func fmtUses(us []job.Use) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i, u := range us {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "{%s %s..%s x%g}", u.User, u.Started.UTC().Format(time.RFC3339Nano), u.Ended.UTC().Format(time.RFC3339Nano), u.Share)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// usesFromRecords is what Uses(since) must return, worked out from the job
+// records (List): the uses of the ended jobs that started, ended at or
+// after since, by end time, then id.
+func usesFromRecords(t *testing.T, s state.Store, since time.Time) []job.Use {
+	t.Helper()
+	all, err := s.List(state.Filter{})
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	var out []job.Use
+	for _, j := range all {
+		if !j.State.Terminal() {
+			continue
+		}
+		if u, ok := j.Use(); ok && !u.Ended.Before(since) {
+			out = append(out, u)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b job.Use) int { return a.Ended.Compare(b.Ended) })
+	return out
+}
+
+func update(t *testing.T, s state.Store, id job.ID, fn func(*job.Job)) job.Job {
+	t.Helper()
+	got, err := s.Update(id, func(j *job.Job) error { fn(j); return nil })
+	if err != nil {
+		t.Fatalf("Update(%d): %v", id, err)
+	}
+	return got
+}
+
+func testUses(t *testing.T, s state.Store) {
+	t0 := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
+	check := func(since time.Time, want ...job.Use) {
+		t.Helper()
+		got, err := s.Uses(since)
+		if err != nil {
+			t.Fatalf("Uses(%v): %v", since, err)
+		}
+		sameUses(t, fmt.Sprintf("Uses(%v)", since), got, want)
+		sameUses(t, fmt.Sprintf("Uses(%v) against the records", since), got, usesFromRecords(t, s, since))
+	}
+	check(time.Time{}) // an empty store
+
+	// A job that never started used nothing, ended or not.
+	never := submit(t, s, simple("alice", "never"))
+	check(time.Time{})
+	update(t, s, never.ID, func(j *job.Job) { j.State, j.EndedAt = job.Cancelled, at(5) })
+	check(time.Time{})
+
+	// Launching and running: not ended, so not in Uses (Active has them).
+	b := submit(t, s, simple("bob", "b"))
+	update(t, s, b.ID, func(j *job.Job) {
+		j.State, j.StartedAt = job.Launching, at(0)
+		j.Placement = job.Placement{Host: "gpu01", GPUs: []string{"GPU-a", "GPU-b"}, Indexes: []int{0, 1}}
+	})
+	check(time.Time{})
+	setState(t, s, b.ID, job.Running)
+	check(time.Time{})
+	update(t, s, b.ID, func(j *job.Job) { j.State, j.EndedAt = job.Succeeded, at(60) })
+	ub := job.Use{User: "bob", Started: at(0), Ended: at(60), Share: 2} // no share recorded: one per GPU
+	check(time.Time{}, ub)
+
+	// Oldest end first, not submit order.
+	c := submit(t, s, simple("carol", "c"))
+	update(t, s, c.ID, func(j *job.Job) {
+		j.State, j.StartedAt = job.Running, at(10)
+		j.Placement = job.Placement{Host: "gpu02", GPUs: []string{"GPU-c"}, Indexes: []int{0}, Share: 0.5}
+	})
+	update(t, s, c.ID, func(j *job.Job) { j.State, j.EndedAt = job.Failed, at(30) })
+	uc := job.Use{User: "carol", Started: at(10), Ended: at(30), Share: 0.5}
+	check(time.Time{}, uc, ub)
+
+	// Submitted already ended (another zone's clock): in Uses from Submit
+	// on; the same end as bob's, so after it (id order).
+	zone := time.FixedZone("UTC+2", 2*3600)
+	submit(t, s, job.Job{User: "dave", State: job.Succeeded, Spec: job.Spec{GPUs: 1},
+		Placement: job.Placement{Host: "gpu03", GPUs: []string{"GPU-d"}, Indexes: []int{0}, Share: 1},
+		StartedAt: at(20).In(zone), EndedAt: at(60).In(zone)})
+	ud := job.Use{User: "dave", Started: at(20), Ended: at(60), Share: 1}
+	check(time.Time{}, uc, ub, ud)
+
+	// Ended without a recorded end: it counts nothing (Ended = Started).
+	e := submit(t, s, simple("erin", "e"))
+	update(t, s, e.ID, func(j *job.Job) {
+		j.State, j.StartedAt = job.Running, at(40)
+		j.Placement = job.Placement{Host: "gpu01", GPUs: []string{"GPU-e"}, Indexes: []int{2}}
+	})
+	setState(t, s, e.ID, job.Lost)
+	ue := job.Use{User: "erin", Started: at(40), Ended: at(40), Share: 1}
+	check(time.Time{}, uc, ue, ub, ud)
+
+	// since: ended at or after it.
+	check(at(30), uc, ue, ub, ud)
+	check(at(30).Add(time.Nanosecond), ue, ub, ud)
+	check(at(60).In(zone), ub, ud)
+	check(at(60).Add(time.Nanosecond))
+	check(at(24 * 60))
+
+	// Requeued after running: still no use.
+	f := submit(t, s, simple("frank", "f"))
+	update(t, s, f.ID, func(j *job.Job) {
+		j.State, j.StartedAt = job.Running, at(50)
+		j.Placement = job.Placement{Host: "gpu02", GPUs: []string{"GPU-f"}, Indexes: []int{1}}
+	})
+	update(t, s, f.ID, func(j *job.Job) { j.State, j.StartedAt, j.Placement = job.Queued, time.Time{}, job.Placement{} })
+	check(time.Time{}, uc, ue, ub, ud)
+
+	// An ended job's other fields change: its one use stays.
+	update(t, s, b.ID, func(j *job.Job) { j.Reason = "exit status 0" })
+	check(time.Time{}, uc, ue, ub, ud)
+	// Its end changes: the use moves (none is left at the old end).
+	update(t, s, b.ID, func(j *job.Job) { j.EndedAt = at(35) })
+	ub.Ended = at(35)
+	check(time.Time{}, uc, ub, ue, ud)
+	check(at(60), ud)
+	// Its share changes: the use follows.
+	update(t, s, c.ID, func(j *job.Job) { j.Placement.Share = 0.25 })
+	uc.Share = 0.25
+	check(time.Time{}, uc, ub, ue, ud)
+
+	// Aborted and refused updates leave the uses as they were.
+	boom := errors.New("boom")
+	if _, err := s.Update(b.ID, func(j *job.Job) error { j.EndedAt = at(90); return boom }); !errors.Is(err, boom) {
+		t.Fatalf("aborted Update: %v", err)
+	}
+	if _, err := s.Update(c.ID, func(j *job.Job) error { j.State, j.EndedAt = job.Running, time.Time{}; return nil }); !errors.Is(err, state.ErrTerminal) {
+		t.Fatalf("refused Update: %v, want ErrTerminal", err)
+	}
+	check(time.Time{}, uc, ub, ue, ud)
+}
+
+// testUsesOrder: many ends out of submit order, with ties, come back by
+// end time, then id.
+func testUsesOrder(t *testing.T, s state.Store) {
+	t0 := time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
+	const n = 40
+	end := map[string]time.Time{}
+	for i := range n {
+		j := submit(t, s, simple(fmt.Sprintf("u%02d", i+1), fmt.Sprint(i)))
+		if i%5 == 4 { // some never end
+			setState(t, s, j.ID, job.Running)
+			continue
+		}
+		end[j.User] = t0.Add(time.Duration(i*7%11) * time.Hour)
+		update(t, s, j.ID, func(j *job.Job) {
+			j.State, j.StartedAt, j.EndedAt = job.Running, t0.Add(-time.Hour), end[j.User]
+			j.Placement = job.Placement{Host: "h", GPUs: []string{"GPU-" + j.User}, Indexes: []int{0}}
+		})
+		setState(t, s, j.ID, job.Succeeded)
+	}
+	for _, since := range []time.Time{{}, t0, t0.Add(3 * time.Hour), t0.Add(10 * time.Hour), t0.Add(11 * time.Hour)} {
+		got, err := s.Uses(since)
+		if err != nil {
+			t.Fatalf("Uses: %v", err)
+		}
+		want := 0
+		for _, e := range end {
+			if !e.Before(since) {
+				want++
+			}
+		}
+		if len(got) != want {
+			t.Errorf("Uses(%v): %d uses, want %d", since, len(got), want)
+		}
+		for i, u := range got {
+			if !u.Ended.Equal(end[u.User]) || u.Ended.Before(since) {
+				t.Errorf("Uses(%v)[%d] = %s ended %v, want its end %v, at or after since", since, i, u.User, u.Ended, end[u.User])
+			}
+			if i > 0 {
+				p := got[i-1]
+				if c := p.Ended.Compare(u.Ended); c > 0 || c == 0 && p.User >= u.User {
+					t.Errorf("Uses(%v): %s (%v) before %s (%v): not by end, then id", since, p.User, p.Ended, u.User, u.Ended)
+				}
+			}
+		}
+		sameUses(t, "Uses against the records", got, usesFromRecords(t, s, since))
 	}
 }
