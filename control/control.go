@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +39,10 @@ type Store interface {
 	Get(id job.ID) (job.Job, error)
 	Active() ([]job.Job, error)
 	Update(id job.ID, fn func(*job.Job) error) (job.Job, error)
+	// Uses returns the GPU uses of the jobs that ended at or after since
+	// (fair-share usage); like Active, it may return what it could read
+	// with an error wrapping state.ErrBadRecord.
+	Uses(since time.Time) ([]job.Use, error)
 }
 
 // Snapshots gives every host of the inventory with its facts (labels,
@@ -149,7 +154,7 @@ func New(opt Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events,
-		now: opt.Now, policy: opt.Policy, cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace)}
+		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace)}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -196,7 +201,10 @@ type Result struct {
 	Started  []job.Job // launched in this pass
 	Finished []job.Job // reached an end state in this pass
 	Pending  []job.Job // still queued, with their reasons
-	Errors   []error   // per host or per job problems that did not stop the pass
+	// Changed are the ids of the Pending jobs whose reason this pass
+	// changed (a cron log prints only those).
+	Changed map[job.ID]bool
+	Errors  []error // per host or per job problems that did not stop the pass
 }
 
 // Pass runs one pass. It probes (asks Snapshots) only when some job is
@@ -221,6 +229,9 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	if len(in.Queue) == 0 {
 		return res, nil
 	}
+	if in.Usage, err = c.Usage(active, in.Now); err != nil {
+		res.Errors = append(res.Errors, fmt.Errorf("fair-share usage: %w", err)) // planned on what could be read
+	}
 	if in.Hosts, err = c.snaps.Hosts(ctx); err != nil {
 		res.Errors = append(res.Errors, fmt.Errorf("host snapshots: %w", err))
 		return res, nil
@@ -231,6 +242,23 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	c.carryOut(ctx, sched.Plan(in), in.Queue, &res)
 	return res, nil
 }
+
+// Usage is each user's fair-share usage at now (sched.Usage under the
+// policy's FairShare), from the uses of the jobs that ended within
+// sched.Horizon (the store's ledger) and of the active ones (running up to
+// now). With an error wrapping state.ErrBadRecord it is the usage of what
+// could be read.
+func (c *Controller) Usage(active []job.Job, now time.Time) (map[string]float64, error) {
+	fs := c.policy.FairShare
+	uses, err := c.store.Uses(now.Add(-sched.Horizon(fs)))
+	if err != nil && !errors.Is(err, state.ErrBadRecord) {
+		return nil, err
+	}
+	return sched.Usage(append(uses, sched.Uses(active)...), now, fs), err
+}
+
+// Policy is the policy the controller plans under, defaults filled in.
+func (c *Controller) Policy() sched.Policy { return c.policy }
 
 // input is the planner's input for active (the hosts aside): the queued
 // jobs, the ones holding GPUs, the policy and now. Pass and DryRun plan
@@ -248,11 +276,19 @@ func (c *Controller) input(active []job.Job) sched.Input {
 	return in
 }
 
-// Trial is a dry run's answer for one job.
+// Trial is what a plan made now says of one job: gssh submit --dry-run's
+// and gssh show's answer.
 type Trial struct {
 	Start     bool          // it would start now
 	Placement job.Placement // where, when Start
-	Reason    sched.Reason  // why it would wait, when not
+	// Rejected are the hosts turned down for it, and why (when Start: why
+	// not elsewhere).
+	Rejected []sched.Rejection
+	// Pending says why it would wait, its place in the queue and its
+	// reservation, when not Start.
+	Pending sched.Pending
+	// Forecast is when it is expected to start, when not Start.
+	Forecast sched.Forecast
 }
 
 // DryRun plans the queue as a pass would now, with j (which is not
@@ -264,23 +300,48 @@ func (c *Controller) DryRun(ctx context.Context, j job.Job) (Trial, error) {
 	if err != nil && !errors.Is(err, state.ErrBadRecord) {
 		return Trial{}, err
 	}
-	j.State = job.Queued
-	in := c.input(append(active, j))
+	j.State, j.SubmittedAt = job.Queued, c.now()
+	return c.trial(ctx, append(active, j), j.ID)
+}
+
+// Explain plans the queue as a pass would now and says what it makes of
+// queued job id: why it waits, where it stands, when it is expected to
+// start. Like DryRun, it polls no worker (the jobs are as the last pass
+// recorded them) and writes nothing. A job not queued is an error.
+func (c *Controller) Explain(ctx context.Context, id job.ID) (Trial, error) {
+	active, err := c.store.Active()
+	if err != nil && !errors.Is(err, state.ErrBadRecord) {
+		return Trial{}, err
+	}
+	if !slices.ContainsFunc(active, func(j job.Job) bool { return j.ID == id && j.State == job.Queued }) {
+		return Trial{}, fmt.Errorf("job %d is not queued", id)
+	}
+	return c.trial(ctx, active, id)
+}
+
+// trial plans active (with the hosts as Snapshots gives them) and says
+// what becomes of job id.
+func (c *Controller) trial(ctx context.Context, active []job.Job, id job.ID) (Trial, error) {
+	in := c.input(active)
+	var err error
+	if in.Usage, err = c.Usage(active, in.Now); err != nil && !errors.Is(err, state.ErrBadRecord) {
+		return Trial{}, fmt.Errorf("fair-share usage: %w", err)
+	}
 	if in.Hosts, err = c.snaps.Hosts(ctx); err != nil {
 		return Trial{}, fmt.Errorf("host snapshots: %w", err)
 	}
 	plan := sched.Plan(in)
 	for _, s := range plan.Starts {
-		if s.Job == j.ID {
-			return Trial{Start: true, Placement: s.Placement}, nil
+		if s.Job == id {
+			return Trial{Start: true, Placement: s.Placement, Rejected: s.Rejected}, nil
 		}
 	}
 	for _, p := range plan.Pending {
-		if p.Job == j.ID {
-			return Trial{Reason: p.Reason}, nil
+		if p.Job == id {
+			return Trial{Pending: p, Rejected: p.Rejected, Forecast: sched.ForecastStart(in, id)}, nil
 		}
 	}
-	return Trial{}, fmt.Errorf("dry run: job %d is not in the plan", j.ID)
+	return Trial{}, fmt.Errorf("job %d is not in the plan", id)
 }
 
 // ErrEnded means a job asked to be cancelled has ended already.
@@ -387,6 +448,10 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued 
 		switch {
 		case err == nil:
 			res.Pending = append(res.Pending, updated)
+			if res.Changed == nil {
+				res.Changed = map[job.ID]bool{}
+			}
+			res.Changed[j.ID] = true
 		case !errors.Is(err, errSkip):
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: record the pending reason: %w", j.ID, err))
 		}
@@ -516,11 +581,18 @@ func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Resul
 	return out
 }
 
-// endedAt is when j ended, by what its worker reported (the exit file's
-// mtime, whole seconds: a job shorter than a second may seem to end
-// before it began), else now.
+// endedAt is when j ended on the controller's clock: its start plus the
+// run time the worker measured on its own clock (job.Status.Runtime), so
+// two hosts' clocks never mix; for an exit file without a run time, what
+// the worker reported (the exit file's mtime, whole seconds, by the
+// worker's clock), else now. Never before the start nor after now.
 func endedAt(j job.Job, st job.Status, now time.Time) time.Time {
 	switch {
+	case st.Runtime > 0 && !j.StartedAt.IsZero():
+		if e := j.StartedAt.Add(st.Runtime); e.Before(now) {
+			return e
+		}
+		return now
 	case st.EndedAt.IsZero() || !st.EndedAt.Before(now):
 		return now
 	case st.EndedAt.Before(j.StartedAt):
@@ -529,10 +601,17 @@ func endedAt(j job.Job, st job.Status, now time.Time) time.Time {
 	return st.EndedAt
 }
 
+// walltime is what j may run: its --timeout, else the policy's
+// default_timeout (0: no limit).
+func (c *Controller) walltime(j job.Job) time.Duration {
+	return cmp.Or(j.Spec.Timeout, c.policy.DefaultTimeout)
+}
+
 // pastWalltime reports whether j, running, has run longer than its
 // walltime by now.
-func pastWalltime(j job.Job, now time.Time) bool {
-	return j.Spec.Timeout > 0 && !j.StartedAt.IsZero() && now.Sub(j.StartedAt) > j.Spec.Timeout
+func (c *Controller) pastWalltime(j job.Job, now time.Time) bool {
+	w := c.walltime(j)
+	return w > 0 && !j.StartedAt.IsZero() && now.Sub(j.StartedAt) > w
 }
 
 // apply records what the worker reported of j.
@@ -561,14 +640,17 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		return u, true
 	}
 	switch {
-	case st.State == job.Running && pastWalltime(j, now):
+	case st.State == job.Running && c.pastWalltime(j, now):
 		if _, err := c.workers.Stop(ctx, j, c.grace, job.Timeout); err != nil {
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: walltime: %w", j.ID, err))
 			return j, false
 		}
 		return update(func(x *job.Job) {
 			x.State, x.EndedAt = job.Timeout, now
-			x.Reason = fmt.Sprintf("ran past its walltime of %s: stopped", j.Spec.Timeout)
+			x.Reason = fmt.Sprintf("ran past its walltime of %s: stopped", c.walltime(j))
+			if j.Spec.Timeout == 0 {
+				x.Reason = fmt.Sprintf("ran past the default walltime of %s (policy default_timeout): stopped", c.walltime(j))
+			}
 		})
 	case st.State == job.Running && j.State == job.Launching:
 		// A launch whose outcome was unknown: it did start.
@@ -632,7 +714,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 			x.State, x.EndedAt, x.Reason, x.ReasonCode = st.State, endedAt(j, st, now), st.Reason, ""
 			x.ExitCode, x.Signal = st.ExitCode, st.Signal
 			if x.StartedAt.IsZero() { // a launch whose outcome was unknown, found ended
-				x.StartedAt = x.EndedAt
+				x.StartedAt = x.EndedAt.Add(-st.Runtime)
 			}
 		})
 	}

@@ -158,7 +158,7 @@ func (w *workers) Poll(_ context.Context, host string, jobs []job.Job) (map[job.
 			out[j.ID] = job.Status{State: job.Cancelled, Reason: "cancelled"}
 		case s.runFor >= 0 && time.Since(s.started) >= s.runFor:
 			code := s.exit
-			st := job.Status{State: job.Succeeded, ExitCode: &code, Reason: "exit status 0", EndedAt: s.started.Add(s.runFor)}
+			st := job.Status{State: job.Succeeded, ExitCode: &code, Reason: "exit status 0", EndedAt: s.started.Add(s.runFor), Runtime: s.runFor}
 			if code != 0 {
 				st.State, st.Reason = job.Failed, fmt.Sprintf("exit status %d", code)
 			}
@@ -322,11 +322,12 @@ func TestPassPendingReasonWrittenOnce(t *testing.T) {
 	first := r.get(t, j.ID)
 	counting := &countingStore{Mem: r.store}
 	ctl, _ := control.New(control.Options{Store: counting, Snapshots: r.lab, Workers: r.workers})
-	if _, err := ctl.Pass(context.Background()); err != nil {
+	res, err := ctl.Pass(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if counting.updates != 0 || r.get(t, j.ID).Reason != first.Reason {
-		t.Errorf("%d updates for an unchanged reason", counting.updates)
+	if counting.updates != 0 || r.get(t, j.ID).Reason != first.Reason || len(res.Changed) != 0 || len(res.Pending) != 1 {
+		t.Errorf("%d updates for an unchanged reason; changed %v", counting.updates, res.Changed)
 	}
 }
 
@@ -416,6 +417,64 @@ func TestPassWalltime(t *testing.T) {
 		}
 		if got := r.get(t, j.ID); !got.EndedAt.Equal(time.Now()) {
 			t.Errorf("ended %v, want now", got.EndedAt)
+		}
+	})
+}
+
+// default_timeout is the walltime of a job without --timeout; a job's own
+// --timeout wins.
+func TestPassDefaultTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, sched.Policy{DefaultTimeout: time.Minute}, a100x4("ctl"))
+		bare := r.submitSpec(t, job.Spec{Argv: []string{"train"}, Host: "auto", GPUs: 1, MemPerGPU: GiB, Priority: 5})
+		own := r.submitSpec(t, job.Spec{Argv: []string{"train"}, Host: "auto", GPUs: 1, MemPerGPU: GiB, Timeout: time.Hour, Priority: 5})
+		if res := r.pass(t); len(res.Started) != 2 {
+			t.Fatalf("started %v", ids(res.Started))
+		}
+		time.Sleep(61 * time.Second)
+		res := r.pass(t)
+		if len(res.Finished) != 1 || res.Finished[0].ID != bare.ID || res.Finished[0].State != job.Timeout ||
+			res.Finished[0].Reason != "ran past the default walltime of 1m0s (policy default_timeout): stopped" {
+			t.Fatalf("finished %+v", res.Finished)
+		}
+		if got := r.get(t, own.ID); got.State != job.Running {
+			t.Errorf("the job with its own walltime: %s", got.State)
+		}
+	})
+}
+
+// Fair-share in a pass: the user who used the GPUs least goes first,
+// whoever submitted first; usage comes from the store's ended jobs and
+// the running ones.
+func TestPassFairShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, sched.Policy{}, a100x4("ctl")) // one GPU free for an exclusive job
+		submit := func(user string, argv ...string) job.Job {
+			j, err := r.store.Submit(job.Job{User: user, Spec: job.Spec{Argv: argv, Host: "auto", GPUs: 1, Workdir: "~", Priority: 5}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return j
+		}
+		// ann ran an hour on the GPU; it ended half an hour ago.
+		hour := submit("ann", "sleep", "3600")
+		r.pass(t)
+		time.Sleep(90 * time.Minute)
+		if res := r.pass(t); len(res.Finished) != 1 || !r.get(t, hour.ID).EndedAt.Equal(r.get(t, hour.ID).StartedAt.Add(time.Hour)) {
+			t.Fatalf("the hour-long job: %+v", r.get(t, hour.ID))
+		}
+		first := submit("ann", "sleep", "60")
+		second := submit("bob", "sleep", "60")
+		res := r.pass(t)
+		if !slices.Equal(ids(res.Started), []job.ID{second.ID}) {
+			t.Fatalf("started %v, want bob's job %d", ids(res.Started), second.ID)
+		}
+		u, err := r.ctl.Usage(nil, time.Now())
+		if err != nil || u["ann"] < 3000 || u["ann"] > 3600 || u["bob"] != 0 {
+			t.Errorf("usage %v, %v", u, err)
+		}
+		if p := r.get(t, first.ID); !strings.Contains(p.Reason, fmt.Sprintf("GPU 3: in use by gssh jobs (bob: job %d)", second.ID)) {
+			t.Errorf("ann's job waits: %s %s", p.ReasonCode, p.Reason)
 		}
 	})
 }
@@ -634,7 +693,7 @@ func TestDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if trial.Start || trial.Reason.Code != sched.CodeForeign || !strings.Contains(trial.Reason.Text, "GPU 3: in use by gssh jobs") {
+	if trial.Start || trial.Pending.Reason.Code != sched.CodeForeign || trial.Pending.Position != 2 || !strings.Contains(trial.Pending.Reason.Text, "GPU 3: in use by gssh jobs") {
 		t.Errorf("behind job %d: %+v", first.ID, trial)
 	}
 	if r.workers.polls != 0 || r.get(t, first.ID).State != job.Queued || r.get(t, first.ID).Reason != "" {

@@ -19,7 +19,15 @@
 //	           the command, or by Abandon so that it never does
 //	abandoned  present when the attempt was abandoned before it started
 //	pid        "PID STARTTICKS" of run.sh, the job's session leader
-//	exit       "exit N" or "error <why>", written atomically when it ends
+//	exit       how it ended, written atomically (exit.tmp, then mv) when
+//	           it ends: a first line "exit N" (the command's exit status)
+//	           or "error <why>" (it could not start: the workdir), then,
+//	           when the command ran and /proc/uptime could be read before
+//	           and after it, a second line "runtime U0 U1": the worker's
+//	           /proc/uptime (seconds, 2 decimals) just before the command
+//	           started and just after it ended, so U1 − U0 is its run time
+//	           on the worker's own monotonic clock. Exit files of a gssh
+//	           before runtimes were recorded have the first line alone.
 //	cancelled  present when gssh stopped the job: "cancelled" (gssh cancel)
 //	           or "timeout" (past its walltime)
 //
@@ -205,6 +213,17 @@ func CheckSpec(s job.Spec) error {
 // GSSH_CLUSTER_ID, GSSH_ATTEMPT and the --env values, changes to the
 // workdir (failing the job with that reason when it does not exist), runs
 // the command and writes its exit status to `exit` atomically.
+//
+// It reads the worker's uptime (/proc/uptime) just before the command and
+// again just after it: `exit` is then "exit N" and a second line
+// "runtime U0 U1", both values as /proc/uptime gives them (seconds, 2
+// decimals). Where /proc/uptime cannot be read, either time, `exit` has
+// the first line alone, as before runtimes were recorded. A job whose
+// workdir is missing never started its command: its `exit` is the
+// "error workdir ..." line alone, with no runtime line (Poll reports
+// Runtime 0). The two readings live in GSSH_U0 and GSSH_U1, unset first
+// so never exported to the command; the GSSH_ prefix is gssh's own
+// (CheckSpec), so they cannot clash with an --env variable.
 func RunScript(cluster string, j job.Job) (string, error) {
 	if err := CheckSpec(j.Spec); err != nil {
 		return "", err
@@ -216,7 +235,7 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	w("if ! mkdir \"$d/go\" 2>/dev/null; then echo 'gssh: this launch attempt was abandoned before it started: nothing was run' >&2; exit 0; fi\n")
 	w("st=$(sed 's/.*) //' /proc/$$/stat | cut -d' ' -f20)\n")
 	w("if ! { printf '%%s %%s\\n' \"$$\" \"$st\" >\"$d/pid.tmp\" && mv -f \"$d/pid.tmp\" \"$d/pid\"; }; then echo 'gssh: cannot record the pid (disk full?): nothing was run' >&2; exit 1; fi\n")
-	w("fin() { printf '%%s\\n' \"$1\" >\"$d/exit.tmp\" && mv -f \"$d/exit.tmp\" \"$d/exit\"; }\n")
+	b.WriteString(finFn)
 	w("if [ -e \"$d/cancelled\" ]; then echo 'gssh: cancelled before it started: nothing was run' >&2; exit 0; fi\n")
 	w("export CUDA_VISIBLE_DEVICES=%s\n", q(strings.Join(j.Placement.GPUs, ",")))
 	w("export CUDA_DEVICE_ORDER=PCI_BUS_ID\n")
@@ -228,6 +247,7 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	w("if ! cd %s 2>/dev/null; then\n", wd)
 	w("  printf 'gssh: workdir %%s does not exist on %%s (or may not be entered)\\n' %s %s >&2\n", q(j.Spec.Workdir), q(cmp.Or(j.Placement.Host, "this host")))
 	w("  fin %s; exit 1\nfi\n", q("error workdir "+j.Spec.Workdir+" does not exist on the worker"))
+	b.WriteString(readU0)
 	if j.Spec.Shell {
 		w("sh -c %s </dev/null\n", q(j.Spec.Argv[0]))
 	} else {
@@ -240,6 +260,25 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	w("fin \"exit $?\"\n")
 	return b.String(), nil
 }
+
+// finFn defines `fin LINE`, run.sh's one way to end: it writes the exit
+// file atomically (exit.tmp, then mv): LINE, then "runtime U0 U1" when the
+// command's start was read from /proc/uptime (GSSH_U0, set by readU0 just
+// before the command) and /proc/uptime reads again now (GSSH_U1). POSIX sh
+// only: run.sh's sh may be dash, bash or busybox.
+const finFn = `unset GSSH_U0 GSSH_U1
+fin() {
+  GSSH_U1=
+  if [ -n "$GSSH_U0" ]; then { read -r GSSH_U1 </proc/uptime; } 2>/dev/null || GSSH_U1=; GSSH_U1=${GSSH_U1%% *}; fi
+  if [ -n "$GSSH_U1" ]; then printf '%s\nruntime %s %s\n' "$1" "$GSSH_U0" "$GSSH_U1"; else printf '%s\n' "$1"; fi >"$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"
+}
+`
+
+// readU0 sets GSSH_U0 to the worker's uptime (the first field of
+// /proc/uptime), or to "" when it cannot be read: the line just before
+// the command.
+const readU0 = `{ read -r GSSH_U0 </proc/uptime; } 2>/dev/null || GSSH_U0=; GSSH_U0=${GSSH_U0%% *}
+`
 
 // userHome matches "~user" and "~user/dir": a user name the shell may see
 // unquoted (tilde expansion needs that) and nothing else.
@@ -391,6 +430,13 @@ func firstLines(s string, n int) string {
 // time, so a reused pid is not taken for it). A job whose directory has no
 // pid file yet (claimed, launch unknown) is reported Lost only if the
 // directory does not exist.
+//
+// Of an exit file it reads the first line (its first 300 bytes: an error
+// text may be long) and the second line only when that is "runtime U0 U1"
+// with two decimal numbers, so neither a long first line nor one that
+// itself holds "runtime" hides or fakes it; a job that ended has
+// Runtime U1 − U0 (0 when the line is absent, as in an exit file of a gssh
+// before runtimes were recorded, malformed, or negative).
 func Poll(ctx context.Context, run Runner, host, cluster string, jobs []job.Job) (map[job.ID]job.Status, error) {
 	var in bytes.Buffer
 	for _, j := range jobs {
@@ -404,7 +450,7 @@ func Poll(ctx context.Context, run Runner, host, cluster string, jobs []job.Job)
 		}
 		fmt.Fprintf(&in, "%d %s %s %s\n", j.ID, pid, st, d)
 	}
-	script := aliveFn + procsFn + jobdirFn + `
+	script := aliveFn + procsFn + jobdirFn + exitfileFn + `
 cid=` + q(cluster) + `
 while read -r id pid st dir; do
   jobdir "$dir"
@@ -418,7 +464,7 @@ while read -r id pid st dir; do
     echo "$id stopped $n $(head -c 20 "$d/cancelled")"
   elif [ -s "$d/exit" ] && [ -z "$alive" ]; then
     n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)
-    echo "$id exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) $n $(head -c 300 "$d/exit" | tr '\n' ' ')"
+    echo "$id exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) $n $(exitfile "$d/exit")"
   elif [ -n "$alive" ]; then echo "$id running $pid $st $d"
   elif [ "$pid" = - ] && [ -d "$d/go" ] && ! grep -qsF -- "$d/run.sh" /proc/[0-9]*/cmdline; then echo "$id died"
   elif [ "$pid" = - ]; then echo "$id starting"
@@ -434,6 +480,20 @@ done`
 	return parsePoll(res.Stdout), nil
 }
 
+// exitfileFn defines `exitfile FILE`, an exit file on one line for Poll:
+// "U0 U1 FIRST", where U0 U1 are the values of its "runtime" line (the
+// second line, when it is "runtime" and two numbers; "- -" otherwise) and
+// FIRST its first line, cut at 300 bytes. The runtime values come first
+// and are single words, so no text in FIRST can be taken for them.
+const exitfileFn = `
+exitfile() {
+  LC_ALL=C awk 'NR == 1 { l = substr($0, 1, 300) }
+    NR == 2 && /^runtime [0-9.]+ [0-9.]+$/ { r = $2 " " $3 }
+    NR >= 2 { exit }
+    END { if (r == "") r = "- -"; print r, l }' "$1"
+}`
+
+// parsePoll reads Poll's answer: one line per job, "ID WHAT ...".
 func parsePoll(out []byte) map[job.ID]job.Status {
 	m := map[job.ID]job.Status{}
 	for _, line := range strings.Split(string(out), "\n") {
@@ -479,12 +539,13 @@ func parsePoll(out []byte) map[job.ID]job.Status {
 			m[id] = job.Status{State: job.Lost, Orphans: n, Reason: "the job's main process is gone and it wrote no exit status, but some of its processes still run"}
 		case "abandoned":
 			m[id] = job.Status{State: job.Lost, Abandoned: true, Reason: "the launch attempt was abandoned before it started"}
-		case "exit":
-			if len(f) < 5 {
+		case "exit": // ID exit MTIME LEFTOVERS U0 U1 FIRST-LINE...
+			if len(f) < 7 {
 				m[id] = job.Status{State: job.Failed, Reason: "unreadable exit file"}
 				continue
 			}
-			st := exitStatus(strings.Join(f[4:], " "))
+			st := exitStatus(strings.Join(f[6:], " "))
+			st.Runtime = runtimeOf(f[4], f[5])
 			if sec, err := strconv.ParseInt(f[2], 10, 64); err == nil && sec > 0 {
 				st.EndedAt = time.Unix(sec, 0)
 			}
@@ -495,7 +556,32 @@ func parsePoll(out []byte) map[job.ID]job.Status {
 	return m
 }
 
-// exitStatus reads the exit file: "exit N" or "error <why>".
+// runtimeOf is u1 − u0, two /proc/uptime readings ("12345.67"): 0 when
+// either is not a plain decimal number (no sign, no exponent: "-" when the
+// exit file has no runtime line) or u1 is before u0.
+func runtimeOf(u0, u1 string) time.Duration {
+	t0, ok0 := parseUptime(u0)
+	t1, ok1 := parseUptime(u1)
+	if !ok0 || !ok1 || t1 < t0 {
+		return 0
+	}
+	return t1 - t0
+}
+
+// parseUptime reads one /proc/uptime value, seconds as digits with an
+// optional fraction, exactly (no float rounding); false for anything
+// else, values of 10⁹ s (31 years) or more included, so nothing overflows.
+func parseUptime(s string) (time.Duration, bool) {
+	sec, frac, _ := strings.Cut(s, ".")
+	if sec == "" || len(sec) > 9 || strings.Trim(sec, "0123456789") != "" || strings.Trim(frac, "0123456789") != "" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s + "s")
+	return d, err == nil
+}
+
+// exitStatus reads the first line of an exit file: "exit N" or
+// "error <why>" (its runtime line is Poll's: see runtimeOf).
 func exitStatus(s string) job.Status {
 	if why, ok := strings.CutPrefix(s, "error "); ok {
 		return job.Status{State: job.Failed, Reason: why}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -196,6 +197,33 @@ func TestSurvivesConnectionDropAndControllerRestart(t *testing.T) {
 	launch.Logs(context.Background(), p2, "w", cluster, j, 10, false, &log)
 	if log.String() != "done\n" {
 		t.Errorf("log %q", log.String())
+	}
+}
+
+// The worker times the command on its own clock (/proc/uptime, before and
+// after): a job that sleeps 1 s reports about 1 s, whatever the
+// controller's clock or the polling interval, and its exit file keeps the
+// old first line. A job that never started its command reports none.
+func TestRuntimeOnWorkerClock(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := start(t, p, newJob(35, "sleep", "1"))
+	st := waitEnd(t, p, j)
+	if st.State != job.Succeeded || st.Runtime < 900*time.Millisecond || st.Runtime > 5*time.Second {
+		t.Errorf("status %+v: want succeeded, runtime between 0.9 s and 5 s", st)
+	}
+	exit, err := os.ReadFile(filepath.Join(w.sshd.Home, launch.DirName(cluster, j.ID, j.Attempt), "exit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^exit 0\nruntime [0-9]+\.[0-9]{2} [0-9]+\.[0-9]{2}\n$`).Match(exit) {
+		t.Errorf("exit file %q, want \"exit 0\\nruntime U0 U1\\n\"", exit)
+	}
+	k := newJob(36, "true")
+	k.Spec.Workdir = "/nonexistent/dir"
+	k = start(t, p, k)
+	if st := waitEnd(t, p, k); st.State != job.Failed || st.Runtime != 0 || !strings.Contains(st.Reason, "does not exist") {
+		t.Errorf("workdir missing: %+v, want failed with runtime 0", st)
 	}
 }
 

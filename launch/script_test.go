@@ -1,14 +1,18 @@
 package launch
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sshexec"
 )
 
 func TestRunScriptIsValidShell(t *testing.T) {
@@ -21,8 +25,15 @@ func TestRunScriptIsValidShell(t *testing.T) {
 	if os.Getenv("SHOW") != "" {
 		t.Log("\n" + s)
 	}
-	if out, err := exec.Command("sh", "-n", "-c", s).CombinedOutput(); err != nil {
-		t.Fatalf("sh -n: %v %s\n%s", err, out, s)
+	for _, sh := range shells(t) {
+		args := append(strings.Fields(sh), "-n", "-c", s)
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s -n: %v %s\n%s", sh, err, out, s)
+		}
+	}
+	// The start of the command is read just before it runs.
+	if !strings.Contains(s, "\n"+readU0+`echo 'a b' '$(touch x)' </dev/null`+"\nfin \"exit $?\"\n") {
+		t.Errorf("no uptime reading just before the command:\n%s", s)
 	}
 	if !strings.Contains(s, `export CUDA_VISIBLE_DEVICES=GPU-1,GPU-2`) || !strings.Contains(s, `cd "$HOME"/'my dir'`) {
 		t.Errorf("script:\n%s", s)
@@ -88,6 +99,205 @@ func TestExitStatus(t *testing.T) {
 		s := exitStatus(in)
 		if got := string(s.State) + " " + s.Reason; got != want {
 			t.Errorf("exitStatus(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRuntimeOf(t *testing.T) {
+	for _, c := range []struct {
+		u0, u1 string
+		want   time.Duration
+	}{
+		{"12345.67", "12346.70", 1030 * time.Millisecond},
+		{"100.00", "100.00", 0},
+		{"0.5", "2", 1500 * time.Millisecond},
+		{"7", "9.", 2 * time.Second},
+		{"999999999.99", "999999999.99", 0},
+		{"12346.70", "12345.67", 0}, // negative: u1 before u0
+		{"-", "-", 0},               // no runtime line
+		{"-1.00", "2.00", 0},
+		{"1.00", "+2.00", 0},
+		{"1e3", "2e3", 0},
+		{"1.2.3", "4.00", 0},
+		{".5", "1.00", 0},
+		{"1.00", "", 0},
+		{"1h", "2h", 0},
+		{"1.00", "NaN", 0},
+		{"1.00", "Inf", 0},
+		{"0.00", "99999999999999999999.00", 0}, // past 10⁹ s: refused, never overflows
+		{"１.00", "2.00", 0},                    // not ASCII digits
+	} {
+		if got := runtimeOf(c.u0, c.u1); got != c.want {
+			t.Errorf("runtimeOf(%q, %q) = %v, want %v", c.u0, c.u1, got, c.want)
+		}
+	}
+}
+
+// Poll's answer for ended jobs, "ID exit MTIME LEFTOVERS U0 U1 FIRST-LINE":
+// the runtime words come before the exit file's first line, so a line
+// holding "runtime" is read as text.
+func TestParsePollExit(t *testing.T) {
+	for _, c := range []struct {
+		line    string
+		state   job.State
+		reason  string
+		code    any
+		runtime time.Duration
+		orphans int
+	}{
+		{"1 exit 1700000000 0 100.00 101.50 exit 0", job.Succeeded, "exit status 0", 0, 1500 * time.Millisecond, 0},
+		{"2 exit 1700000000 2 - - exit 3", job.Failed, "exit status 3", 3, 0, 2},                                // an old exit file
+		{"3 exit 1700000000 0 abc 101.50 exit 0", job.Succeeded, "exit status 0", 0, 0, 0},                      // garbage
+		{"4 exit 1700000000 0 101.50 100.00 exit 0", job.Succeeded, "exit status 0", 0, 0, 0},                   // negative
+		{"5 exit 1700000000 0 - - error bad runtime 1.00 9.00", job.Failed, "bad runtime 1.00 9.00", nil, 0, 0}, // "runtime" in the text
+		{"6 exit 1700000000 0 1.00 3.00 error runtime 5 9", job.Failed, "runtime 5 9", nil, 2 * time.Second, 0},
+		{"7 exit 1700000000 0 1.00 3.00 exit 143", job.Failed, "exit status 143: killed by signal TERM", 143, 2 * time.Second, 0},
+		{"8 exit 1700000000 0 - -", job.Failed, "unreadable exit file", nil, 0, 0}, // empty first line
+		{"9 exit 1700000000 0 exit 0", job.Failed, "unreadable exit file", nil, 0, 0},
+	} {
+		m := parsePoll([]byte(c.line + "\n"))
+		var st job.Status
+		for _, s := range m {
+			st = s
+		}
+		if len(m) != 1 || st.State != c.state || st.Reason != c.reason || deref(st.ExitCode) != c.code || st.Runtime != c.runtime || st.Orphans != c.orphans {
+			t.Errorf("parsePoll(%q) = %+v (code %v), want %s %q code %v runtime %v orphans %d", c.line, st, deref(st.ExitCode), c.state, c.reason, c.code, c.runtime, c.orphans)
+		}
+	}
+}
+
+func deref(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// shells are the POSIX shells here that run.sh may meet on a worker.
+func shells(t *testing.T) []string {
+	var out []string
+	for _, sh := range [][]string{{"sh"}, {"dash"}, {"bash", "--posix"}, {"busybox", "sh"}} {
+		if _, err := exec.LookPath(sh[0]); err == nil {
+			out = append(out, strings.Join(sh, " "))
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no sh")
+	}
+	return out
+}
+
+// runScript runs script as run.sh in a fresh job directory under sh (a
+// shell of shells), with GSSH_U0 and GSSH_U1 in its environment, and
+// returns the exit file it wrote.
+func runScript(t *testing.T, sh, script string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append(strings.Fields(sh), "run.sh")
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GSSH_U0=1.00", "GSSH_U1=2.00") // inherited: neither read nor passed on
+	out, err := cmd.CombinedOutput()
+	exit, rerr := os.ReadFile(filepath.Join(dir, "exit"))
+	if rerr != nil {
+		t.Fatalf("%s run.sh: %v %s; no exit file: %v", sh, err, out, rerr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "exit.tmp")); err == nil {
+		t.Errorf("%s: exit.tmp left behind", sh)
+	}
+	return string(exit)
+}
+
+// The exit file run.sh writes, under each shell: "exit N" then "runtime
+// U0 U1" (raw /proc/uptime values); the first line alone when
+// /proc/uptime cannot be read, and for a workdir that is missing (the
+// command never started). The command never sees the readings.
+func TestRunScriptExitFile(t *testing.T) {
+	rt := regexp.MustCompile(`^runtime ([0-9]+\.[0-9]+) ([0-9]+\.[0-9]+)$`)
+	for _, sh := range shells(t) {
+		j := job.Job{ID: 7, Spec: job.Spec{Argv: []string{"sh", "-c", `sleep 0.2; env | grep '^GSSH_U' && exit 9; exit 4`}, Workdir: "/"}}
+		script, err := RunScript("c0ffee", j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exit := runScript(t, sh, script)
+		lines := strings.Split(exit, "\n")
+		if len(lines) != 3 || lines[0] != "exit 4" || lines[2] != "" || !rt.MatchString(lines[1]) {
+			t.Fatalf("%s: exit file %q, want \"exit 4\\nruntime U0 U1\\n\"", sh, exit)
+		}
+		m := rt.FindStringSubmatch(lines[1])
+		if d := runtimeOf(m[1], m[2]); d < 150*time.Millisecond || d > 10*time.Second {
+			t.Errorf("%s: runtime %v of a 0.2 s command (%q)", sh, d, lines[1])
+		}
+
+		noUptime := strings.ReplaceAll(script, "/proc/uptime", "/nonexistent/uptime")
+		if noUptime == script {
+			t.Fatal("run.sh does not read /proc/uptime")
+		}
+		if exit := runScript(t, sh, noUptime); exit != "exit 4\n" {
+			t.Errorf("%s, /proc/uptime unreadable: exit file %q, want %q", sh, exit, "exit 4\n")
+		}
+
+		j.Spec.Workdir = "/nonexistent/dir runtime 1.00 2.00"
+		script, err = RunScript("c0ffee", j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exit, want := runScript(t, sh, script), "error workdir /nonexistent/dir runtime 1.00 2.00 does not exist on the worker\n"; exit != want {
+			t.Errorf("%s, workdir missing: exit file %q, want %q", sh, exit, want)
+		}
+	}
+}
+
+// Poll reads exit files of every form, old ones included, on one line a
+// job: the runtime line survives a long first line, and text in the first
+// line is never taken for a runtime.
+func TestPollExitFiles(t *testing.T) {
+	long := "error " + strings.Repeat("x", 100<<10)
+	for i, c := range []struct {
+		file    string
+		state   job.State
+		reason  string
+		runtime time.Duration
+	}{
+		{"exit 0\nruntime 12345.67 12346.70\n", job.Succeeded, "exit status 0", 1030 * time.Millisecond},
+		{"exit 0\n", job.Succeeded, "exit status 0", 0}, // before runtimes were recorded
+		{"exit 0", job.Succeeded, "exit status 0", 0},
+		{"exit 2\nruntime 5.00 6.00", job.Failed, "exit status 2", time.Second}, // no final newline
+		{"exit 0\nruntime garbage 6.00\n", job.Succeeded, "exit status 0", 0},
+		{"exit 0\nruntime 1.2.3 6.00\n", job.Succeeded, "exit status 0", 0},
+		{"exit 0\nruntime 6.00\n", job.Succeeded, "exit status 0", 0},
+		{"exit 0\nruntime 5.00 6.00 7.00\n", job.Succeeded, "exit status 0", 0},
+		{"exit 0\nruntime 5.00 6.00\r\n", job.Succeeded, "exit status 0", 0},
+		{"exit 0\nruntime 9.00 6.00\n", job.Succeeded, "exit status 0", 0}, // negative
+		{"exit 0\nruntime -9.00 6.00\n", job.Succeeded, "exit status 0", 0},
+		{"exit 0\n\nruntime 5.00 6.00\n", job.Succeeded, "exit status 0", 0}, // only the second line counts
+		{"exit 0\nruntime 5.00 6.00\nruntime 1.00 9.00\n", job.Succeeded, "exit status 0", time.Second},
+		{"error no runtime 1.00 9.00 here\n", job.Failed, "no runtime 1.00 9.00 here", 0},
+		{"error runtime 1.00 9.00\nruntime 5.00 6.00\n", job.Failed, "runtime 1.00 9.00", time.Second},
+		{long + "\nruntime 5.00 7.50\n", job.Failed, long[6:300], 2500 * time.Millisecond},
+		{"exit 0 runtime 5.00 6.00\n", job.Failed, "unreadable exit file: exit 0 runtime 5.00 6.00", 0},
+		{"\nruntime 5.00 6.00\n", job.Failed, "unreadable exit file", 0},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "exit"), []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Two jobs in one poll: the first one's answer stays on its line.
+		j := job.Job{ID: job.ID(9100 + 2*i), Remote: job.Remote{Dir: dir}}
+		k := job.Job{ID: job.ID(9101 + 2*i), Remote: job.Remote{Dir: dir}}
+		m, err := Poll(context.Background(), sshexec.Local{}, "local", "c0ffee", []job.Job{j, k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []job.ID{j.ID, k.ID} {
+			st := m[id]
+			if st.State != c.state || st.Reason != c.reason || st.Runtime != c.runtime || st.EndedAt.IsZero() != (c.reason == "unreadable exit file") {
+				t.Errorf("exit file %.80q: job %d: %s %.80q runtime %v ended %v, want %s %.80q runtime %v", c.file, id, st.State, st.Reason, st.Runtime, st.EndedAt, c.state, c.reason, c.runtime)
+			}
 		}
 	}
 }

@@ -39,6 +39,9 @@ type Input struct {
 type Start struct {
 	Job       job.ID        `json:"job"`
 	Placement job.Placement `json:"placement"`
+	// Rejected lists the hosts turned down for the job and why, in
+	// host-name order ("why not elsewhere").
+	Rejected []Rejection `json:"rejected,omitempty"`
 }
 
 // Pending is a queued job the plan does not start, and why.
@@ -95,7 +98,7 @@ func Plan(in Input) Decisions { return plan(in, true, nil) }
 // they are taken to have ended (a forecast), and what their processes use
 // counts as free.
 func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
-	pol := in.Policy.withDefaults()
+	pol := in.Policy.WithDefaults()
 	held := Bookings(in.Running)
 	ends := map[job.ID]time.Time{}
 	for _, j := range in.Running {
@@ -168,7 +171,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 		}
 		byName[d.placement.Host].book(d.placement, w.holder)
 		clear(failed)
-		out.Starts = append(out.Starts, Start{Job: j.ID, Placement: d.placement})
+		out.Starts = append(out.Starts, Start{Job: j.ID, Placement: d.placement, Rejected: d.rejected})
 	}
 	return out
 }
@@ -264,7 +267,7 @@ type Forecast struct {
 // this is a latest start more than a prediction. At most
 // MaxForecastSteps ends are played.
 func ForecastStart(in Input, id job.ID) Forecast {
-	pol := in.Policy.withDefaults()
+	pol := in.Policy.WithDefaults()
 	running := slices.Clone(in.Running)
 	queue := slices.Clone(in.Queue)
 	if !slices.ContainsFunc(queue, func(j job.Job) bool { return j.ID == id }) {

@@ -448,8 +448,9 @@ func TestPlanPure(t *testing.T) {
 		t.Errorf("input order changed the plan: %+v, then %+v", first, again)
 	}
 	want := []Start{
-		{2, job.Placement{Host: "gpu01", GPUs: []string{"GPU-01", "GPU-03"}, Indexes: []int{1, 3}, Share: 2}},
-		{4, job.Placement{Host: "gpu02", GPUs: []string{"GPU-00"}, Indexes: []int{0}, Share: 0.5}},
+		{Job: 2, Placement: job.Placement{Host: "gpu01", GPUs: []string{"GPU-01", "GPU-03"}, Indexes: []int{1, 3}, Share: 2}},
+		{Job: 4, Placement: job.Placement{Host: "gpu02", GPUs: []string{"GPU-00"}, Indexes: []int{0}, Share: 0.5},
+			Rejected: []Rejection{{Host: "gpu01", Reason: Reason{Code: CodeNoFreeGPU, Text: "0/2 GPUs with ≥ 40.0 GiB free (GPU 1,3: held by an exclusive gssh job (u: job 2))"}}}},
 	}
 	if !reflect.DeepEqual(first.Starts, want) {
 		t.Errorf("starts %+v, want %+v", first.Starts, want)

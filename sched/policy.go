@@ -97,8 +97,8 @@ func DefaultPolicy() Policy {
 		FairShare: FairShare{HalfLife: DefaultHalfLife}, BackfillEstimate: DefaultBackfillEstimate}
 }
 
-// withDefaults fills the knobs left empty from DefaultPolicy.
-func (p Policy) withDefaults() Policy {
+// WithDefaults fills the knobs left empty from DefaultPolicy.
+func (p Policy) WithDefaults() Policy {
 	d := DefaultPolicy()
 	if p.Order == "" {
 		p.Order = d.Order
@@ -129,7 +129,7 @@ func (p Policy) Weight(user string) float64 {
 // Check reports a knob set to a value the planner does not know, naming
 // the ones it does, and durations and weights out of range.
 func (p Policy) Check() error {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	for _, k := range []struct {
 		name, got string
 		known     []string

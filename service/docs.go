@@ -22,6 +22,9 @@ type GPUsDoc struct {
 	Schema string     `json:"schema"` // GPUsSchema
 	Time   time.Time  `json:"time"`   // when the probe finished (RFC 3339, UTC, milliseconds)
 	Hosts  []HostGPUs `json:"hosts"`  // in inventory order
+	// JobsError says why the gssh jobs are missing (the state file could
+	// not be read); "" when they are shown.
+	JobsError string `json:"jobs_error,omitempty"`
 }
 
 // HostGPUs is one host of GPUsDoc: its probe.Snapshot (name, state,
@@ -33,6 +36,21 @@ type HostGPUs struct {
 	Labels  []string `json:"labels"`
 	Drain   bool     `json:"drain"`
 	ProbeMS float64  `json:"probe_ms"` // wall time of this host's probe, connect included
+	// Jobs are the gssh jobs holding GPUs of the host, as the state file
+	// records them (launching or running), one entry per GPU held.
+	Jobs []GPUJob `json:"gssh_jobs"`
+}
+
+// GPUJob is one gssh job holding one GPU (or MIG device).
+type GPUJob struct {
+	Index int       `json:"gpu_index"` // the GPU's index, as nvidia-smi numbers it
+	ID    string    `json:"gpu_id"`    // the UUID (GPU or MIG) given in CUDA_VISIBLE_DEVICES, or the index
+	Job   job.ID    `json:"job"`
+	User  string    `json:"user"`
+	State job.State `json:"state"`
+	// BookedBytes is the GPU memory the job booked (--mem); 0 when it
+	// holds the GPU exclusively.
+	BookedBytes uint64 `json:"booked_bytes"`
 }
 
 // HostsDoc is the document `gssh hosts --json` prints.
@@ -75,6 +93,9 @@ type SubmitDoc struct {
 	GPUs     []string  `json:"gpus"`        // UUIDs as in CUDA_VISIBLE_DEVICES
 	Indexes  []int     `json:"gpu_indexes"` // as nvidia-smi numbers them
 	Reason   string    `json:"reason"`      // why queued, or ""
+	// Explain is a dry run's whole answer: why not elsewhere, the job's
+	// place in the queue, its reservation, its expected start.
+	Explain *Explanation `json:"explain,omitempty"`
 }
 
 // Doc is r as SubmitDoc.
@@ -83,7 +104,7 @@ func (r SubmitResult) Doc() SubmitDoc {
 	d := SubmitDoc{ID: r.Job.ID, State: r.Job.State}
 	if r.DryRun {
 		would := r.WouldRun
-		d = SubmitDoc{DryRun: true, WouldRun: &would}
+		d = SubmitDoc{DryRun: true, WouldRun: &would, Explain: r.Explanation}
 		p, reason = r.Placement, r.Reason
 	}
 	d.Host, d.GPUs, d.Indexes, d.Reason = p.Host, nonNil(p.GPUs), nonNil(p.Indexes), reason
@@ -97,8 +118,22 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// gpusDoc builds GPUsDoc from reports: lists are [] rather than null.
-func gpusDoc(now time.Time, reports []fleet.Report) GPUsDoc {
+// gpusDoc builds GPUsDoc from reports and the active jobs: lists are []
+// rather than null.
+func gpusDoc(now time.Time, reports []fleet.Report, active []job.Job) GPUsDoc {
+	held := map[string][]GPUJob{}
+	for _, j := range active {
+		if !j.State.Active() {
+			continue
+		}
+		for i, id := range j.Placement.GPUs {
+			g := GPUJob{ID: id, Job: j.ID, User: j.User, State: j.State, BookedBytes: j.Spec.MemPerGPU}
+			if i < len(j.Placement.Indexes) {
+				g.Index = j.Placement.Indexes[i]
+			}
+			held[j.Placement.Host] = append(held[j.Placement.Host], g)
+		}
+	}
 	doc := GPUsDoc{Schema: GPUsSchema, Time: now.UTC().Truncate(time.Millisecond), Hosts: []HostGPUs{}}
 	for _, r := range reports {
 		s := r.Snapshot
@@ -108,7 +143,7 @@ func gpusDoc(now time.Time, reports []fleet.Report) GPUsDoc {
 			s.GPUs[i].Procs = nonNil(s.GPUs[i].Procs)
 		}
 		doc.Hosts = append(doc.Hosts, HostGPUs{Snapshot: s, Address: r.Address, Labels: nonNil(r.Host.Labels), Drain: r.Host.Drain,
-			ProbeMS: ms(r.Took)})
+			ProbeMS: ms(r.Took), Jobs: nonNil(held[s.Host])})
 	}
 	return doc
 }

@@ -4,16 +4,29 @@ import (
 	"context"
 
 	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/job"
 )
 
-// GPUs implements Service. The error is a *PartialError when some host
-// could not be probed (the document still lists it, with its state).
+// GPUs implements Service, with the gssh jobs holding each GPU as the
+// state file records them. The error is a *PartialError when some host
+// could not be probed (the document still lists it, with its state); a
+// state file that cannot be read leaves the jobs out and says so in
+// GPUsDoc.JobsError.
 func (l *Local) GPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	reports, err := l.probe(ctx, q, false)
 	if err != nil {
 		return GPUsDoc{}, err
 	}
-	return gpusDoc(l.opt.Now(), reports), partial(reports)
+	var active []job.Job
+	st, none, serr := l.readStore()
+	if serr == nil && !none {
+		active, serr = st.Active()
+	}
+	doc := gpusDoc(l.opt.Now(), reports, active)
+	if serr != nil {
+		doc.JobsError = serr.Error()
+	}
+	return doc, partial(reports)
 }
 
 // Hosts implements Service, as GPUs does, with each connection's round

@@ -93,26 +93,39 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 // Cancel implements Service: a queued job is dropped; an active one gets
 // SIGTERM on its worker, then SIGKILL after r.Grace, and is recorded
 // cancelled once its processes are gone (control.Controller.Cancel). An
-// ended job is an error wrapping control.ErrEnded.
-func (l *Local) Cancel(ctx context.Context, r CancelRequest) (job.Job, error) {
+// ended job is an error wrapping control.ErrEnded. A job that held GPUs
+// is followed by a pass (waiting for the pass lock as a submit does), so
+// that what waited for them starts now rather than at the next cron pass.
+func (l *Local) Cancel(ctx context.Context, r CancelRequest) (CancelResult, error) {
 	st, err := l.store(false)
 	if errors.Is(err, state.ErrNoState) && !l.opt.StateExplicit {
-		return job.Job{}, fmt.Errorf("%w %d: nothing was submitted yet", state.ErrNotFound, r.ID)
+		return CancelResult{}, fmt.Errorf("%w %d: nothing was submitted yet", state.ErrNotFound, r.ID)
 	}
 	if err != nil {
-		return job.Job{}, err
+		return CancelResult{}, err
 	}
 	f, err := l.hosts()
 	if err != nil {
-		return job.Job{}, err
+		return CancelResult{}, err
 	}
 	ctl, err := l.controller(f, st, nil)
 	if err != nil {
-		return job.Job{}, err
+		return CancelResult{}, err
 	}
+	before, _ := st.Get(r.ID)
 	j, err := ctl.Cancel(ctx, r.ID, r.Grace, l.opt.User)
 	if errors.Is(err, state.ErrNotFound) {
-		return j, fmt.Errorf("%w (see gssh ps -a)", err)
+		return CancelResult{Job: j}, fmt.Errorf("%w (see gssh ps -a)", err)
 	}
-	return j, err
+	res := CancelResult{Job: j}
+	if err != nil || !before.State.Active() {
+		return res, err
+	}
+	pass, perr := l.pass(ctx, f, st, nil, l.opt.PassWait)
+	if perr != nil {
+		res.PassError = perr
+		return res, interrupted(ctx)
+	}
+	res.Pass = &pass
+	return res, nil
 }

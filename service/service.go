@@ -22,7 +22,6 @@ import (
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/launch"
-	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/state"
 )
 
@@ -45,10 +44,16 @@ type Service interface {
 	// Logs writes a job's log to out (following it until the job ends with
 	// r.Follow).
 	Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsResult, error)
-	// Cancel stops one job and records it cancelled.
-	Cancel(ctx context.Context, r CancelRequest) (job.Job, error)
+	// Cancel stops one job and records it cancelled, then (when it held
+	// GPUs) runs a pass so that queued jobs start on them at once.
+	Cancel(ctx context.Context, r CancelRequest) (CancelResult, error)
 	// Schedule runs one pass.
 	Schedule(ctx context.Context, r ScheduleRequest) (PassResult, error)
+	// Explain says what the planner makes of a queued job now: why it
+	// waits, its place in the queue, its reservation, its expected start.
+	Explain(ctx context.Context, id job.ID) (Explanation, error)
+	// Usage reports each user's fair-share usage and standing.
+	Usage(ctx context.Context) (UsageDoc, error)
 }
 
 // HostQuery selects hosts: by name (all when empty) and by labels (a host
@@ -85,6 +90,15 @@ type CancelRequest struct {
 	Grace time.Duration // between SIGTERM and SIGKILL
 }
 
+// CancelResult is what a cancel did.
+type CancelResult struct {
+	Job job.Job // as recorded
+	// Pass is the pass run after the job freed its GPUs (nil when it held
+	// none, or the pass could not run: PassError says why).
+	Pass      *PassResult
+	PassError error
+}
+
 // ScheduleRequest asks for one pass.
 type ScheduleRequest struct {
 	Wait time.Duration // how long to wait for another pass's lock
@@ -95,6 +109,9 @@ type PassResult struct {
 	Started  []job.Job `json:"started"`
 	Finished []job.Job `json:"finished"`
 	Pending  []job.Job `json:"pending"`
+	// Changed are the ids of the Pending jobs whose reason the pass
+	// changed.
+	Changed map[job.ID]bool `json:"-"`
 	// Problems are per-host and per-job errors that did not stop the pass.
 	Problems []error `json:"-"`
 }
@@ -139,7 +156,6 @@ type Options struct {
 	// PassWait is how long a submit's pass waits for the pass lock (0 =
 	// DefaultPassWait).
 	PassWait time.Duration
-	Policy   sched.Policy
 	Now      func() time.Time // nil = time.Now
 }
 
@@ -209,19 +225,24 @@ func workers(f *fleet.Fleet, cluster string) launch.Workers {
 	return launch.Workers{Cluster: cluster, Shell: func(h string) (launch.Shell, error) { return f.Shell(h) }}
 }
 
-// controller builds the pass of f and st; reports, when set, are the
-// probe the pass uses instead of probing again.
-func (l *Local) controller(f *fleet.Fleet, st *state.Bolt, reports []fleet.Report) (*control.Controller, error) {
-	cluster, err := st.ClusterID()
-	if err != nil {
-		return nil, err
+// controller builds the pass of f and st, under the inventory's policy;
+// reports, when set, are the probe the pass uses instead of probing
+// again. st may be a store without a file (a dry run before the first
+// submit): then the cluster id is "".
+func (l *Local) controller(f *fleet.Fleet, st control.Store, reports []fleet.Report) (*control.Controller, error) {
+	cluster := ""
+	if c, ok := st.(interface{ ClusterID() (string, error) }); ok {
+		var err error
+		if cluster, err = c.ClusterID(); err != nil {
+			return nil, err
+		}
 	}
 	return control.New(control.Options{
 		Store:     st,
 		Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports},
 		Workers:   workers(f, cluster),
 		Now:       l.opt.Now,
-		Policy:    l.opt.Policy,
+		Policy:    f.Inventory().Policy,
 		Cluster:   cluster,
 	})
 }
@@ -242,7 +263,7 @@ func (l *Local) pass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, report
 	if ierr := interrupted(ctx); ierr != nil {
 		err = ierr
 	}
-	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Problems: res.Errors}, err
+	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Changed: res.Changed, Problems: res.Errors}, err
 }
 
 // Schedule implements Service. An error wrapping control.ErrPassBusy

@@ -217,20 +217,32 @@ func TestReadOnlyNeverCreates(t *testing.T) {
 	}
 }
 
-// Cancel drops a queued job, stops a running one, and refuses an ended one.
+// Cancel drops a queued job, stops a running one (and starts what waited
+// for its GPU in the same call), and refuses an ended one.
 func TestCancel(t *testing.T) {
 	l := newLab(t, false)
 	run := l.submit(t, spec("sleep", "300")).Job
 	queued := l.submit(t, spec("sleep", "301")).Job
-	if run.State != job.Running || queued.State != job.Queued {
-		t.Fatalf("states %s %s", run.State, queued.State)
+	next := l.submit(t, spec("sleep", "302")).Job
+	if run.State != job.Running || queued.State != job.Queued || next.State != job.Queued {
+		t.Fatalf("states %s %s %s", run.State, queued.State, next.State)
 	}
-	for _, id := range []job.ID{queued.ID, run.ID} {
-		j, err := l.svc.Cancel(context.Background(), service.CancelRequest{ID: id, Grace: time.Second})
-		if err != nil || j.State != job.Cancelled || j.Reason != "cancelled by ann" {
+	cancel := func(id job.ID) service.CancelResult {
+		t.Helper()
+		res, err := l.svc.Cancel(context.Background(), service.CancelRequest{ID: id, Grace: time.Second})
+		if j := res.Job; err != nil || j.State != job.Cancelled || j.Reason != "cancelled by ann" {
 			t.Errorf("cancel %d: %+v, %v", id, j, err)
 		}
+		return res
 	}
+	if res := cancel(queued.ID); res.Pass != nil {
+		t.Errorf("a queued job held no GPU, yet a pass ran: %+v", res.Pass)
+	}
+	res := cancel(run.ID)
+	if res.Pass == nil || len(res.Pass.Started) != 1 || res.Pass.Started[0].ID != next.ID || res.PassError != nil {
+		t.Errorf("the cancel's pass: %+v, %v (want job %d started)", res.Pass, res.PassError, next.ID)
+	}
+	cancel(next.ID)
 	if _, err := l.svc.Cancel(context.Background(), service.CancelRequest{ID: run.ID}); err == nil || !strings.Contains(err.Error(), "job 1 has already ended (cancelled)") {
 		t.Errorf("cancel again: %v", err)
 	}

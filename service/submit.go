@@ -37,6 +37,9 @@ type SubmitResult struct {
 	WouldRun  bool
 	Placement job.Placement
 	Reason    string
+	// Explanation is the dry run's whole answer: why not elsewhere, the
+	// job's place in the queue, when it is expected to start.
+	Explanation *Explanation
 	// PassError says why the job's pass did not run (another pass held
 	// the lock, the state was busy): the job is stored and queued, and
 	// the next pass places it.
@@ -80,17 +83,16 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		return SubmitResult{}, err
 	}
 	if r.DryRun {
-		cluster := ""
-		if db != nil {
-			cluster, _ = db.ClusterID()
-		}
-		ctl, err := control.New(control.Options{Store: st, Snapshots: fleet.Snapshots{Fleet: f, Reports: reports},
-			Workers: workers(f, cluster), Now: l.opt.Now, Policy: l.opt.Policy, Cluster: cluster})
+		ctl, err := l.controller(f, st, reports)
 		if err != nil {
 			return SubmitResult{}, err
 		}
 		trial, err := ctl.DryRun(ctx, job.Job{ID: dryRunID, User: l.opt.User, Spec: s})
-		return SubmitResult{DryRun: true, WouldRun: trial.Start, Placement: trial.Placement, Reason: trial.Reason.Text}, err
+		if err != nil {
+			return SubmitResult{}, err
+		}
+		ex := explanation(trial)
+		return SubmitResult{DryRun: true, WouldRun: trial.Start, Placement: trial.Placement, Reason: trial.Pending.Reason.Text, Explanation: &ex}, nil
 	}
 
 	j, err := db.Submit(job.Job{User: l.opt.User, Spec: s, Reason: "waiting for the first scheduling pass"})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,7 +36,8 @@ func newGPUsCmd(a *app, runF func(*gpusOptions) error) *cobra.Command {
 		Short: "Show every GPU on every host in one table",
 		Long: `Probe all hosts in parallel and print one table of their GPUs, sorted by
 host then GPU index: memory used / total, utilization, temperature, compute
-processes (count and users) and state. A host that cannot be reached or
+processes (count and users), the gssh jobs holding the GPU (job id, user,
+"excl" or the memory booked; from the state file) and state. A host that cannot be reached or
 probed is one row with its reason (auth failed, host key mismatch, timeout,
 driver not loaded, ...).
 
@@ -91,6 +93,9 @@ func gpusRun(ctx context.Context, a *app, opts *gpusOptions) error {
 		} else if terr := a.printGPUTable(doc.Hosts); terr != nil {
 			return terr
 		}
+		if doc.JobsError != "" && !opts.json {
+			fmt.Fprintf(a.stderr, "gssh: warning: gssh jobs not shown: %s\n", doc.JobsError)
+		}
 		if opts.watch == 0 {
 			return err
 		}
@@ -102,7 +107,7 @@ func gpusRun(ctx context.Context, a *app, opts *gpusOptions) error {
 	}
 }
 
-var gpuHeader = []string{"HOST", "GPU", "NAME", "MEMORY", "UTIL", "TEMP", "PROCESSES", "STATE"}
+var gpuHeader = []string{"HOST", "GPU", "NAME", "MEMORY", "UTIL", "TEMP", "PROCESSES", "GSSH JOBS", "STATE"}
 
 // gpuRows turns hosts into table rows, sorted by host then GPU index; MIG
 // devices follow their GPU as "0/mig1". Host warnings are returned apart.
@@ -116,21 +121,42 @@ func gpuRows(hosts []service.HostGPUs) (rows [][]string, warnings []string) {
 			warnings = append(warnings, name+": "+w)
 		}
 		if len(s.GPUs) == 0 {
-			rows = append(rows, []string{name, "-", "-", "-", "-", "-", "-", hostState(s)})
+			rows = append(rows, []string{name, "-", "-", "-", "-", "-", "-", "-", hostState(s)})
 			continue
 		}
 		gpus := append([]probe.GPU(nil), s.GPUs...)
 		sort.SliceStable(gpus, func(i, j int) bool { return gpus[i].Index < gpus[j].Index })
 		for _, g := range gpus {
+			id := cmp.Or(g.UUID, strconv.Itoa(g.Index))
 			rows = append(rows, []string{name, fmt.Sprint(g.Index), cmp.Or(g.Name, "-"), memory(g.MemUsed, g.MemTotal, g.MemoryState),
-				pct(g.UtilPct), temp(g.TempC), procs(g), gpuState(g)})
+				pct(g.UtilPct), temp(g.TempC), procs(g), holdersCell(r.Jobs, id), gpuState(g)})
 			for _, m := range g.MIG {
 				rows = append(rows, []string{name, fmt.Sprintf("%d/mig%d", g.Index, m.Index), "MIG " + m.Profile,
-					memory(m.MemUsed, m.MemTotal, ""), "-", "-", "-", string(g.Health)})
+					memory(m.MemUsed, m.MemTotal, ""), "-", "-", "-", holdersCell(r.Jobs, m.UUID), string(g.Health)})
 			}
 		}
 	}
 	return rows, warnings
+}
+
+// holdersCell names the gssh jobs holding the GPU (or MIG device) id, as
+// "14 alice excl" or "15 bob 8.0 GiB" (its booking), "-" when none.
+func holdersCell(jobs []service.GPUJob, id string) string {
+	var out []string
+	for _, j := range jobs {
+		if id == "" || j.ID != id {
+			continue
+		}
+		booked := "excl"
+		if j.BookedBytes > 0 {
+			booked = sched.FormatMem(j.BookedBytes)
+		}
+		out = append(out, fmt.Sprintf("%d %s %s", j.Job, printable(j.User), booked))
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ", ")
 }
 
 func (a *app) printGPUTable(hosts []service.HostGPUs) error {

@@ -18,18 +18,18 @@ func TestGPURowsOrderAndCells(t *testing.T) {
 	reports := []service.HostGPUs{
 		{Snapshot: probe.Snapshot{Host: "zeta", State: probe.HostUnreachable, Error: "connect to 10.0.0.9:22: no route to host"}},
 		{Snapshot: probe.Snapshot{Host: "alpha", State: probe.HostOK, Warnings: []string{"infoROM"}, GPUs: []probe.GPU{
-			{Index: 2, Name: "A", MemUsed: u64(512 << 20), MemTotal: u64(80 << 30), UtilPct: ip(3), TempC: ip(30), Health: probe.HealthOK, ProcsKnown: true},
+			{Index: 2, UUID: "GPU-2", Name: "A", MemUsed: u64(512 << 20), MemTotal: u64(80 << 30), UtilPct: ip(3), TempC: ip(30), Health: probe.HealthOK, ProcsKnown: true},
 			{Index: 0, Name: "A", MemTotal: nil, MemoryState: "unified memory", Health: probe.HealthOK, ProcsKnown: true,
 				Procs: []probe.Proc{{PID: 1, User: "bob"}, {PID: 2, User: "alice"}, {PID: 3, User: "bob"}, {PID: 4}}},
 			{Index: 1, Health: probe.HealthLost, HealthWhy: "gone\n  away"},
-		}}},
+		}}, Jobs: []service.GPUJob{{Index: 2, ID: "GPU-2", Job: 5, User: "ann"}}},
 	}
 	rows, warnings := gpuRows(reports)
 	want := [][]string{
-		{"alpha", "0", "A", "? (unified memory)", "-", "-", "4 (?, alice, bob)", "ok"},
-		{"alpha", "1", "-", "-", "-", "-", "?", "lost: gone away"},
-		{"alpha", "2", "A", "512 MiB / 80.0 GiB", "3%", "30C", "0", "ok"},
-		{"zeta", "-", "-", "-", "-", "-", "-", "unreachable: connect to 10.0.0.9:22: no route to host"},
+		{"alpha", "0", "A", "? (unified memory)", "-", "-", "4 (?, alice, bob)", "-", "ok"},
+		{"alpha", "1", "-", "-", "-", "-", "?", "-", "lost: gone away"},
+		{"alpha", "2", "A", "512 MiB / 80.0 GiB", "3%", "30C", "0", "5 ann excl", "ok"},
+		{"zeta", "-", "-", "-", "-", "-", "-", "-", "unreachable: connect to 10.0.0.9:22: no route to host"},
 	}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("rows:\n got %q\nwant %q", rows, want)

@@ -45,8 +45,11 @@ func newPsCmd(a *app, runF func(*psOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ps",
 		Short: "List jobs: queued, launching and running (-a: all)",
-		Long: `List jobs, oldest first: ID, USER, STATE, HOST:GPUS, MEM (per GPU, or
-"excl" for whole GPUs), AGE (queued) or RUNTIME, NAME and command.
+		Long: `List jobs, oldest first: ID, USER, STATE, PRIORITY (0 first ... 10 last),
+HOST:GPUS, MEM (per GPU, or "excl" for whole GPUs), AGE (queued) or
+RUNTIME, REASON (a queued job's pending reason code: no_free_gpu, mem,
+reserved, foreign, drained, ...; gssh show ID says it in words), NAME and
+command.
 This reads the state file only: what it shows changes when a pass runs
 (gssh submit, or gssh schedule from cron). It never creates the state
 file: a --state or $GSSH_STATE that names no file is an error.
@@ -82,10 +85,19 @@ func psRun(ctx context.Context, a *app, opts *psOptions) error {
 	now := a.now()
 	rows := make([][]string, len(doc.Jobs))
 	for i, j := range doc.Jobs {
-		rows[i] = []string{strconv.FormatUint(uint64(j.ID), 10), j.User, string(j.State), where(j.Placement), memCell(j.Spec),
-			age(j, now), jobName(j)}
+		rows[i] = []string{strconv.FormatUint(uint64(j.ID), 10), j.User, string(j.State), strconv.Itoa(j.Spec.Priority), where(j.Placement), memCell(j.Spec),
+			age(j, now), reasonCell(j), jobName(j)}
 	}
-	return printTable(a.stdout, a.tty, []string{"ID", "USER", "STATE", "HOST:GPUS", "MEM", "AGE/RUNTIME", "NAME/CMD"}, rows)
+	return printTable(a.stdout, a.tty, []string{"ID", "USER", "STATE", "PRIORITY", "HOST:GPUS", "MEM", "AGE/RUNTIME", "REASON", "NAME/CMD"}, rows)
+}
+
+// reasonCell is a queued job's pending reason code ("no_free_gpu",
+// "reserved", "mem"; see gssh show for the words), "-" otherwise.
+func reasonCell(j job.Job) string {
+	if j.State == job.Queued && j.ReasonCode != "" {
+		return printable(j.ReasonCode)
+	}
+	return "-"
 }
 
 func memCell(s job.Spec) string {
@@ -150,8 +162,18 @@ func newShowCmd(a *app, runF func(*showOptions) error) *cobra.Command {
 		Use:   "show ID",
 		Short: "Show everything known about a job, including why it is pending",
 		Long: `Show everything known about a job: what was asked, where it runs, the
-pending reason while queued, and how it ended (exit code, signal). Like
-gssh ps, it reads the state file only.
+pending reason while queued, and how it ended (exit code, signal).
+
+For a queued job it also plans the queue as a pass would now (probing the
+hosts, changing nothing) and says where the job stands: its place in the
+queue and why ("3rd in the queue: bob's fair-share score 1.8 ranks behind
+alice 0.3"), what it waits for, host by host and GPU by GPU (which gssh
+job and user holds a GPU, how much memory is left), its reservation when
+it is the first job that cannot start ("reserved gpu01 GPU 0-3 from
+14:05"), and when it is expected to start if the running jobs end at
+their walltimes. Other jobs are read from the state file only.
+
+--json prints the job record, with the queue's answer under "queue".
 
 ` + exitCodesHelp,
 		Args: oneJobID,
@@ -171,24 +193,46 @@ gssh ps, it reads the state file only.
 	return cmd
 }
 
+// showDoc is what gssh show --json prints: the job record, and for a
+// queued job what the planner makes of it now.
+type showDoc struct {
+	job.Job
+	Queue *service.Explanation `json:"queue,omitempty"`
+}
+
 func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	j, err := a.service().Job(ctx, opts.id)
 	if err != nil {
 		return err
 	}
+	var ex *service.Explanation
+	if j.State == job.Queued {
+		e, err := a.service().Explain(ctx, j.ID)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return interrupted(ctx, err)
+		case err != nil:
+			fmt.Fprintf(a.stderr, "gssh: warning: cannot plan the queue now (%v); the reason shown is the last pass's\n", err)
+		default:
+			ex = &e
+		}
+	}
 	if opts.json {
-		return a.printJSON(j)
+		return a.printJSON(showDoc{Job: j, Queue: ex})
 	}
 	s := j.Spec
 	lines := [][2]string{
 		{"id", strconv.FormatUint(uint64(j.ID), 10)}, {"user", j.User}, {"state", string(j.State)}, {"reason", j.Reason},
+	}
+	lines = append(lines, queueLines(ex, j.Reason)...)
+	lines = append(lines, [][2]string{
 		{"name", s.Name}, {"command", fmt.Sprintf("%q", s.Argv)}, {"shell", strconv.FormatBool(s.Shell)},
 		{"host", s.Host}, {"labels", strings.Join(s.Labels, ",")}, {"gpus", strconv.Itoa(s.GPUs)}, {"mem per gpu", memCell(s)},
 		{"workdir", s.Workdir}, {"timeout", durOrNone(s.Timeout)}, {"priority", strconv.Itoa(s.Priority)},
 		{"placed on", where(j.Placement)}, {"gpu uuids", strings.Join(j.Placement.GPUs, ",")},
 		{"attempt", pidCell(j.Attempt)}, {"job dir", j.Remote.Dir}, {"pid", pidCell(j.Remote.PID)},
 		{"submitted", timeCell(j.SubmittedAt)}, {"started", timeCell(j.StartedAt)}, {"ended", timeCell(j.EndedAt)},
-	}
+	}...)
 	for _, e := range s.Env {
 		lines = append(lines, [2]string{"env", e.Key + "=" + e.Value})
 	}
@@ -206,6 +250,41 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	}
 	_, err = io.WriteString(a.stdout, b.String())
 	return err
+}
+
+// queueLines say what the planner makes of a queued job now: where it
+// stands, what it waits for (unless that is said already), its
+// reservation, when it should start.
+func queueLines(ex *service.Explanation, said string) [][2]string {
+	if ex == nil {
+		return nil
+	}
+	if ex.WouldStart {
+		return [][2]string{{"queue", "it fits now: the next pass starts it on " + where(*ex.Placement)}}
+	}
+	out := [][2]string{{"queue", ex.Rank}}
+	if ex.Reason != nil && ex.Reason.Text != said {
+		out = append(out, [2]string{"waits for", ex.Reason.Text})
+	}
+	if ex.Reservation != nil {
+		out = append(out, [2]string{"reservation", ex.Reservation.String()})
+	}
+	if f := ex.Forecast; f != nil {
+		out = append(out, [2]string{"expected", forecastText(*f)})
+	}
+	return out
+}
+
+// forecastText says when a job is expected to start.
+func forecastText(f sched.Forecast) string {
+	if f.Start.IsZero() {
+		return "unknown: " + f.Why
+	}
+	text := fmt.Sprintf("by %s on %s (if the running jobs end at their walltimes", f.Start.UTC().Format("2006-01-02 15:04 UTC"), where(f.Placement))
+	if f.Estimated {
+		text += "; some have none, and are assumed to run the policy's backfill_estimate"
+	}
+	return text + ")"
 }
 
 func durOrNone(d time.Duration) string {
@@ -325,7 +404,8 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 	var errs []error
 	code := exitOK
 	for _, id := range opts.ids {
-		j, err := a.service().Cancel(ctx, service.CancelRequest{ID: id, Grace: opts.grace})
+		res, err := a.service().Cancel(ctx, service.CancelRequest{ID: id, Grace: opts.grace})
+		j := res.Job
 		switch {
 		case err != nil && ctx.Err() != nil:
 			fmt.Fprintf(a.stderr, "gssh: interrupted; job %d may still be running (see gssh show %d)\n", id, id)
@@ -338,6 +418,15 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 			fmt.Fprintf(a.stdout, "job %d ended meanwhile (%s: %s)\n", id, j.State, j.Reason)
 		default:
 			fmt.Fprintf(a.stdout, "job %d cancelled\n", id)
+		}
+		if res.Pass != nil {
+			for _, s := range res.Pass.Started {
+				fmt.Fprintf(a.stdout, "job %d running on %s\n", s.ID, where(s.Placement))
+			}
+			a.warn(res.Pass.Problems)
+		}
+		if res.PassError != nil && !errors.Is(res.PassError, service.ErrPassBusy) {
+			fmt.Fprintf(a.stderr, "gssh: warning: the pass after cancelling job %d could not run: %v\n", id, res.PassError)
 		}
 	}
 	if len(errs) == 0 {
@@ -356,9 +445,12 @@ func newScheduleCmd(a *app, runF func(*scheduleOptions) error) *cobra.Command {
 		Use:   "schedule",
 		Short: "Run one scheduling pass (for cron or a systemd timer)",
 		Long: `Run one pass: notice jobs that ended (exit code, signal, lost), stop jobs past
-their walltime, then start queued jobs in priority and submit order where
-they fit. Passes are serialised by a lock next to the state file: when
-another pass holds it for longer than --wait, gssh schedule exits 3.
+their walltime, then start queued jobs where they fit, in the policy's
+order (priority class, then fair-share; see gssh usage), with EASY
+backfill. It prints what ended, what started, and the pending reasons
+that changed (so a cron log stays short). Passes are serialised by a lock
+next to the state file: when another pass holds it for longer than
+--wait, gssh schedule exits 3.
 
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
@@ -389,7 +481,9 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 		fmt.Fprintf(&b, "job %d running on %s\n", j.ID, where(j.Placement))
 	}
 	for _, j := range res.Pending {
-		fmt.Fprintf(&b, "job %d queued: %s\n", j.ID, j.Reason)
+		if res.Changed[j.ID] { // a cron log stays short: only what changed
+			fmt.Fprintf(&b, "job %d queued: %s\n", j.ID, j.Reason)
+		}
 	}
 	if _, err := io.WriteString(a.stdout, b.String()); err != nil {
 		return err

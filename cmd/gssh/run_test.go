@@ -12,6 +12,7 @@ import (
 
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/sshexec"
 	"github.com/gssh/gssh/state"
@@ -24,7 +25,10 @@ type fakeService struct {
 	submit   service.SubmitResult
 	jobs     service.JobsDoc
 	jobsErr  error
-	cancel   map[job.ID]job.Job
+	cancel   map[job.ID]service.CancelResult
+	job      job.Job
+	explain  service.Explanation
+	usage    service.UsageDoc
 	pass     service.PassResult
 	passErr  error
 	requests []any
@@ -44,15 +48,19 @@ func (f *fakeService) Submit(_ context.Context, r service.SubmitRequest) (servic
 func (f *fakeService) Jobs(context.Context, service.JobQuery) (service.JobsDoc, error) {
 	return f.jobs, f.jobsErr
 }
-func (f *fakeService) Job(context.Context, job.ID) (job.Job, error) { return job.Job{}, nil }
+func (f *fakeService) Job(context.Context, job.ID) (job.Job, error) { return f.job, nil }
+func (f *fakeService) Explain(context.Context, job.ID) (service.Explanation, error) {
+	return f.explain, nil
+}
+func (f *fakeService) Usage(context.Context) (service.UsageDoc, error) { return f.usage, nil }
 func (f *fakeService) Logs(context.Context, service.LogsRequest, io.Writer) (service.LogsResult, error) {
 	return service.LogsResult{}, nil
 }
-func (f *fakeService) Cancel(_ context.Context, r service.CancelRequest) (job.Job, error) {
-	if j, ok := f.cancel[r.ID]; ok {
-		return j, nil
+func (f *fakeService) Cancel(_ context.Context, r service.CancelRequest) (service.CancelResult, error) {
+	if res, ok := f.cancel[r.ID]; ok {
+		return res, nil
 	}
-	return job.Job{}, fmt.Errorf("%w %d", state.ErrNotFound, r.ID)
+	return service.CancelResult{}, fmt.Errorf("%w %d", state.ErrNotFound, r.ID)
 }
 func (f *fakeService) Schedule(context.Context, service.ScheduleRequest) (service.PassResult, error) {
 	return f.pass, f.passErr
@@ -79,6 +87,8 @@ func TestScheduleRunExits(t *testing.T) {
 		svc := &fakeService{pass: service.PassResult{
 			Started:  []job.Job{{ID: 1, Placement: job.Placement{Host: "gpu01", Indexes: []int{0, 1}}}},
 			Finished: []job.Job{{ID: 2, State: job.Failed, Reason: "exit status 3"}},
+			Pending:  []job.Job{{ID: 3, Reason: "gpu01: drained"}, {ID: 4, Reason: "unchanged"}},
+			Changed:  map[job.ID]bool{3: true},
 			Problems: tt.problems,
 		}}
 		a, out, errb := fakeApp(svc)
@@ -86,7 +96,7 @@ func TestScheduleRunExits(t *testing.T) {
 		if got := exitCode(err); got != tt.code {
 			t.Errorf("problems %v: exit %d, want %d", tt.problems, got, tt.code)
 		}
-		if out.String() != "job 2 failed: exit status 3\njob 1 running on gpu01:0,1\n" {
+		if out.String() != "job 2 failed: exit status 3\njob 1 running on gpu01:0,1\njob 3 queued: gpu01: drained\n" {
 			t.Errorf("stdout %q", out.String())
 		}
 		if strings.Count(errb.String(), "gssh: warning: ") != len(tt.problems) {
@@ -99,15 +109,17 @@ func TestScheduleRunExits(t *testing.T) {
 	}
 }
 
-// Cancel prints each job's outcome as the service reports it.
+// Cancel prints each job's outcome as the service reports it, and what
+// started on the GPUs it freed.
 func TestCancelRun(t *testing.T) {
-	svc := &fakeService{cancel: map[job.ID]job.Job{
-		1: {ID: 1, State: job.Cancelled},
-		2: {ID: 2, State: job.Succeeded, Reason: "exit status 0"},
+	svc := &fakeService{cancel: map[job.ID]service.CancelResult{
+		1: {Job: job.Job{ID: 1, State: job.Cancelled},
+			Pass: &service.PassResult{Started: []job.Job{{ID: 7, Placement: job.Placement{Host: "a", Indexes: []int{3}}}}}},
+		2: {Job: job.Job{ID: 2, State: job.Succeeded, Reason: "exit status 0"}},
 	}}
 	a, out, errb := fakeApp(svc)
 	err := cancelRun(context.Background(), a, &cancelOptions{ids: []job.ID{1, 3, 2, 4}})
-	if out.String() != "job 1 cancelled\njob 2 ended meanwhile (succeeded: exit status 0)\n" {
+	if out.String() != "job 1 cancelled\njob 7 running on a:3\njob 2 ended meanwhile (succeeded: exit status 0)\n" {
 		t.Errorf("stdout %q", out.String())
 	}
 	if errb.String() != "gssh: no job 3\ngssh: no job 4\n" || exitCode(err) != exitUsage {
@@ -154,7 +166,7 @@ func TestPartialAnswers(t *testing.T) {
 	}
 	a, out, _ := fakeApp(svc)
 	err := gpusRun(context.Background(), a, &gpusOptions{})
-	if exitCode(err) != exitPartial || !strings.Contains(out.String(), "a\t-\t-\t-\t-\t-\t-\tunreachable: connect to a: refused") {
+	if exitCode(err) != exitPartial || !strings.Contains(out.String(), "a\t-\t-\t-\t-\t-\t-\t-\tunreachable: connect to a: refused") {
 		t.Errorf("gpus: %v, %q", err, out.String())
 	}
 	svc = &fakeService{jobs: service.JobsDoc{Jobs: []job.Job{{ID: 1, User: "ann", State: job.Queued}}},
@@ -162,5 +174,69 @@ func TestPartialAnswers(t *testing.T) {
 	a, out, errb := fakeApp(svc)
 	if err := psRun(context.Background(), a, &psOptions{}); err != nil || !strings.Contains(out.String(), "1\tann\tqueued") || !strings.Contains(errb.String(), "job 2: decode") {
 		t.Errorf("ps: %v %q %q", err, out.String(), errb.String())
+	}
+}
+
+// show of a queued job says where it stands, what it waits for, its
+// reservation and its expected start; --json carries them under "queue".
+func TestShowQueued(t *testing.T) {
+	from := time.Date(2026, 12, 1, 14, 5, 0, 0, time.UTC)
+	svc := &fakeService{
+		job: job.Job{ID: 9, User: "bob", State: job.Queued, Reason: "gpu01: 0/4 GPUs free", ReasonCode: "no_free_gpu",
+			Spec: job.Spec{Argv: []string{"train"}, GPUs: 4, Priority: 5}},
+		explain: service.Explanation{Position: 2, Rank: "2nd in the queue: bob's fair-share score 1.8 ranks behind alice 0.3",
+			Reason:      &sched.Reason{Code: sched.CodeNoFreeGPU, Text: "gpu01: 0/4 GPUs free (GPU 0-3: in use by gssh jobs (alice: job 3))"},
+			Reservation: &sched.Reservation{Host: "gpu01", Indexes: []int{0, 1, 2, 3}, From: from},
+			Forecast:    &sched.Forecast{Start: from, Placement: job.Placement{Host: "gpu01", Indexes: []int{0, 1, 2, 3}}, Estimated: true}},
+	}
+	a, out, _ := fakeApp(svc)
+	if err := showRun(context.Background(), a, &showOptions{id: 9}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"queue:       2nd in the queue: bob's fair-share score 1.8 ranks behind alice 0.3\n",
+		"waits for:   gpu01: 0/4 GPUs free (GPU 0-3: in use by gssh jobs (alice: job 3))\n",
+		"reservation: reserved gpu01 GPU 0-3 from 2026-12-01 14:05 UTC\n",
+		"expected:    by 2026-12-01 14:05 UTC on gpu01:0,1,2,3 (if the running jobs end at their walltimes; some have none",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("show lacks %q:\n%s", want, out.String())
+		}
+	}
+	a, out, _ = fakeApp(svc)
+	if err := showRun(context.Background(), a, &showOptions{id: 9, json: true}); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, `"id": 9,`) || !strings.Contains(s, `"queue": {`) || !strings.Contains(s, `"position": 2,`) {
+		t.Errorf("show --json:\n%s", s)
+	}
+}
+
+// usage prints one line per user, in the order the service gives.
+func TestUsageRun(t *testing.T) {
+	svc := &fakeService{usage: service.UsageDoc{PeriodS: 7 * 86400, Users: []service.UserUsage{
+		{User: "bob", Weight: 2, RunningJobs: 1, RunningGPUs: 0.1 + 0.2, Queued: 3, GPUHours: 10, Decayed: 4, Score: 2, Share: 0.25, Fair: 2.0 / 3, Rank: 1},
+		{User: "ann", Weight: 1, GPUHours: 20, Decayed: 12, Score: 12, Share: 0.75, Rank: 2},
+	}}}
+	a, out, _ := fakeApp(svc)
+	if err := usageRun(context.Background(), a, &usageOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "USER\tWEIGHT\tRUNNING\tQUEUED\tGPU-HOURS (7d)\tDECAYED\tSCORE\tSHARE\tFAIR\tRANK\n" +
+		"bob\t2\t1 (0.3 GPUs)\t3\t10.0\t4.0\t2.0\t25%\t67%\t1\n" +
+		"ann\t1\t0 (0 GPUs)\t0\t20.0\t12.0\t12.0\t75%\t0%\t2\n"
+	if out.String() != want {
+		t.Errorf("usage:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// gpus names the gssh jobs holding each GPU and what they booked.
+func TestGPUHolders(t *testing.T) {
+	jobs := []service.GPUJob{{Index: 0, ID: "GPU-0", Job: 14, User: "alice"}, {Index: 1, ID: "GPU-1", Job: 15, User: "bob", BookedBytes: 8 << 30},
+		{Index: 1, ID: "GPU-1", Job: 16, User: "cat", BookedBytes: 4 << 30}}
+	for id, want := range map[string]string{"GPU-0": "14 alice excl", "GPU-1": "15 bob 8.0 GiB, 16 cat 4.0 GiB", "GPU-2": "-", "": "-"} {
+		if got := holdersCell(jobs, id); got != want {
+			t.Errorf("%s: %q, want %q", id, got, want)
+		}
 	}
 }

@@ -173,8 +173,18 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 	switch {
 	case res.DryRun && res.WouldRun:
 		fmt.Fprintf(a.stdout, "would run on %s\n", where(res.Placement))
+		if ex := res.Explanation; ex != nil {
+			for _, r := range ex.Rejected {
+				fmt.Fprintf(a.stdout, "  not %s: %s\n", r.Host, printable(r.Reason.Text))
+			}
+		}
 	case res.DryRun:
 		fmt.Fprintf(a.stdout, "would be queued: %s\n", res.Reason)
+		if ex := res.Explanation; ex != nil {
+			for _, l := range queueLines(ex, res.Reason) {
+				fmt.Fprintf(a.stdout, "  %-12s %s\n", l[0]+":", printable(l[1]))
+			}
+		}
 	case res.Job.State == job.Running:
 		fmt.Fprintf(a.stdout, "job %d running on %s\n", res.Job.ID, where(res.Job.Placement))
 	default:

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gssh/gssh/state"
+)
+
+type usageOptions struct {
+	json bool
+}
+
+func newUsageCmd(a *app, runF func(*usageOptions) error) *cobra.Command {
+	opts := &usageOptions{}
+	cmd := &cobra.Command{
+		Use:   "usage",
+		Short: "Show each user's fair-share usage and place in the queue's order",
+		Long: `Show each user's fair-share standing, as Slurm's sshare does, lowest
+score (first in the queue's order) first:
+
+  USER       the user
+  WEIGHT     their weight (the inventory's policy: users: NAME: {weight: W}; 1 by default)
+  RUNNING    their launching and running jobs, and the GPUs those hold
+  QUEUED     their queued jobs
+  GPU-HOURS  GPU-hours used in the period shown in the header (the policy's
+             window, or 7 days under a half-life), undecayed
+  DECAYED    GPU-hours as the order weighs them: halved every half_life, or
+             summed over the window
+  SCORE      DECAYED / WEIGHT: within a priority class, the lowest goes first
+  SHARE      their part of everyone's DECAYED usage
+  FAIR       what their weight gives them: WEIGHT over the sum of the weights
+             of the users with jobs queued or running now
+  RANK       their place in the fair-share order
+
+A GPU-hour is one whole GPU for an hour; a --mem job counts the part of its
+GPUs' memory it booked (8 GiB of an 80 GiB GPU: 0.1 GPU). Usage comes from
+the job records in the state file, so it survives restarts. This reads the
+state file only and never creates it.
+
+--json prints one document (schema "gssh.usage/v1").
+
+` + exitCodesHelp,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return usageRun(c.Context(), a, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
+	return cmd
+}
+
+func usageRun(ctx context.Context, a *app, opts *usageOptions) error {
+	doc, err := a.service().Usage(ctx)
+	if err != nil && !errors.Is(err, state.ErrBadRecord) {
+		return err
+	}
+	if err != nil {
+		fmt.Fprintln(a.stderr, "gssh: warning:", err) // the others count
+	}
+	if opts.json {
+		return a.printJSON(doc)
+	}
+	rows := make([][]string, len(doc.Users))
+	for i, u := range doc.Users {
+		rows[i] = []string{printable(u.User), num(u.Weight), fmt.Sprintf("%d (%s GPUs)", u.RunningJobs, num(u.RunningGPUs)),
+			strconv.Itoa(u.Queued), hours(u.GPUHours), hours(u.Decayed), hours(u.Score), pctOf(u.Share), pctOf(u.Fair), strconv.Itoa(u.Rank)}
+	}
+	period := periodText(time.Duration(doc.PeriodS * float64(time.Second)))
+	return printTable(a.stdout, a.tty, []string{"USER", "WEIGHT", "RUNNING", "QUEUED", "GPU-HOURS (" + period + ")", "DECAYED", "SCORE", "SHARE", "FAIR", "RANK"}, rows)
+}
+
+// num prints a weight or a GPU count to 2 decimals at most: 2, 0.5, 1.25.
+func num(f float64) string { return strconv.FormatFloat(math.Round(f*100)/100, 'f', -1, 64) }
+
+func hours(h float64) string { return strconv.FormatFloat(h, 'f', 1, 64) }
+
+func pctOf(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" }
+
+// periodText prints a period in its largest whole unit: 7d, 36h, 90m.
+func periodText(d time.Duration) string {
+	switch {
+	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return short(d)
+}
