@@ -323,6 +323,7 @@ func (c *Controller) Explain(ctx context.Context, id job.ID) (Trial, error) {
 // what becomes of job id.
 func (c *Controller) trial(ctx context.Context, active []job.Job, id job.ID) (Trial, error) {
 	in := c.input(active)
+	in.Explain = id
 	var err error
 	if in.Usage, err = c.Usage(active, in.Now); err != nil && !errors.Is(err, state.ErrBadRecord) {
 		return Trial{}, fmt.Errorf("fair-share usage: %w", err)

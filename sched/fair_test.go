@@ -94,7 +94,7 @@ func TestFairShareOrder(t *testing.T) {
 	queue := []job.Job{j(1, "ann", 5), j(2, "bob", 5), j(3, "cat", 5), j(4, "dan", 4), j(5, "bob", 5)}
 	usage := map[string]float64{"ann": 3 * 3600, "bob": 1 * 3600, "cat": 4 * 3600, "dan": 100 * 3600}
 	pol := Policy{Users: map[string]UserShare{"cat": {Weight: 4}}} // cat's score: 1.0
-	d := Plan(Input{Hosts: hosts, Queue: queue, Usage: usage, Policy: pol})
+	d := Plan(Input{Hosts: hosts, Queue: queue, Usage: usage, Policy: pol, Explain: 1})
 	var order []job.ID
 	for _, s := range d.Starts {
 		order = append(order, s.Job)

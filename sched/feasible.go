@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,6 +27,9 @@ type want struct {
 	job    job.ID
 	holder Holder
 	ends   time.Time // now + the job's walltime (or the backfill estimate)
+	// quiet: only codes are wanted, not the words (a first try, which
+	// most jobs pass); explain: the job is Input.Explain.
+	quiet, explain bool
 }
 
 func wantOf(j job.Job) *want {
@@ -89,6 +93,15 @@ func feasible(n *node, w *want) ([]*unit, Reason) {
 			}
 		}
 		return fit, Reason{}
+	}
+	if w.quiet {
+		codes := make([]Code, 0, len(all)-fits)
+		for i := range all {
+			if !n.verdicts[i].ok() {
+				codes = append(codes, n.verdicts[i].Code)
+			}
+		}
+		return nil, because(cmp.Or(dominant(codes), CodeTooFewGPUs), "")
 	}
 	turned := make([]verdict, 0, len(all)-fits)
 	for i := range all {
@@ -200,6 +213,9 @@ func checkReserved(u *unit, w *want, n *node) Reason {
 	if !n.reserved[u.key] || w.job == n.reservedFor || w.ends.Before(n.reservedFrom) && !w.ends.IsZero() {
 		return Reason{}
 	}
+	if w.quiet {
+		return because(CodeReserved, "")
+	}
 	return because(CodeReserved, fmt.Sprintf("reserved for job %d from %s", n.reservedFor, n.reservedFrom.UTC().Format("2006-01-02 15:04 UTC")))
 }
 
@@ -251,6 +267,9 @@ func checkShared(u *unit, w *want, n *node) Reason {
 	}
 	m := u.commitment(b, gone, n.cluster)
 	usable := Usable(*u.total, n.ReservePct)
+	if w.quiet && (w.MemPerGPU > usable || m.gssh+m.foreign > usable-w.MemPerGPU || w.MemPerGPU > m.free) {
+		return because(CodeMem, "")
+	}
 	switch {
 	case w.MemPerGPU > usable:
 		return because(CodeMem, "only "+FormatMem(usable)+" usable")

@@ -139,6 +139,40 @@ type node struct {
 	reserved     map[string]bool
 	reservedFrom time.Time
 	reservedFor  job.ID
+	// verdicts of feasible for each job shape (want.shape) since the
+	// ledger or reservation last changed (version): a booking elsewhere
+	// leaves this host's answers as they were, so a queue of thousands
+	// works each host out once per change, not once per job.
+	version int
+	cache   map[string]hostVerdict
+	nocache bool // plan without memo: every answer worked out afresh
+}
+
+// hostVerdict is one answer of feasible.
+type hostVerdict struct {
+	version int
+	units   []*unit
+	why     Reason
+}
+
+// changed marks n's ledger or reservation changed: its cached verdicts
+// are stale.
+func (n *node) changed() { n.version++ }
+
+// feasibleCached is feasible, through n's cache.
+func (n *node) feasibleCached(w *want, key string) ([]*unit, Reason) {
+	if v, ok := n.cache[key]; ok && v.version == n.version {
+		return v.units, v.why
+	}
+	us, why := feasible(n, w)
+	if n.nocache {
+		return us, why
+	}
+	if n.cache == nil {
+		n.cache = map[string]hostVerdict{}
+	}
+	n.cache[key] = hostVerdict{version: n.version, units: us, why: why}
+	return us, why
 }
 
 // booking is what holds unit key now: the live holders (none of n.gone)
@@ -162,7 +196,7 @@ func (n *node) booking(key string) (live Booking, gone []Holder) {
 // the ledger and snapshot are shared, never changed.
 func (n *node) whatIf(gone map[job.ID]bool) *node {
 	c := *n
-	c.gone, c.verdicts, c.reserved = gone, nil, nil
+	c.gone, c.verdicts, c.reserved, c.cache = gone, nil, nil, nil
 	return &c
 }
 
@@ -170,6 +204,7 @@ func (n *node) whatIf(gone map[job.ID]bool) *node {
 func (n *node) book(p job.Placement, who Holder) {
 	who.Planned = true
 	addHolder(n.held, p, who)
+	n.changed()
 }
 
 // nodes makes the plan's view of hosts, in name order, with the bookings

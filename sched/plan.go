@@ -33,6 +33,10 @@ type Input struct {
 	// Usage is each user's fair-share usage at Now, in GPU-seconds as
 	// Usage weighs them (OrderFair ranks by it).
 	Usage map[string]float64
+	// Explain is a job to explain in full (gssh show, a dry run; 0: none):
+	// its Pending gets Rank, its Start the hosts turned down for it. Those
+	// words cost time per job, so a pass asks for none.
+	Explain job.ID
 }
 
 // Start is a job the plan starts, and where.
@@ -40,7 +44,7 @@ type Start struct {
 	Job       job.ID        `json:"job"`
 	Placement job.Placement `json:"placement"`
 	// Rejected lists the hosts turned down for the job and why, in
-	// host-name order ("why not elsewhere").
+	// host-name order ("why not elsewhere"); only for Input.Explain.
 	Rejected []Rejection `json:"rejected,omitempty"`
 }
 
@@ -53,9 +57,9 @@ type Pending struct {
 	Rejected []Rejection `json:"rejected,omitempty"`
 	// Position is the job's place in the queue's order (1 = first), and
 	// Rank says in words what puts it there ("4th: bob's fair-share score
-	// 1.8 ranks behind alice 0.3 and carol 0.9").
+	// 1.8 ranks behind alice 0.3 and carol 0.9"; only for Input.Explain).
 	Position int    `json:"position"`
-	Rank     string `json:"rank"`
+	Rank     string `json:"rank,omitempty"`
 	// Reservation is what EASY backfill holds for the job, when it is the
 	// first that cannot start.
 	Reservation *Reservation `json:"reservation,omitempty"`
@@ -93,8 +97,8 @@ type Decisions struct {
 // by index, ties by job id) and leaves its input as it is.
 func Plan(in Input) Decisions { return plan(in, true, nil) }
 
-// plan is Plan; without memo every job is placed afresh (tests check that
-// the memo changes no answer). The running jobs in ended hold nothing:
+// plan is Plan; without memo every job is placed afresh, on every host
+// (tests check that the memos change no answer). The running jobs in ended hold nothing:
 // they are taken to have ended (a forecast), and what their processes use
 // counts as free.
 func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
@@ -116,6 +120,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	byName := make(map[string]*node, len(hosts))
 	for _, n := range hosts {
 		byName[n.Name] = n
+		n.nocache = !memo
 		if len(ended) > 0 {
 			n.gone = ended
 		}
@@ -133,7 +138,10 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	for pos, r := range queue {
 		j := r.Job
 		pend := func(p Pending) {
-			p.Job, p.Position, p.Rank = j.ID, pos+1, rankText(queue, pos, pol)
+			p.Job, p.Position = j.ID, pos+1
+			if j.ID == in.Explain {
+				p.Rank = rankText(queue, pos, pol)
+			}
 			out.Pending = append(out.Pending, p)
 		}
 		if blocker != nil {
@@ -144,9 +152,10 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 		w := wantOf(*j)
 		w.ends = in.Now.Add(walltime(*j, pol))
 		w.holder.Ends = w.ends
+		w.explain = j.ID == in.Explain
 		key := w.shape()
 		d, seen := failed[key]
-		if !seen || !memo {
+		if !seen || !memo || w.explain {
 			d = place(hosts, w, pol.Fit)
 		}
 		if !d.ok {
@@ -159,6 +168,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 				if reservation = reserve(hosts, w, pol, in.Now); reservation != nil {
 					n := byName[reservation.Host]
 					n.reserved, n.reservedFrom, n.reservedFor = map[string]bool{}, reservation.From, j.ID
+					n.changed()
 					for _, k := range placementKeys(job.Placement{GPUs: reservation.GPUs, Indexes: reservation.Indexes}) {
 						n.reserved[k] = true
 					}

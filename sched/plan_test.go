@@ -410,7 +410,7 @@ func TestPlanPlacement(t *testing.T) {
 			}
 			// Every host turned down, placed or not (a placed job's
 			// rejections are not part of the plan).
-			dec := place(nodes(tt.nodes, Bookings(tt.running), ""), &want{Request: tt.req}, FitFirst)
+			dec := place(nodes(tt.nodes, Bookings(tt.running), ""), &want{Request: tt.req, explain: true}, FitFirst)
 			var rej []string
 			for _, r := range dec.rejected {
 				rej = append(rej, r.Host+": "+r.Reason.Text)
@@ -420,6 +420,11 @@ func TestPlanPlacement(t *testing.T) {
 			}
 			if tt.want.Host == "" && !reflect.DeepEqual(pend.Rejected, dec.rejected) {
 				t.Errorf("pending rejections %+v, want %+v", pend.Rejected, dec.rejected)
+			}
+			// Explained, a placed job keeps its rejections.
+			ex := Plan(Input{Hosts: tt.nodes, Running: tt.running, Queue: []job.Job{queued(100, tt.req)}, Explain: 100})
+			if len(ex.Starts) == 1 && !reflect.DeepEqual(ex.Starts[0].Rejected, dec.rejected) {
+				t.Errorf("explained start's rejections %+v, want %+v", ex.Starts[0].Rejected, dec.rejected)
 			}
 		})
 	}
@@ -432,7 +437,7 @@ func TestPlanPure(t *testing.T) {
 	run := []job.Job{running(1, "gpu02", 10*GiB, "GPU-00")}
 	queue := []job.Job{queued(4, shared(1, 40*GiB)), queued(2, excl(2)), queued(3, excl(4))}
 	firstFit := Policy{Order: OrderPriority, Fit: FitFirst, Backfill: BackfillSkip}
-	in := Input{Hosts: hosts, Running: run, Queue: queue, Policy: firstFit}
+	in := Input{Hosts: hosts, Running: run, Queue: queue, Policy: firstFit, Explain: 4}
 	before := fmt.Sprintf("%#v", in)
 	first := Plan(in)
 	for range 3 {
@@ -443,7 +448,7 @@ func TestPlanPure(t *testing.T) {
 	if after := fmt.Sprintf("%#v", in); after != before {
 		t.Errorf("Plan changed its input")
 	}
-	shuffled := Input{Hosts: []Host{hosts[1], hosts[0]}, Running: run, Queue: []job.Job{queue[2], queue[0], queue[1]}, Policy: firstFit}
+	shuffled := Input{Hosts: []Host{hosts[1], hosts[0]}, Running: run, Queue: []job.Job{queue[2], queue[0], queue[1]}, Policy: firstFit, Explain: 4}
 	if again := Plan(shuffled); !reflect.DeepEqual(again, first) {
 		t.Errorf("input order changed the plan: %+v, then %+v", first, again)
 	}
@@ -758,6 +763,21 @@ func TestPlanProperties(t *testing.T) {
 		if again := Plan(in); !reflect.DeepEqual(d, again) {
 			t.Fatalf("round %d: not deterministic", round)
 		}
+		// Explaining a job changes only the words: every decision and
+		// reason is the same.
+		explained := job.ID(1 + rng.IntN(len(queue)))
+		in.Explain = explained
+		ex := Plan(in)
+		in.Explain = 0
+		for i := range ex.Starts {
+			ex.Starts[i].Rejected = nil
+		}
+		for i := range ex.Pending {
+			ex.Pending[i].Rank = ""
+		}
+		if !reflect.DeepEqual(d, ex) {
+			t.Fatalf("round %d: explaining job %d changed the plan:\n%+v\n%+v", round, explained, d, ex)
+		}
 		// Nothing over-booked: replay the starts as running jobs (that have
 		// allocated nothing yet, the worst case), and check every GPU this
 		// plan placed a job on.
@@ -790,38 +810,55 @@ func TestPlanProperties(t *testing.T) {
 
 // BenchmarkPlanLarge is issue 9's size: a queue of 10,000 jobs on 100
 // hosts × 8 GPUs with 500 jobs running (priority order, first fit, skip).
-func BenchmarkPlanLarge(b *testing.B) {
+// BenchmarkPlanQueue is one planning pass under the default policy
+// (fair-share order, best fit, EASY backfill) over 1k, 10k and 100k
+// queued jobs of 30 users, on 100 hosts × 8 GPUs with 500 running jobs
+// (walltimes from 1 to 24 hours, so the first job that cannot start gets
+// a reservation).
+func BenchmarkPlanQueue(b *testing.B) {
 	hosts := make([]Host, 100)
 	for i := range hosts {
 		hosts[i] = host(fmt.Sprintf("gpu%03d", i), gpus(8, 80*GiB)...)
 	}
+	now := t0
 	var run []job.Job
 	for i := range 500 {
 		h, g := i%100, (i/100)%8
-		run = append(run, running(job.ID(i+1), hosts[h].Name, 0, fmt.Sprintf("GPU-%02d", g)))
+		j := running(job.ID(i+1), hosts[h].Name, 0, fmt.Sprintf("GPU-%02d", g))
+		j.User, j.StartedAt, j.Spec.Timeout = fmt.Sprintf("user%02d", i%30), now.Add(-time.Hour), time.Duration(2+i%24)*time.Hour
+		run = append(run, j)
 	}
-	queue := make([]job.Job, 10000)
-	for i := range queue {
-		var r Request
-		switch i % 4 {
-		case 0:
-			r = excl(1 + i%3)
-		case 1:
-			r = shared(1, uint64(4+i%12)*GiB)
-		case 2:
-			r = shared(2, 10*GiB)
-		default:
-			r = Request{Host: hosts[i%100].Name, GPUs: 1, MemPerGPU: 8 * GiB}
-		}
-		queue[i] = queued(job.ID(1000+i), r)
-		queue[i].Spec.Priority = i % 11
+	usage := map[string]float64{}
+	for u := range 30 {
+		usage[fmt.Sprintf("user%02d", u)] = float64(u * 3600)
 	}
-	in := Input{Hosts: hosts, Running: run, Queue: queue}
-	b.ReportAllocs()
-	for b.Loop() {
-		if d := Plan(in); len(d.Starts) == 0 {
-			b.Fatal("nothing placed")
+	for _, n := range []int{1000, 10000, 100000} {
+		queue := make([]job.Job, n)
+		for i := range queue {
+			var r Request
+			switch i % 4 {
+			case 0:
+				r = excl(1 + i%3)
+			case 1:
+				r = shared(1, uint64(4+i%12)*GiB)
+			case 2:
+				r = shared(2, 10*GiB)
+			default:
+				r = Request{Host: hosts[i%100].Name, GPUs: 1, MemPerGPU: 8 * GiB}
+			}
+			queue[i] = queued(job.ID(1000+i), r)
+			queue[i].User, queue[i].Spec.Priority = fmt.Sprintf("user%02d", i%30), i%11
+			queue[i].Spec.Timeout = time.Duration(1+i%6) * time.Hour
 		}
+		in := Input{Now: now, Hosts: hosts, Running: run, Queue: queue, Usage: usage}
+		b.Run(fmt.Sprintf("queued=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if d := Plan(in); len(d.Starts) == 0 {
+					b.Fatal("nothing placed")
+				}
+			}
+		})
 	}
 }
 

@@ -139,21 +139,42 @@ type decision struct {
 }
 
 // place puts w on one of hosts (in name order) under fit, without booking
-// it.
+// it. The words of why hosts turned the job down are worked out only when
+// it fits nowhere, or when w is to be explained: a job that fits needs
+// none, and most of a plan's work is jobs that fit.
 func place(hosts []*node, w *want, fit Fit) decision {
+	w.quiet = !w.explain
+	d := tryPlace(hosts, w, fit)
+	if !d.ok && w.quiet {
+		w.quiet = false
+		d = tryPlace(hosts, w, fit)
+	}
+	w.quiet = false
+	return d
+}
+
+func tryPlace(hosts []*node, w *want, fit Fit) decision {
 	var d decision
 	var options []option
+	key := w.shape()
+	if w.quiet {
+		key = "q" + key
+	}
 	for _, n := range hosts {
-		us, why := feasible(n, w)
+		us, why := n.feasibleCached(w, key)
 		if !why.ok() {
-			d.rejected = append(d.rejected, Rejection{Host: n.Name, Reason: why})
+			if !w.quiet {
+				d.rejected = append(d.rejected, Rejection{Host: n.Name, Reason: why})
+			}
 			d.exhausted = d.exhausted || why.Code.Exhausted()
 			continue
 		}
 		options = append(options, option{n, us})
 	}
 	if len(options) == 0 {
-		d.reason = pendingReason(hosts, w.Request, d.rejected)
+		if !w.quiet {
+			d.reason = pendingReason(hosts, w.Request, d.rejected)
+		}
 		return d
 	}
 	d.ok, d.placement = true, choose(fit, options, w)
