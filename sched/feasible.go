@@ -53,7 +53,7 @@ var (
 	constraints  = []hostCheck{checkHost, checkLabels}
 	hostChecks   = []hostCheck{checkDrain, checkState}
 	eligibility  = []unitCheck{checkHealth, checkUnitShape}
-	availability = []unitCheck{checkReserved, checkExclusive, checkShared}
+	availability = []unitCheck{checkExclusive, checkShared, checkReserved}
 )
 
 // feasible runs the chain over one host: it returns every unit of n that

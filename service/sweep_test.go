@@ -17,14 +17,16 @@ import (
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/inventory"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/sshconfig"
 	"github.com/gssh/gssh/sshexec/sshtest"
 )
 
 // sshLab is a service over one real OpenSSH worker "w" on loopback whose
-// nvidia-smi replays the a100x4 fixture.
-func sshLab(t *testing.T) *lab {
+// nvidia-smi replays the a100x4 fixture (GPU 3 idle, 0-2 busy with other
+// people's processes), under the policy given (default: none).
+func sshLab(t *testing.T, policy ...sched.Policy) *lab {
 	t.Helper()
 	sshtest.RequireSSHD(t)
 	root, _ := filepath.Abs("..")
@@ -42,7 +44,7 @@ func sshLab(t *testing.T) *lab {
 		UserKnownHostsFiles: []string{sshtest.KnownHosts(t, dir, s.KnownHostsLine)}}
 	l := &lab{state: filepath.Join(t.TempDir(), "state.db"), home: s.Home}
 	l.svc = service.New(service.Options{
-		Fleet: fleet.Options{Inventory: &inventory.Inventory{Hosts: []inventory.Host{{Name: "w", ReservePct: 10}}},
+		Fleet: fleet.Options{Inventory: &inventory.Inventory{Hosts: []inventory.Host{{Name: "w", ReservePct: 10}}, Policy: append(policy, sched.Policy{})[0]},
 			Home: dir, SSH: resolver{"w": settings}, ConnectTimeout: 5 * time.Second},
 		StatePath: l.state, StateExplicit: true, User: "ann",
 		PassWait: 50 * time.Millisecond, // a submit under a held lock queues at once
