@@ -369,7 +369,8 @@ func newCancelCmd(a *app, runF func(*cancelOptions) error) *cobra.Command {
 		Long: `Cancel jobs. A running job's whole process tree gets SIGTERM (its session,
 and processes carrying its GSSH_JOB_ID that started sessions of their own),
 then SIGKILL after the grace period; gssh cancel returns when they are gone
-or the grace has run out.
+or the grace has run out. Then it runs a scheduling pass, so that queued
+jobs start on the GPUs the cancelled job freed (it prints those that do).
 
 ` + exitCodesHelp,
 		Args: func(_ *cobra.Command, args []string) error {

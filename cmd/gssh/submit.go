@@ -63,8 +63,16 @@ UUIDs, GSSH_JOB_ID, and only the --env values of your environment. stdout
 and stderr go to one log (gssh logs). CUDA_VISIBLE_DEVICES is a
 convention, not enforcement.
 
-A job that cannot start now stays queued: gssh ps and gssh show change
-only when a pass runs (this submit, or gssh schedule from cron).
+A job that cannot start now stays queued: gssh ps changes only when a
+pass runs (this submit, gssh cancel, or gssh schedule from cron). The queue
+goes by priority class (--priority, 0 first), then fair-share (GPU time
+used recently over the user's weight: gssh usage), with EASY backfill; the
+inventory's policy: block sets how.
+
+--dry-run plans the job as a pass would now, in its place in the queue,
+and stores nothing: it prints where the job would start and why not on the
+other hosts, or why it would wait, its place in the queue, its
+reservation and when it is expected to start (as sbatch --test-only does).
 
 ` + exitCodesHelp,
 		Example: `  gssh submit --mem 8G -- python train.py --lr 3e-4
@@ -98,7 +106,7 @@ only when a pass runs (this submit, or gssh schedule from cron).
 	fl.StringArrayVar(&opts.env, "env", nil, "K=V to set in the job's environment (repeatable)")
 	fl.StringVar(&opts.timeout, "timeout", "", "walltime: 90m, 2h, or [D-]HH:MM:SS (default: none)")
 	fl.IntVar(&opts.priority, "priority", 5, "0 (first) to 10 (last)")
-	fl.BoolVar(&opts.dryRun, "dry-run", false, "check and say where the job would go (behind the jobs queued now), without queueing it")
+	fl.BoolVar(&opts.dryRun, "dry-run", false, "say where the job would start now, or why it would wait and when it should start, without queueing it")
 	fl.BoolVar(&opts.json, "json", false, "print the result as JSON")
 	return cmd
 }

@@ -72,7 +72,7 @@ func usageRun(ctx context.Context, a *app, opts *usageOptions) error {
 	}
 	rows := make([][]string, len(doc.Users))
 	for i, u := range doc.Users {
-		rows[i] = []string{printable(u.User), num(u.Weight), fmt.Sprintf("%d (%s GPUs)", u.RunningJobs, num(u.RunningGPUs)),
+		rows[i] = []string{printable(u.User), num(u.Weight), fmt.Sprintf("%d (%s %s)", u.RunningJobs, num(u.RunningGPUs), gpusWord(u.RunningGPUs)),
 			strconv.Itoa(u.Queued), hours(u.GPUHours), hours(u.Decayed), hours(u.Score), pctOf(u.Share), pctOf(u.Fair), strconv.Itoa(u.Rank)}
 	}
 	period := periodText(time.Duration(doc.PeriodS * float64(time.Second)))
@@ -95,4 +95,11 @@ func periodText(d time.Duration) string {
 		return fmt.Sprintf("%dh", d/time.Hour)
 	}
 	return short(d)
+}
+
+func gpusWord(n float64) string {
+	if n == 1 {
+		return "GPU"
+	}
+	return "GPUs"
 }
