@@ -249,12 +249,17 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 // now). With an error wrapping state.ErrBadRecord it is the usage of what
 // could be read.
 func (c *Controller) Usage(active []job.Job, now time.Time) (map[string]float64, error) {
-	fs := c.policy.FairShare
-	uses, err := c.store.Uses(now.Add(-sched.Horizon(fs)))
+	ended, err := c.ended(now)
 	if err != nil && !errors.Is(err, state.ErrBadRecord) {
 		return nil, err
 	}
-	return sched.Usage(append(uses, sched.Uses(active)...), now, fs), err
+	return sched.Usage(append(slices.Clip(ended), sched.Uses(active)...), now, c.policy.FairShare), err
+}
+
+// ended are the uses of the jobs that ended within the policy's horizon
+// of now, from the store's ledger.
+func (c *Controller) ended(now time.Time) ([]job.Use, error) {
+	return c.store.Uses(now.Add(-sched.Horizon(c.policy.FairShare)))
 }
 
 // Policy is the policy the controller plans under, defaults filled in.
@@ -324,10 +329,14 @@ func (c *Controller) Explain(ctx context.Context, id job.ID) (Trial, error) {
 func (c *Controller) trial(ctx context.Context, active []job.Job, id job.ID) (Trial, error) {
 	in := c.input(active)
 	in.Explain = id
-	var err error
-	if in.Usage, err = c.Usage(active, in.Now); err != nil && !errors.Is(err, state.ErrBadRecord) {
+	ended, err := c.ended(in.Now)
+	if err != nil && !errors.Is(err, state.ErrBadRecord) {
 		return Trial{}, fmt.Errorf("fair-share usage: %w", err)
 	}
+	if ended == nil {
+		ended = []job.Use{} // the forecast works usage out again as it goes
+	}
+	in.Usage = sched.Usage(append(slices.Clip(ended), sched.Uses(active)...), in.Now, c.policy.FairShare)
 	if in.Hosts, err = c.snaps.Hosts(ctx); err != nil {
 		return Trial{}, fmt.Errorf("host snapshots: %w", err)
 	}
@@ -339,7 +348,7 @@ func (c *Controller) trial(ctx context.Context, active []job.Job, id job.ID) (Tr
 	}
 	for _, p := range plan.Pending {
 		if p.Job == id {
-			return Trial{Pending: p, Rejected: p.Rejected, Forecast: sched.ForecastStart(in, id)}, nil
+			return Trial{Pending: p, Rejected: p.Rejected, Forecast: sched.ForecastStart(in, id, ended)}, nil
 		}
 	}
 	return Trial{}, fmt.Errorf("job %d is not in the plan", id)

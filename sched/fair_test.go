@@ -186,12 +186,12 @@ func TestEasyBackfill(t *testing.T) {
 	// Forecasts: the big job at its reservation; the last once job 12's
 	// walltime frees b (a is the big job's from 15:00 for 24 hours).
 	for id, want := range map[job.ID]string{10: "2026-12-01 15:00 a:[0 1 2 3]", 13: "2026-12-01 18:00 b:[0]", 11: "2026-12-01 13:00 a:[2]"} {
-		f := ForecastStart(in, id)
+		f := ForecastStart(in, id, nil)
 		if got := f.Start.Format("2006-01-02 15:04") + " " + fmt.Sprintf("%s:%v", f.Placement.Host, f.Placement.Indexes); got != want || f.Estimated {
 			t.Errorf("forecast of job %d: %s (%+v), want %s", id, got, f, want)
 		}
 	}
-	if f := ForecastStart(in, 99); f.Why != "job 99 is not queued" {
+	if f := ForecastStart(in, 99, nil); f.Why != "job 99 is not queued" {
 		t.Errorf("forecast of a job not queued: %+v", f)
 	}
 	// Without backfill (skip), the longer job takes a GPU of the reserved
@@ -344,15 +344,126 @@ func TestForecast(t *testing.T) {
 	r.StartedAt = t0
 	q := queued(2, excl(1))
 	in := Input{Now: t0.Add(time.Hour), Hosts: hosts, Running: []job.Job{r}, Queue: []job.Job{q}}
-	if f := ForecastStart(in, 2); !f.Start.Equal(t0.Add(DefaultBackfillEstimate)) || !f.Estimated {
+	if f := ForecastStart(in, 2, nil); !f.Start.Equal(t0.Add(DefaultBackfillEstimate)) || !f.Estimated {
 		t.Errorf("behind a job without walltime: %+v", f)
 	}
 	in.Policy.BackfillEstimate = 2 * time.Hour
-	if f := ForecastStart(in, 2); !f.Start.Equal(t0.Add(2 * time.Hour)) {
+	if f := ForecastStart(in, 2, nil); !f.Start.Equal(t0.Add(2 * time.Hour)) {
 		t.Errorf("with a 2h estimate: %+v", f)
 	}
 	in.Hosts[0].Drain = true
-	if f := ForecastStart(in, 2); !f.Start.IsZero() || f.Why != "no job's end makes room: a: drained" {
+	if f := ForecastStart(in, 2, nil); !f.Start.IsZero() || f.Why != "no job's end makes room: a: drained" {
 		t.Errorf("a drained host: %+v", f)
+	}
+}
+
+// Only an enforced walltime lets a job onto reserved GPUs: one without
+// (its 24 h estimate ends before the reservation) could run for a week.
+func TestBackfillNeedsAWalltime(t *testing.T) {
+	hosts := []Host{host("a", gpus(4, 80*GiB)...)}
+	r := func(id job.ID, gpu string) job.Job {
+		j := running(id, "a", 0, gpu)
+		j.StartedAt, j.Spec.Timeout = t0, 48*time.Hour
+		return j
+	}
+	run := []job.Job{r(1, "GPU-00"), r(2, "GPU-01")}
+	for _, tt := range []struct {
+		timeout time.Duration
+		starts  bool
+	}{{0, false}, {time.Hour, true}, {49 * time.Hour, false}} {
+		small := queued(11, excl(1))
+		small.Spec.Timeout = tt.timeout
+		d := Plan(Input{Now: t0, Hosts: hosts, Running: run, Queue: []job.Job{queued(10, excl(4)), small}})
+		if got := len(d.Starts) == 1 && d.Starts[0].Job == 11; got != tt.starts {
+			t.Errorf("timeout %s: starts %+v, pending %+v", tt.timeout, d.Starts, d.Pending)
+		}
+		if !tt.starts && !strings.Contains(d.Pending[1].Reason.Text, "GPU 2,3: reserved for job 10 from 2026-12-03 12:00 UTC") {
+			t.Errorf("timeout %s: %+v", tt.timeout, d.Pending[1])
+		}
+	}
+	// With a default_timeout every job has one.
+	d := Plan(Input{Now: t0, Hosts: hosts, Running: run, Queue: []job.Job{queued(10, excl(4)), queued(11, excl(1))},
+		Policy: Policy{DefaultTimeout: time.Hour}})
+	if len(d.Starts) != 1 {
+		t.Errorf("default_timeout 1h: %+v", d)
+	}
+}
+
+// A job that outran the estimate (no walltime) is assumed to run another
+// estimate: it does not pin the reservation to now when another host
+// drains within the hour.
+func TestOverdueJobDoesNotPinTheReservation(t *testing.T) {
+	hosts := []Host{host("a", gpus(4, 80*GiB)...), host("b", gpus(4, 80*GiB)...)}
+	old := running(1, "a", 0, "GPU-00")
+	old.StartedAt = t0.Add(-25 * time.Hour)
+	run := []job.Job{old}
+	for i := range 4 {
+		j := running(job.ID(2+i), "b", 0, fmt.Sprintf("GPU-%02d", i))
+		j.StartedAt, j.Spec.Timeout = t0, time.Hour+time.Duration(i)*time.Minute
+		run = append(run, j)
+	}
+	d := Plan(Input{Now: t0, Hosts: hosts, Running: run, Queue: []job.Job{queued(10, excl(4))}})
+	if p := d.Pending[0]; p.Reservation == nil || p.Reservation.Host != "b" || !p.Reservation.From.Equal(t0.Add(63*time.Minute)) {
+		t.Errorf("reservation %v, want b from 13:03", p.Reservation)
+	}
+}
+
+// The forecast goes on past a job whose reason is mostly drained hosts
+// (it is still exhausted on one), and works usage out again as the jobs
+// it plays forward accrue it.
+func TestForecastUsage(t *testing.T) {
+	drained := func(name string) Host { h := host(name, gpus(1, 80*GiB)...); h.Drain = true; return h }
+	hosts := []Host{drained("a"), drained("b"), host("c", gpus(1, 80*GiB)...)}
+	r := running(1, "c", 0, "GPU-00")
+	r.User, r.StartedAt, r.Spec.Timeout = "ann", t0, 8*time.Hour
+	mine, bobs := queued(2, excl(1)), queued(3, excl(1))
+	mine.User, mine.Spec.Timeout = "ann", time.Hour
+	bobs.User, bobs.Spec.Timeout = "bob", time.Hour
+	week := FairShare{Window: 7 * 24 * time.Hour}
+	bobUsed := []job.Use{{User: "bob", Started: t0.Add(-2 * time.Hour), Ended: t0.Add(-time.Hour), Share: 1}}
+	in := Input{Now: t0, Hosts: hosts, Running: []job.Job{r}, Queue: []job.Job{mine, bobs}, Policy: Policy{FairShare: week}}
+	in.Usage = Usage(append(slices.Clone(bobUsed), Uses([]job.Job{r})...), t0, week)
+	// Now ann (0 used yet) is ahead of bob (1 GPU-hour)...
+	if d := Plan(in); d.Pending[0].Job != 2 {
+		t.Fatalf("order now: %+v", d.Pending)
+	}
+	// ...but by 20:00 her running job has used 8 hours: bob goes first.
+	if f := ForecastStart(in, 2, bobUsed); !f.Start.Equal(t0.Add(9*time.Hour)) || f.Placement.Host != "c" {
+		t.Errorf("forecast with usage worked out again: %+v, want 21:00 on c", f)
+	}
+	if f := ForecastStart(in, 2, nil); !f.Start.Equal(t0.Add(8 * time.Hour)) {
+		t.Errorf("forecast with usage as it is now: %+v, want 20:00", f)
+	}
+}
+
+// One plan does not hand every free GPU to the user who is lowest when
+// it begins: each start charges its user what the job will have used by
+// its expected end, and the next job goes to whoever is lowest then.
+func TestFairShareWithinAPlan(t *testing.T) {
+	hosts := []Host{host("a", gpus(8, 80*GiB)...)}
+	var queue []job.Job
+	for i := range 10 {
+		j := queued(job.ID(i+1), excl(1))
+		j.User, j.Spec.Timeout = "ann", 24*time.Hour
+		queue = append(queue, j)
+	}
+	for i := range 2 {
+		j := queued(job.ID(20+i), excl(1))
+		j.User, j.Spec.Timeout = "bob", 24*time.Hour
+		queue = append(queue, j)
+	}
+	usage := map[string]float64{"bob": 60} // bob used a GPU-minute; ann nothing
+	d := Plan(Input{Now: t0, Hosts: hosts, Queue: queue, Usage: usage})
+	var order []string
+	for _, s := range d.Starts {
+		order = append(order, map[bool]string{true: "bob", false: "ann"}[s.Job >= 20])
+	}
+	if want := []string{"ann", "bob", "ann", "bob", "ann", "ann", "ann", "ann"}; !slices.Equal(order, want) {
+		t.Errorf("starts by user %v, want %v", order, want)
+	}
+	// Under priority order the same queue goes by submit order: ann takes all 8.
+	d = Plan(Input{Now: t0, Hosts: hosts, Queue: queue, Usage: usage, Policy: Policy{Order: OrderPriority}})
+	if d.Starts[7].Job != 8 {
+		t.Errorf("priority order: %+v", d.Starts)
 	}
 }

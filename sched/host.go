@@ -161,6 +161,9 @@ func (n *node) changed() { n.version++ }
 
 // feasibleCached is feasible, through n's cache.
 func (n *node) feasibleCached(w *want, key string) ([]*unit, Reason) {
+	if n.reserved != nil && w.job == n.reservedFor {
+		return feasible(n, w) // the one job the reservation is for: not its shape's answer
+	}
 	if v, ok := n.cache[key]; ok && v.version == n.version {
 		return v.units, v.why
 	}

@@ -63,6 +63,10 @@ type Pending struct {
 	// Reservation is what EASY backfill holds for the job, when it is the
 	// first that cannot start.
 	Reservation *Reservation `json:"reservation,omitempty"`
+	// Exhausted: some host that meets the job's constraints turned it
+	// down only for what is taken now, so it fits there once something
+	// ends (see Code.Exhausted); false for a job blocked behind another.
+	Exhausted bool `json:"exhausted,omitempty"`
 }
 
 // Reservation is where and from when a job that cannot start now will be
@@ -134,13 +138,18 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	// so a queue of thousands of alike jobs is not worked out thousands of
 	// times. The key holds everything the checks read of a job.
 	failed := map[string]decision{}
-	queue := ordered(in.Queue, pol, in.Usage)
-	for pos, r := range queue {
+	unreservable := map[string]bool{}
+	picks := newPicker(in.Queue, pol, in.Usage)
+	for pos := 0; ; pos++ {
+		r, more := picks.next()
+		if !more {
+			break
+		}
 		j := r.Job
 		pend := func(p Pending) {
 			p.Job, p.Position = j.ID, pos+1
 			if j.ID == in.Explain {
-				p.Rank = rankText(queue, pos, pol)
+				p.Rank = rankText(picks.picked, pos, pol)
 			}
 			out.Pending = append(out.Pending, p)
 		}
@@ -150,8 +159,13 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			continue
 		}
 		w := wantOf(*j)
-		w.ends = in.Now.Add(walltime(*j, pol))
-		w.holder.Ends = w.ends
+		// A job may use reserved GPUs only if it is sure to end in time:
+		// only an enforced walltime says so. The estimate is what the
+		// reservations of the jobs behind it assume.
+		if wt := enforced(*j, pol); wt > 0 {
+			w.ends = in.Now.Add(wt)
+		}
+		w.holder.Ends = in.Now.Add(walltime(*j, pol))
 		w.explain = j.ID == in.Explain
 		key := w.shape()
 		d, seen := failed[key]
@@ -160,12 +174,16 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 		}
 		if !d.ok {
 			failed[key] = d
-			p := Pending{Reason: d.reason, Rejected: d.rejected}
+			p := Pending{Reason: d.reason, Rejected: d.rejected, Exhausted: d.exhausted}
 			switch {
 			case pol.Backfill == BackfillNone && d.exhausted:
 				blocker = j
-			case pol.Backfill == BackfillEasy && d.exhausted && reservation == nil:
-				if reservation = reserve(hosts, w, pol, in.Now); reservation != nil {
+			case pol.Backfill == BackfillEasy && d.exhausted && reservation == nil && !unreservable[key]:
+				// A shape no gssh job's end makes room for stays so for
+				// the plan: bookings only add holders.
+				if reservation = reserve(hosts, w, pol, in.Now); reservation == nil {
+					unreservable[key] = true
+				} else {
 					n := byName[reservation.Host]
 					n.reserved, n.reservedFrom, n.reservedFor = map[string]bool{}, reservation.From, j.ID
 					n.changed()
@@ -180,20 +198,29 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			continue
 		}
 		byName[d.placement.Host].book(d.placement, w.holder)
+		picks.charge(j, d.placement.Share, walltime(*j, pol))
 		clear(failed)
 		out.Starts = append(out.Starts, Start{Job: j.ID, Placement: d.placement, Rejected: d.rejected})
 	}
 	return out
 }
 
-// walltime is what j may run: its --timeout, else the policy's enforced
-// default, else (for reservations only) the backfill estimate.
+// enforced is the walltime j is held to: its --timeout, else the
+// policy's default_timeout; 0 for none.
+func enforced(j job.Job, pol Policy) time.Duration {
+	return cmp.Or(j.Spec.Timeout, pol.DefaultTimeout)
+}
+
+// walltime is what j is expected to run: its enforced walltime, else (for
+// reservations only) the backfill estimate.
 func walltime(j job.Job, pol Policy) time.Duration {
-	return cmp.Or(j.Spec.Timeout, pol.DefaultTimeout, pol.BackfillEstimate)
+	return cmp.Or(enforced(j, pol), pol.BackfillEstimate)
 }
 
 // expectedEnd is when running job j is expected to end: its start plus its
-// walltime, or now when that is past (it may end any moment).
+// walltime. Past that, a job held to its walltime ends any moment (the
+// next pass stops it): now; one that outran the estimate is assumed to
+// run another estimate from now, so it never pins a reservation to now.
 func expectedEnd(j job.Job, pol Policy, now time.Time) time.Time {
 	start := j.StartedAt
 	if start.IsZero() {
@@ -202,7 +229,10 @@ func expectedEnd(j job.Job, pol Policy, now time.Time) time.Time {
 	if e := start.Add(walltime(j, pol)); e.After(now) {
 		return e
 	}
-	return now
+	if enforced(j, pol) > 0 {
+		return now
+	}
+	return now.Add(pol.BackfillEstimate)
 }
 
 // reserve finds the earliest time at which w fits, as the jobs holding
@@ -276,19 +306,35 @@ type Forecast struct {
 // submitted, until id starts. Jobs usually end before their walltimes, so
 // this is a latest start more than a prediction. At most
 // MaxForecastSteps ends are played.
-func ForecastStart(in Input, id job.ID) Forecast {
+//
+// ended are the uses of the jobs that ended before in.Now (the store's
+// ledger within the policy's horizon): with them, fair-share usage is
+// worked out again at each end, as the jobs played forward accrue it;
+// nil keeps in.Usage as it is.
+func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 	pol := in.Policy.WithDefaults()
 	running := slices.Clone(in.Running)
 	queue := slices.Clone(in.Queue)
 	if !slices.ContainsFunc(queue, func(j job.Job) bool { return j.ID == id }) {
 		return Forecast{Why: fmt.Sprintf("job %d is not queued", id)}
 	}
-	ended := map[job.ID]bool{}
+	gone := map[job.ID]bool{}
+	endAt := map[job.ID]time.Time{}
 	now, estimated := in.Now, false
-	for range MaxForecastSteps + 1 {
+	for step := range MaxForecastSteps + 1 {
 		cur := in
 		cur.Now, cur.Running, cur.Queue = now, running, queue
-		d := plan(cur, true, ended)
+		if ended != nil && step > 0 {
+			uses := slices.Clone(ended)
+			for _, j := range running {
+				if u, ok := j.Use(); ok {
+					u.Ended = endAt[j.ID] // zero while it runs
+					uses = append(uses, u)
+				}
+			}
+			cur.Usage = Usage(uses, now, pol.FairShare)
+		}
+		d := plan(cur, true, gone)
 		started := map[job.ID]job.Placement{}
 		for _, s := range d.Starts {
 			if s.Job == id {
@@ -297,7 +343,7 @@ func ForecastStart(in Input, id job.ID) Forecast {
 			started[s.Job] = s.Placement
 		}
 		for _, p := range d.Pending {
-			if p.Job == id && !p.Reason.Code.Exhausted() && p.Reason.Code != CodeBlocked {
+			if p.Job == id && !p.Exhausted && p.Reason.Code != CodeBlocked {
 				return Forecast{Why: "no job's end makes room: " + p.Reason.Text}
 			}
 		}
@@ -311,7 +357,7 @@ func ForecastStart(in Input, id job.ID) Forecast {
 		})
 		var next time.Time
 		for _, j := range running {
-			if e := expectedEnd(j, pol, now); !ended[j.ID] && (next.IsZero() || e.Before(next)) {
+			if e := expectedEnd(j, pol, now); !gone[j.ID] && (next.IsZero() || e.Before(next)) {
 				next = e
 			}
 		}
@@ -319,9 +365,9 @@ func ForecastStart(in Input, id job.ID) Forecast {
 			return Forecast{Why: "no running job's end makes room"}
 		}
 		for _, j := range running {
-			if !ended[j.ID] && !expectedEnd(j, pol, now).After(next) {
-				ended[j.ID] = true
-				estimated = estimated || cmp.Or(j.Spec.Timeout, pol.DefaultTimeout) == 0
+			if !gone[j.ID] && !expectedEnd(j, pol, now).After(next) {
+				gone[j.ID], endAt[j.ID] = true, next
+				estimated = estimated || enforced(j, pol) == 0
 			}
 		}
 		now = next
