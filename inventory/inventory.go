@@ -406,7 +406,7 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 				return err
 			}
 		case "backfill_estimate", "default_timeout":
-			d, err := p.duration(v, "policy "+k.Value)
+			d, err := p.duration(v, "policy "+k.Value, 0)
 			if err != nil {
 				return err
 			}
@@ -423,6 +423,8 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 			if err := p.users(v, pol); err != nil {
 				return err
 			}
+		case "half_life", "window":
+			return p.errf(k, "`%s` belongs in the fairshare block: `fairshare: {%s: %s}`", k.Value, k.Value, v.Value)
 		default:
 			return p.errf(k, "unknown key %q in `policy`; it takes %s", k.Value, strings.Join(policyKeys, ", "))
 		}
@@ -441,7 +443,7 @@ func (p parser) fairShare(m *yaml.Node, fs *sched.FairShare) error {
 		k, v := m.Content[i], m.Content[i+1]
 		switch k.Value {
 		case "half_life", "window":
-			d, err := p.duration(v, "policy fairshare "+k.Value)
+			d, err := p.duration(v, "policy fairshare "+k.Value, time.Minute)
 			if err != nil {
 				return err
 			}
@@ -474,6 +476,9 @@ func (p parser) users(m *yaml.Node, pol *sched.Policy) error {
 		if err != nil {
 			return err
 		}
+		if !validUser.MatchString(name) {
+			return p.errf(k, "user name %q: give a login name (letters, digits, '.', '_', '-', '@')", name)
+		}
 		if v.Kind != yaml.MappingNode {
 			return p.errf(v, "user %q: give a mapping such as `{weight: 2}`, found %s", name, kindName(v))
 		}
@@ -487,8 +492,8 @@ func (p parser) users(m *yaml.Node, pol *sched.Policy) error {
 				return p.errf(uk, "unknown key %q for user %q; a user takes %s", uk.Value, name, strings.Join(userKeys, ", "))
 			}
 			w, err := strconv.ParseFloat(uv.Value, 64)
-			if uv.Kind != yaml.ScalarNode || err != nil || math.IsNaN(w) || math.IsInf(w, 0) || w <= 0 {
-				return p.errf(uv, "user %q: weight %q: give a number more than 0, such as 1 or 2 (a user of weight 2 may use twice the GPU time of one of weight 1)", name, uv.Value)
+			if uv.Kind != yaml.ScalarNode || uv.Tag != "!!int" && uv.Tag != "!!float" || err != nil || !(w >= minWeight && w <= maxWeight) {
+				return p.errf(uv, "user %q: weight %q: give a number from 0.001 to 1000000, such as 1 or 2 (a user of weight 2 may use twice the GPU time of one of weight 1)", name, uv.Value)
 			}
 			share.Weight = w
 		}
@@ -496,6 +501,13 @@ func (p parser) users(m *yaml.Node, pol *sched.Policy) error {
 	}
 	return nil
 }
+
+// Bounds of a fair-share weight: what a table can print, and far beyond
+// what any lab gives.
+const minWeight, maxWeight = 0.001, 1e6
+
+// validUser accepts a login name (LDAP ones included).
+var validUser = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._@-]*$`)
 
 // oneOf reads a scalar that must be one of known.
 func oneOf[T ~string](p parser, v *yaml.Node, what string, known ...T) (T, error) {
@@ -510,15 +522,25 @@ func oneOf[T ~string](p parser, v *yaml.Node, what string, known ...T) (T, error
 	return zero, p.errf(v, "%s %s: give one of %s", what, kindName(v), strings.Join(names, ", "))
 }
 
-// duration reads a duration more than 0: a Go duration (24h, 90m) or
-// Slurm's [D-]HH:MM:SS.
-func (p parser) duration(v *yaml.Node, what string) (time.Duration, error) {
-	if v.Kind == yaml.ScalarNode && v.Tag != "!!null" {
-		if d, err := sched.ParseWalltime(v.Value); err == nil {
-			return d, nil
-		}
+// duration reads a duration of at least least (and more than 0): a Go
+// duration (24h, 90m) or Slurm's [D-]HH:MM:SS, a bare number being
+// minutes, as for --timeout.
+func (p parser) duration(v *yaml.Node, what string, least time.Duration) (time.Duration, error) {
+	const help = "give a Go duration (24h, 90m) or Slurm's [D-]HH:MM:SS (7-00:00:00; a bare number is minutes)"
+	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+		return 0, p.errf(v, "%s %s: %s", what, kindName(v), help)
 	}
-	return 0, p.errf(v, "%s %s: give a duration more than 0, such as 24h, 90m or 7-00:00:00", what, kindName(v))
+	d, err := sched.ParseWalltime(v.Value)
+	if err != nil {
+		if g, gerr := time.ParseDuration(v.Value); gerr == nil && g <= 0 || strings.Trim(v.Value, "0") == "" || strings.HasPrefix(v.Value, "-") {
+			return 0, p.errf(v, "%s %q: give a duration more than 0, such as 24h, 90m or 7-00:00:00", what, v.Value)
+		}
+		return 0, p.errf(v, "%s %q is not a duration: %s", what, v.Value, help)
+	}
+	if d < least {
+		return 0, p.errf(v, "%s %q: give at least %s (less would make usage meaningless)", what, v.Value, least)
+	}
+	return d, nil
 }
 
 // unique turns down a mapping that gives a key twice (YAML allows it when

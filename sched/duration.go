@@ -30,7 +30,7 @@ func ParseWalltime(s string) (time.Duration, error) {
 	case strings.IndexFunc(s, unicode.IsSpace) >= 0:
 		return bad("remove the spaces")
 	case s[0] == '-' || strings.EqualFold(s, "unlimited") || strings.EqualFold(s, "infinite"):
-		return bad("must be more than 0 (leave --timeout out for no limit)")
+		return bad("must be more than 0 (leave --timeout out for no limit, or the policy's default_timeout)")
 	}
 	var (
 		d   time.Duration

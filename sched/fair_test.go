@@ -108,8 +108,16 @@ func TestFairShareOrder(t *testing.T) {
 	if want := []job.ID{4, 2, 3, 5, 1}; !slices.Equal(order, want) {
 		t.Errorf("order %v, want %v", order, want)
 	}
-	if p := d.Pending[3]; p.Job != 1 || p.Position != 5 || p.Rank != "5th in the queue: ann's fair-share score 3.0 ranks behind bob 1.0 and cat 1.0, and 1 job of a higher priority class" {
+	if p := d.Pending[3]; p.Job != 1 || p.Position != 5 || p.Rank != "5th in the queue: ann's fair-share score 3.0 ranks behind bob 1.0 and cat 1.0; behind 1 job of a higher priority class" {
 		t.Errorf("the last: %+v", p)
+	}
+	// bob's second job: behind his first, not behind other users.
+	if p := Plan(Input{Hosts: hosts, Queue: queue, Usage: usage, Policy: pol, Explain: 5}).Pending[2]; p.Job != 5 || p.Rank !=
+		"4th in the queue: bob's fair-share score 1.0 ranks behind cat 1.0; behind 1 earlier job of bob's own; behind 1 job of a higher priority class" {
+		t.Errorf("bob's second: %+v", p)
+	}
+	if got := []string{ScoreText(0), ScoreText(10), ScoreText(0.42 * 3600), ScoreText(17.34 * 3600)}; !slices.Equal(got, []string{"0", "<0.01", "0.42", "17.3"}) {
+		t.Errorf("score texts %q", got)
 	}
 	// The same queue under priority order: submit order within the class.
 	d = Plan(Input{Hosts: hosts, Queue: queue, Usage: usage, Policy: Policy{Order: OrderPriority}})
@@ -405,6 +413,14 @@ func TestOverdueJobDoesNotPinTheReservation(t *testing.T) {
 	d := Plan(Input{Now: t0, Hosts: hosts, Running: run, Queue: []job.Job{queued(10, excl(4))}})
 	if p := d.Pending[0]; p.Reservation == nil || p.Reservation.Host != "b" || !p.Reservation.From.Equal(t0.Add(63*time.Minute)) {
 		t.Errorf("reservation %v, want b from 13:03", p.Reservation)
+	}
+	// Alone, it is assumed to end with its second estimate (48 h after its
+	// start), and the time stays put from pass to pass.
+	for _, now := range []time.Time{t0, t0.Add(10 * time.Minute), t0.Add(22 * time.Hour)} {
+		d := Plan(Input{Now: now, Hosts: hosts[:1], Running: run[:1], Queue: []job.Job{queued(10, excl(4))}})
+		if p := d.Pending[0]; p.Reservation == nil || !p.Reservation.From.Equal(old.StartedAt.Add(48*time.Hour)) {
+			t.Errorf("at %s: reservation %v, want from %s", now, p.Reservation, old.StartedAt.Add(48*time.Hour))
+		}
 	}
 }
 

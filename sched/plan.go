@@ -220,19 +220,25 @@ func walltime(j job.Job, pol Policy) time.Duration {
 // expectedEnd is when running job j is expected to end: its start plus its
 // walltime. Past that, a job held to its walltime ends any moment (the
 // next pass stops it): now; one that outran the estimate is assumed to
-// run another estimate from now, so it never pins a reservation to now.
+// run another estimate, and another: the end of the estimate period it is
+// in, so it never pins a reservation to now, and the time a reservation
+// (and every reason that names it) gives does not move from pass to
+// pass.
 func expectedEnd(j job.Job, pol Policy, now time.Time) time.Time {
 	start := j.StartedAt
 	if start.IsZero() {
 		start = now
 	}
-	if e := start.Add(walltime(j, pol)); e.After(now) {
+	e := start.Add(walltime(j, pol))
+	switch {
+	case e.After(now):
 		return e
-	}
-	if enforced(j, pol) > 0 {
+	case enforced(j, pol) > 0:
 		return now
 	}
-	return now.Add(pol.BackfillEstimate)
+	est := pol.BackfillEstimate
+	periods := now.Sub(start)/est + 1
+	return start.Add(periods * est)
 }
 
 // reserve finds the earliest time at which w fits, as the jobs holding
@@ -391,36 +397,61 @@ func rankText(queue []ranked, pos int, pol Policy) string {
 		}))
 	}
 	// The users ranked ahead in this priority class, lowest score first
-	// (their queue order), up to 3.
+	// (their queue order), up to 3; the user's own jobs ahead; the jobs of
+	// higher classes.
 	seen := map[string]bool{j.User: true}
 	var users []string
-	more := 0
+	more, own, higher := 0, 0, 0
 	for k := 0; k < pos; k++ {
 		r := queue[k]
-		if r.Spec.Priority != j.Spec.Priority || seen[r.User] {
-			continue // a higher class, not fair-share, puts those ahead
+		switch {
+		case r.Spec.Priority < j.Spec.Priority:
+			higher++ // a higher class, not fair-share, puts those ahead
+			continue
+		case r.Spec.Priority != j.Spec.Priority:
+			continue
+		case r.User == j.User:
+			own++
+			continue
+		case seen[r.User]:
+			continue
 		}
 		seen[r.User] = true
 		if len(users) == 3 {
 			more++
 			continue
 		}
-		users = append(users, fmt.Sprintf("%s %.1f", r.User, r.score/3600))
+		users = append(users, r.User+" "+ScoreText(r.score))
 	}
 	if more > 0 {
 		users = append(users, fmt.Sprintf("%d more %s", more, plural(more, "user")))
 	}
-	why := fmt.Sprintf("%s's fair-share score %.1f", j.User, j.score/3600)
-	switch {
-	case len(users) > 0:
-		why += " ranks behind " + joinAnd(users)
+	var parts []string
+	if len(users) > 0 {
+		parts = append(parts, "ranks behind "+joinAnd(users))
+	}
+	if own > 0 {
+		parts = append(parts, fmt.Sprintf("behind %d earlier %s of %s own", own, plural(own, "job"), j.User+"'s"))
+	}
+	if higher > 0 {
+		parts = append(parts, fmt.Sprintf("behind %d %s of a higher priority class", higher, plural(higher, "job")))
+	}
+	return head + ": " + j.User + "'s fair-share score " + ScoreText(j.score) + " " + strings.Join(parts, "; ")
+}
+
+// ScoreText prints a fair-share score (or usage), given in GPU-seconds,
+// in GPU-hours as people read them: "0", "<0.01", "0.42", "1.5", "17.3".
+func ScoreText(seconds float64) string {
+	switch h := seconds / 3600; {
+	case h == 0:
+		return "0"
+	case h < 0.01:
+		return "<0.01"
+	case h < 1:
+		return strconv.FormatFloat(h, 'f', 2, 64)
 	default:
-		why += "; behind jobs submitted earlier"
+		return strconv.FormatFloat(h, 'f', 1, 64)
 	}
-	if higher := countBefore(queue[:pos], func(r ranked) bool { return r.Spec.Priority < j.Spec.Priority }); higher > 0 {
-		why += fmt.Sprintf(", and %d %s of a higher priority class", higher, plural(higher, "job"))
-	}
-	return head + ": " + why
 }
 
 // ahead names up to 3 of the jobs in rs, the nearest first.

@@ -15,13 +15,17 @@ import (
 // With a half-life h a GPU-second counts 2^(-age/h): a job that ran on one
 // GPU from t1 to t2 counts h/ln2 × (2^(-(now-t2)/h) − 2^(-(now-t1)/h)).
 // With a window W only the seconds within [now−W, now] count, once each.
-// Times after now count nothing.
+// Times after now count nothing; a use whose share is not in (0, 4096]
+// (a corrupt record) counts nothing.
 func Usage(uses []job.Use, now time.Time, fs FairShare) map[string]float64 {
 	if fs == (FairShare{}) {
 		fs.HalfLife = DefaultHalfLife
 	}
 	out := map[string]float64{}
 	for _, u := range uses {
+		if !(u.Share > 0 && u.Share <= maxShare) {
+			continue // no GPU, or a record no job can make (corrupt): it counts nothing
+		}
 		end := u.Ended
 		if end.IsZero() || end.After(now) {
 			end = now
@@ -49,6 +53,10 @@ func Usage(uses []job.Use, now time.Time, fs FairShare) map[string]float64 {
 	}
 	return out
 }
+
+// maxShare is the most whole GPUs one use may count for: more GPUs than
+// any host has.
+const maxShare = 4096
 
 // Horizon is how far back, from now, ended jobs can still count under fs:
 // the window, or 20 half-lives (a GPU-second older than that counts less

@@ -117,8 +117,8 @@ func (l *Local) Cancel(ctx context.Context, r CancelRequest) (CancelResult, erro
 	if errors.Is(err, state.ErrNotFound) {
 		return CancelResult{Job: j}, fmt.Errorf("%w (see gssh ps -a)", err)
 	}
-	res := CancelResult{Job: j}
-	if err != nil || !before.State.Active() {
+	res := CancelResult{Job: j, Freed: before.State.Active() && err == nil}
+	if !res.Freed || r.NoPass {
 		return res, err
 	}
 	pass, perr := l.pass(ctx, f, st, nil, l.opt.PassWait)

@@ -88,11 +88,17 @@ type LogsResult struct {
 type CancelRequest struct {
 	ID    job.ID
 	Grace time.Duration // between SIGTERM and SIGKILL
+	// NoPass leaves the pass to the caller (who cancels several jobs and
+	// runs one pass after the last, so none of them is started meanwhile).
+	NoPass bool
 }
 
 // CancelResult is what a cancel did.
 type CancelResult struct {
 	Job job.Job // as recorded
+	// Freed: the job held GPUs (it was launching or running), so a pass
+	// may start what waited for them.
+	Freed bool
 	// Pass is the pass run after the job freed its GPUs (nil when it held
 	// none, or the pass could not run: PassError says why).
 	Pass      *PassResult

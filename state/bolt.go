@@ -168,7 +168,7 @@ func Open(path string, opt Options) (*Bolt, error) {
 		return nil, s.fail("open", errors.New("not a regular file"))
 	case fi.Mode().Perm()&0o077 != 0:
 		if err := os.Chmod(path, 0o600); err != nil {
-			return nil, s.fail("open", fmt.Errorf("make it private: %w", err))
+			return nil, s.fail("open", fmt.Errorf("it may be read by others (mode %04o) and cannot be made private (%w): a state file is its owner's alone; chmod 600 it as its owner, or give your own with --state (one queue shared by a lab comes later)", fi.Mode().Perm(), err))
 		}
 	}
 	err = s.view(func(tx *bolt.Tx) error {

@@ -228,7 +228,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	lines = append(lines, [][2]string{
 		{"name", s.Name}, {"command", fmt.Sprintf("%q", s.Argv)}, {"shell", strconv.FormatBool(s.Shell)},
 		{"host", s.Host}, {"labels", strings.Join(s.Labels, ",")}, {"gpus", strconv.Itoa(s.GPUs)}, {"mem per gpu", memCell(s)},
-		{"workdir", s.Workdir}, {"timeout", durOrNone(s.Timeout)}, {"priority", strconv.Itoa(s.Priority)},
+		{"workdir", s.Workdir}, {"timeout", timeoutCell(s.Timeout)}, {"priority", strconv.Itoa(s.Priority)},
 		{"placed on", where(j.Placement)}, {"gpu uuids", strings.Join(j.Placement.GPUs, ",")},
 		{"attempt", pidCell(j.Attempt)}, {"job dir", j.Remote.Dir}, {"pid", pidCell(j.Remote.PID)},
 		{"submitted", timeCell(j.SubmittedAt)}, {"started", timeCell(j.StartedAt)}, {"ended", timeCell(j.EndedAt)},
@@ -287,9 +287,11 @@ func forecastText(f sched.Forecast) string {
 	return text + ")"
 }
 
-func durOrNone(d time.Duration) string {
+// timeoutCell is a job's --timeout; without one, the inventory's
+// default_timeout (if any) is its walltime.
+func timeoutCell(d time.Duration) string {
 	if d == 0 {
-		return "none"
+		return "none given (the policy's default_timeout applies, if set)"
 	}
 	return d.String()
 }
@@ -369,8 +371,9 @@ func newCancelCmd(a *app, runF func(*cancelOptions) error) *cobra.Command {
 		Long: `Cancel jobs. A running job's whole process tree gets SIGTERM (its session,
 and processes carrying its GSSH_JOB_ID that started sessions of their own),
 then SIGKILL after the grace period; gssh cancel returns when they are gone
-or the grace has run out. Then it runs a scheduling pass, so that queued
-jobs start on the GPUs the cancelled job freed (it prints those that do).
+or the grace has run out. After the last job given, if any held GPUs, it
+runs one scheduling pass, so that queued jobs start on the GPUs they freed
+(it prints those that do); none of the jobs given is started meanwhile.
 
 ` + exitCodesHelp,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -404,8 +407,12 @@ jobs start on the GPUs the cancelled job freed (it prints those that do).
 func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 	var errs []error
 	code := exitOK
+	freed := false
 	for _, id := range opts.ids {
-		res, err := a.service().Cancel(ctx, service.CancelRequest{ID: id, Grace: opts.grace})
+		// One pass after the last: a pass after each would start the next
+		// job given, only to cancel it.
+		res, err := a.service().Cancel(ctx, service.CancelRequest{ID: id, Grace: opts.grace, NoPass: true})
+		freed = freed || res.Freed
 		j := res.Job
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -420,14 +427,19 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 		default:
 			fmt.Fprintf(a.stdout, "job %d cancelled\n", id)
 		}
-		if res.Pass != nil {
-			for _, s := range res.Pass.Started {
+	}
+	if freed && ctx.Err() == nil {
+		// What waited for the freed GPUs starts now, not at the next cron
+		// pass; a pass already running (the lock held) will see them.
+		pass, err := a.service().Schedule(ctx, service.ScheduleRequest{Wait: service.DefaultPassWait})
+		switch {
+		case err == nil:
+			for _, s := range pass.Started {
 				fmt.Fprintf(a.stdout, "job %d running on %s\n", s.ID, where(s.Placement))
 			}
-			a.warn(res.Pass.Problems)
-		}
-		if res.PassError != nil && !errors.Is(res.PassError, service.ErrPassBusy) {
-			fmt.Fprintf(a.stderr, "gssh: warning: the pass after cancelling job %d could not run: %v\n", id, res.PassError)
+			a.warn(pass.Problems)
+		case !errors.Is(err, service.ErrPassBusy) && ctx.Err() == nil:
+			fmt.Fprintf(a.stderr, "gssh: warning: the jobs are cancelled, but the pass after could not run: %v\n", err)
 		}
 	}
 	if len(errs) == 0 {

@@ -57,6 +57,7 @@ func (f *fakeService) Logs(context.Context, service.LogsRequest, io.Writer) (ser
 	return service.LogsResult{}, nil
 }
 func (f *fakeService) Cancel(_ context.Context, r service.CancelRequest) (service.CancelResult, error) {
+	f.requests = append(f.requests, r)
 	if res, ok := f.cancel[r.ID]; ok {
 		return res, nil
 	}
@@ -109,17 +110,22 @@ func TestScheduleRunExits(t *testing.T) {
 	}
 }
 
-// Cancel prints each job's outcome as the service reports it, and what
-// started on the GPUs it freed.
+// Cancel prints each job's outcome as the service reports it, then runs
+// one pass (after the last: none of the jobs given is started meanwhile)
+// and prints what started on the GPUs they freed.
 func TestCancelRun(t *testing.T) {
 	svc := &fakeService{cancel: map[job.ID]service.CancelResult{
-		1: {Job: job.Job{ID: 1, State: job.Cancelled},
-			Pass: &service.PassResult{Started: []job.Job{{ID: 7, Placement: job.Placement{Host: "a", Indexes: []int{3}}}}}},
+		1: {Job: job.Job{ID: 1, State: job.Cancelled}, Freed: true},
 		2: {Job: job.Job{ID: 2, State: job.Succeeded, Reason: "exit status 0"}},
-	}}
+	}, pass: service.PassResult{Started: []job.Job{{ID: 7, Placement: job.Placement{Host: "a", Indexes: []int{3}}}}}}
 	a, out, errb := fakeApp(svc)
 	err := cancelRun(context.Background(), a, &cancelOptions{ids: []job.ID{1, 3, 2, 4}})
-	if out.String() != "job 1 cancelled\njob 7 running on a:3\njob 2 ended meanwhile (succeeded: exit status 0)\n" {
+	for _, r := range svc.requests {
+		if c, ok := r.(service.CancelRequest); ok && !c.NoPass {
+			t.Errorf("cancel %d ran its own pass", c.ID)
+		}
+	}
+	if out.String() != "job 1 cancelled\njob 2 ended meanwhile (succeeded: exit status 0)\njob 7 running on a:3\n" {
 		t.Errorf("stdout %q", out.String())
 	}
 	if errb.String() != "gssh: no job 3\ngssh: no job 4\n" || exitCode(err) != exitUsage {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gssh/gssh/sched"
 
 	"github.com/gssh/gssh/state"
 )
@@ -42,7 +43,8 @@ score (first in the queue's order) first:
 A GPU-hour is one whole GPU for an hour; a --mem job counts the part of its
 GPUs' memory it booked (8 GiB of an 80 GiB GPU: 0.1 GPU). Usage comes from
 the job records in the state file, so it survives restarts. This reads the
-state file only and never creates it.
+state file (never creating it) and the inventory's policy; it probes no
+host.
 
 --json prints one document (schema "gssh.usage/v1").
 
@@ -79,10 +81,12 @@ func usageRun(ctx context.Context, a *app, opts *usageOptions) error {
 	return printTable(a.stdout, a.tty, []string{"USER", "WEIGHT", "RUNNING", "QUEUED", "GPU-HOURS (" + period + ")", "DECAYED", "SCORE", "SHARE", "FAIR", "RANK"}, rows)
 }
 
-// num prints a weight or a GPU count to 2 decimals at most: 2, 0.5, 1.25.
-func num(f float64) string { return strconv.FormatFloat(math.Round(f*100)/100, 'f', -1, 64) }
+// num prints a weight or a GPU count to 3 significant digits: 2, 0.5,
+// 1.25, 0.001.
+func num(f float64) string { return strconv.FormatFloat(f, 'g', 3, 64) }
 
-func hours(h float64) string { return strconv.FormatFloat(h, 'f', 1, 64) }
+// hours prints GPU-hours as the queue's words do (sched.ScoreText).
+func hours(h float64) string { return sched.ScoreText(h * 3600) }
 
 func pctOf(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" }
 
