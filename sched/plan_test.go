@@ -651,22 +651,7 @@ func BenchmarkPlan(b *testing.B) {
 	for i := range hosts {
 		hosts[i] = host(fmt.Sprintf("gpu%02d", i), gpus(8, 80*GiB)...)
 	}
-	queue := make([]job.Job, 1000)
-	for i := range queue {
-		var r Request
-		switch i % 4 {
-		case 0:
-			r = excl(1 + i%3)
-		case 1:
-			r = shared(1, uint64(4+i%12)*GiB)
-		case 2:
-			r = shared(2, 10*GiB)
-		default:
-			r = Request{Host: fmt.Sprintf("gpu%02d", i%20), GPUs: 1, MemPerGPU: 8 * GiB}
-		}
-		queue[i] = queued(job.ID(i+1), r)
-		queue[i].Spec.Priority = i % 11
-	}
+	queue := mixedQueue(1000, 1, hosts)
 	in := Input{Hosts: hosts, Queue: queue}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -833,21 +818,9 @@ func BenchmarkPlanQueue(b *testing.B) {
 		usage[fmt.Sprintf("user%02d", u)] = float64(u * 3600)
 	}
 	for _, n := range []int{1000, 10000, 100000} {
-		queue := make([]job.Job, n)
+		queue := mixedQueue(n, 1000, hosts)
 		for i := range queue {
-			var r Request
-			switch i % 4 {
-			case 0:
-				r = excl(1 + i%3)
-			case 1:
-				r = shared(1, uint64(4+i%12)*GiB)
-			case 2:
-				r = shared(2, 10*GiB)
-			default:
-				r = Request{Host: hosts[i%100].Name, GPUs: 1, MemPerGPU: 8 * GiB}
-			}
-			queue[i] = queued(job.ID(1000+i), r)
-			queue[i].User, queue[i].Spec.Priority = fmt.Sprintf("user%02d", i%30), i%11
+			queue[i].User = fmt.Sprintf("user%02d", i%30)
 			queue[i].Spec.Timeout = time.Duration(1+i%6) * time.Hour
 		}
 		in := Input{Now: now, Hosts: hosts, Running: run, Queue: queue, Usage: usage}
@@ -860,6 +833,29 @@ func BenchmarkPlanQueue(b *testing.B) {
 			}
 		})
 	}
+}
+
+// mixedQueue is n queued jobs of mixed shapes (exclusive 1-3 GPUs, shared
+// 4-15 GiB, 2 × 10 GiB, pinned to one of hosts), ids from first, the
+// priorities 0-10 in turn.
+func mixedQueue(n int, first job.ID, hosts []Host) []job.Job {
+	queue := make([]job.Job, n)
+	for i := range queue {
+		var r Request
+		switch i % 4 {
+		case 0:
+			r = excl(1 + i%3)
+		case 1:
+			r = shared(1, uint64(4+i%12)*GiB)
+		case 2:
+			r = shared(2, 10*GiB)
+		default:
+			r = Request{Host: hosts[i%len(hosts)].Name, GPUs: 1, MemPerGPU: 8 * GiB}
+		}
+		queue[i] = queued(first+job.ID(i), r)
+		queue[i].Spec.Priority = i % 11
+	}
+	return queue
 }
 
 func gib(f float64) uint64 { return uint64(f * GiB) }

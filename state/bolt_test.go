@@ -233,12 +233,7 @@ func ledger(t testing.TB, path string) (keys, vals [][]byte) {
 // says v and usage/ is the empty reserved bucket it was then.
 func downgrade(t testing.TB, path string, v uint64) {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
 		if err := tx.Bucket([]byte("meta")).Put([]byte("version"), binary.BigEndian.AppendUint64(nil, v)); err != nil {
 			return err
 		}
@@ -248,36 +243,27 @@ func downgrade(t testing.TB, path string, v uint64) {
 		_, err := tx.CreateBucket([]byte("usage"))
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // putRecord writes a raw jobs/ record, as an older gssh (or damage) would.
 func putRecord(t testing.TB, path string, id job.ID, data []byte) {
+	t.Helper()
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("jobs")).Put(binary.BigEndian.AppendUint64(nil, uint64(id)), data)
+	})
+}
+
+// rawUpdate runs fn in a write transaction on the file itself, past the
+// store (as an older gssh, or damage, would write).
+func rawUpdate(t testing.TB, path string, fn func(*bolt.Tx) error) {
 	t.Helper()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte("jobs")).Put(binary.BigEndian.AppendUint64(nil, uint64(id)), data)
-	})
-	if err != nil {
+	if err := db.Update(fn); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func sameUseList(t *testing.T, what string, got, want []job.Use) {
-	t.Helper()
-	ok := len(got) == len(want)
-	for i := 0; ok && i < len(got); i++ {
-		g, w := got[i], want[i]
-		ok = g.User == w.User && g.Share == w.Share && g.Started.Equal(w.Started) && g.Ended.Equal(w.Ended)
-	}
-	if !ok {
-		t.Errorf("%s:\n got %+v\nwant %+v", what, got, want)
 	}
 }
 
@@ -418,7 +404,7 @@ func TestMigrateFromSchema2(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Uses of schema 2: %v", err)
 		}
-		sameUseList(t, fmt.Sprintf("Uses(%v) of schema 2", tc.since), got, tc.want)
+		storetest.SameUses(t, fmt.Sprintf("Uses(%v) of schema 2", tc.since), got, tc.want)
 	}
 	if v := schemaOf(t, path); v != 2 {
 		t.Fatalf("after reads: schema %d, want 2 (reads do not migrate)", v)
@@ -441,12 +427,12 @@ func TestMigrateFromSchema2(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Uses after the migration: %v", err)
 	}
-	sameUseList(t, "Uses after the migration", got, all)
+	storetest.SameUses(t, "Uses after the migration", got, all)
 	got, err = r.Uses(t0.Add(90 * time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameUseList(t, "Uses(since) after the migration", got, all[1:])
+	storetest.SameUses(t, "Uses(since) after the migration", got, all[1:])
 }
 
 // A file of schema 1 (before attempts were counted) is read as it is, its
@@ -475,7 +461,7 @@ func TestMigrateFromSchema1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameUseList(t, "Uses of schema 1", got, want)
+	storetest.SameUses(t, "Uses of schema 1", got, want)
 	if _, err := r.Update(js[0].ID, func(x *job.Job) error { x.Reason = "x"; return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +475,7 @@ func TestMigrateFromSchema1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameUseList(t, "Uses after the migration", got, want)
+	storetest.SameUses(t, "Uses after the migration", got, want)
 }
 
 // A record that cannot be decoded does not stop the migration (it has no

@@ -488,8 +488,9 @@ func testConcurrentSubmit(t *testing.T, s state.Store) {
 	}
 }
 
-// sameUses compares uses field by field, times with Equal.
-func sameUses(t *testing.T, what string, got, want []job.Use) {
+// SameUses reports unless got and want hold the same uses, field by
+// field, times compared with Equal.
+func SameUses(t *testing.T, what string, got, want []job.Use) {
 	t.Helper()
 	ok := len(got) == len(want)
 	for i := 0; ok && i < len(got); i++ {
@@ -554,8 +555,8 @@ func testUses(t *testing.T, s state.Store) {
 		if err != nil {
 			t.Fatalf("Uses(%v): %v", since, err)
 		}
-		sameUses(t, fmt.Sprintf("Uses(%v)", since), got, want)
-		sameUses(t, fmt.Sprintf("Uses(%v) against the records", since), got, usesFromRecords(t, s, since))
+		SameUses(t, fmt.Sprintf("Uses(%v)", since), got, want)
+		SameUses(t, fmt.Sprintf("Uses(%v) against the records", since), got, usesFromRecords(t, s, since))
 	}
 	check(time.Time{}) // an empty store
 
@@ -691,6 +692,6 @@ func testUsesOrder(t *testing.T, s state.Store) {
 				}
 			}
 		}
-		sameUses(t, "Uses against the records", got, usesFromRecords(t, s, since))
+		SameUses(t, "Uses against the records", got, usesFromRecords(t, s, since))
 	}
 }
