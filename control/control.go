@@ -114,6 +114,13 @@ type Options struct {
 	// OrphanGrace is the time between SIGTERM and SIGKILL for what a job
 	// left running when it ended or was lost (0 = DefaultOrphanGrace).
 	OrphanGrace time.Duration
+	// Terse records pending reasons as codes without words
+	// (sched.Input.Terse): for a simulator's thousands of passes.
+	Terse bool
+	// PollSerially polls the hosts one after another rather than in
+	// parallel: for simulated workers, whose poll costs less than a
+	// goroutine.
+	PollSerially bool
 }
 
 // Grace periods.
@@ -137,6 +144,8 @@ type Controller struct {
 	cluster string
 	grace   time.Duration
 	orphan  time.Duration
+	terse   bool
+	serial  bool
 }
 
 // New returns a controller, or an error naming a missing seam or a policy
@@ -154,7 +163,7 @@ func New(opt Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events,
-		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace)}
+		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -200,10 +209,11 @@ func LockPass(ctx context.Context, path string, wait time.Duration) (func(), err
 type Result struct {
 	Started  []job.Job // launched in this pass
 	Finished []job.Job // reached an end state in this pass
-	Pending  []job.Job // still queued, with their reasons
-	// Changed are the ids of the Pending jobs whose reason this pass
-	// changed (a cron log prints only those).
-	Changed map[job.ID]bool
+	// Pending are the queued jobs whose pending reason this pass wrote
+	// (new, or changed: a cron log prints only those) and those a failed
+	// launch put back in the queue, with their reasons.
+	Pending []job.Job
+	Queued  int     // how many jobs the pass left queued
 	Errors  []error // per host or per job problems that did not stop the pass
 }
 
@@ -229,7 +239,7 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	if len(in.Queue) == 0 {
 		return res, nil
 	}
-	if in.Usage, err = c.Usage(active, in.Now); err != nil {
+	if in.Usage, err = c.Usage(in.Running, in.Now); err != nil {
 		res.Errors = append(res.Errors, fmt.Errorf("fair-share usage: %w", err)) // planned on what could be read
 	}
 	if in.Hosts, err = c.snaps.Hosts(ctx); err != nil {
@@ -249,11 +259,30 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 // now). With an error wrapping state.ErrBadRecord it is the usage of what
 // could be read.
 func (c *Controller) Usage(active []job.Job, now time.Time) (map[string]float64, error) {
+	if u, ok := c.store.(UsageStore); ok {
+		usage, err := u.UsageAt(now, c.policy.FairShare)
+		if err != nil && !errors.Is(err, state.ErrBadRecord) {
+			return nil, err
+		}
+		for user, v := range sched.Usage(sched.Uses(active), now, c.policy.FairShare) {
+			usage[user] += v
+		}
+		return usage, err
+	}
 	ended, err := c.ended(now)
 	if err != nil && !errors.Is(err, state.ErrBadRecord) {
 		return nil, err
 	}
 	return sched.Usage(append(slices.Clip(ended), sched.Uses(active)...), now, c.policy.FairShare), err
+}
+
+// UsageStore is a Store that works the fair-share usage of its ended jobs
+// out itself, as sched.Usage would from Uses (the simulator's keeps it up
+// to date as jobs end, so that a simulated week of passes does not read
+// its whole ledger every pass). The map returned is the caller's.
+type UsageStore interface {
+	Store
+	UsageAt(now time.Time, fs sched.FairShare) (map[string]float64, error)
 }
 
 // ended are the uses of the jobs that ended within the policy's horizon
@@ -267,17 +296,23 @@ func (c *Controller) Policy() sched.Policy { return c.policy }
 
 // input is the planner's input for active (the hosts aside): the queued
 // jobs, the ones holding GPUs, the policy and now. Pass and DryRun plan
-// alike through it.
+// alike through it. The queued jobs are moved to the front of active, in
+// their order (the store's: by id), and in.Queue is that part of it: a
+// queue of thousands is not copied again; active is the caller's no
+// more.
 func (c *Controller) input(active []job.Job) sched.Input {
-	in := sched.Input{Now: c.now(), Policy: c.policy, Cluster: c.cluster}
+	in := sched.Input{Now: c.now(), Policy: c.policy, Cluster: c.cluster, Terse: c.terse}
+	queued := 0
 	for _, j := range active {
 		switch {
 		case j.State == job.Queued:
-			in.Queue = append(in.Queue, j)
+			active[queued] = j
+			queued++
 		case j.State.Active():
 			in.Running = append(in.Running, j)
 		}
 	}
+	in.Queue = active[:queued:queued]
 	return in
 }
 
@@ -336,7 +371,7 @@ func (c *Controller) trial(ctx context.Context, active []job.Job, id job.ID) (Tr
 	if ended == nil {
 		ended = []job.Use{} // the forecast works usage out again as it goes
 	}
-	in.Usage = sched.Usage(append(slices.Clip(ended), sched.Uses(active)...), in.Now, c.policy.FairShare)
+	in.Usage = sched.Usage(append(slices.Clip(ended), sched.Uses(in.Running)...), in.Now, c.policy.FairShare)
 	if in.Hosts, err = c.snaps.Hosts(ctx); err != nil {
 		return Trial{}, fmt.Errorf("host snapshots: %w", err)
 	}
@@ -418,16 +453,25 @@ func (c *Controller) Cancel(ctx context.Context, id job.ID, grace time.Duration,
 }
 
 // carryOut launches the plan's starts in order, then records the pending
-// reasons that changed.
+// reasons that changed. queued is sorted by id (input keeps the store's
+// order).
 func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued []job.Job, res *Result) {
-	byID := make(map[job.ID]job.Job, len(queued))
-	for _, j := range queued {
-		byID[j.ID] = j
+	byID := func(id job.ID) job.Job {
+		lo, hi := 0, len(queued) // by index: a job is too big to pass around by value
+		for lo < hi {
+			if m := int(uint(lo+hi) >> 1); queued[m].ID < id {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		return queued[lo]
 	}
+	res.Queued = len(plan.Pending)
 	for _, s := range plan.Starts {
-		j := byID[s.Job]
+		j := byID(s.Job)
 		if ctx.Err() != nil {
-			res.Pending = append(res.Pending, j) // the next pass starts it
+			res.Queued++ // the next pass starts it
 			continue
 		}
 		started, err := c.start(ctx, j, s.Placement)
@@ -436,6 +480,7 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued 
 		case err != nil && started.ID != 0:
 			res.Errors = append(res.Errors, err)
 			res.Pending = append(res.Pending, started) // back in the queue, with the reason
+			res.Queued++
 		case err != nil:
 			res.Errors = append(res.Errors, err)
 		default:
@@ -443,10 +488,9 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued 
 		}
 	}
 	for _, p := range plan.Pending {
-		j := byID[p.Job]
+		j := byID(p.Job)
 		if j.Reason == p.Reason.Text && j.ReasonCode == string(p.Reason.Code) {
-			res.Pending = append(res.Pending, j) // nothing new to write
-			continue
+			continue // nothing new to write
 		}
 		updated, err := c.store.Update(j.ID, func(x *job.Job) error {
 			if x.State != job.Queued {
@@ -458,10 +502,6 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued 
 		switch {
 		case err == nil:
 			res.Pending = append(res.Pending, updated)
-			if res.Changed == nil {
-				res.Changed = map[job.ID]bool{}
-			}
-			res.Changed[j.ID] = true
 		case !errors.Is(err, errSkip):
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: record the pending reason: %w", j.ID, err))
 		}
@@ -547,18 +587,22 @@ func (c *Controller) emit(k EventKind, j job.Job) {
 func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Result) []job.Job {
 	byHost := map[string][]job.Job{}
 	var hosts []string
-	for _, j := range active {
-		if j.State.Active() && j.Placement.Host != "" {
+	for i := range active {
+		if j := &active[i]; j.State.Active() && j.Placement.Host != "" {
 			if byHost[j.Placement.Host] == nil {
 				hosts = append(hosts, j.Placement.Host)
 			}
-			byHost[j.Placement.Host] = append(byHost[j.Placement.Host], j)
+			byHost[j.Placement.Host] = append(byHost[j.Placement.Host], *j)
 		}
 	}
 	polled := make([]map[job.ID]job.Status, len(hosts))
 	errs := make([]error, len(hosts))
 	var wg sync.WaitGroup
 	for i, host := range hosts {
+		if c.serial {
+			polled[i], errs[i] = c.workers.Poll(ctx, host, byHost[host])
+			continue
+		}
 		wg.Go(func() { polled[i], errs[i] = c.workers.Poll(ctx, host, byHost[host]) })
 	}
 	wg.Wait()
@@ -579,13 +623,18 @@ func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Resul
 			}
 		}
 	}
-	out := active[:0:0]
-	for _, j := range active {
-		if u, ok := changed[j.ID]; ok {
-			j = u
+	if len(changed) == 0 {
+		return active
+	}
+	out := active[:0] // in place: each job is written at or before where it was read
+	for i := range active {
+		if active[i].State.Active() {
+			if u, ok := changed[active[i].ID]; ok {
+				active[i] = u
+			}
 		}
-		if !j.State.Terminal() {
-			out = append(out, j)
+		if !active[i].State.Terminal() {
+			out = append(out, active[i])
 		}
 	}
 	return out

@@ -326,8 +326,8 @@ func TestPassPendingReasonWrittenOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counting.updates != 0 || r.get(t, j.ID).Reason != first.Reason || len(res.Changed) != 0 || len(res.Pending) != 1 {
-		t.Errorf("%d updates for an unchanged reason; changed %v", counting.updates, res.Changed)
+	if counting.updates != 0 || r.get(t, j.ID).Reason != first.Reason || len(res.Pending) != 0 || res.Queued != 1 {
+		t.Errorf("%d updates for an unchanged reason; pending %v, %d queued", counting.updates, ids(res.Pending), res.Queued)
 	}
 }
 

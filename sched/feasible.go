@@ -28,8 +28,10 @@ type want struct {
 	holder Holder
 	ends   time.Time // now + the job's walltime (or the backfill estimate)
 	// quiet: only codes are wanted, not the words (a first try, which
-	// most jobs pass); explain: the job is Input.Explain.
-	quiet, explain bool
+	// most jobs pass); explain: the job is Input.Explain; terse:
+	// Input.Terse, so a job that fits nowhere gets no words either.
+	quiet, explain, terse bool
+	inTime                int8 // see shape
 }
 
 func wantOf(j job.Job) *want {

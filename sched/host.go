@@ -144,7 +144,7 @@ type node struct {
 	// leaves this host's answers as they were, so a queue of thousands
 	// works each host out once per change, not once per job.
 	version int
-	cache   map[string]hostVerdict
+	cache   map[shape]hostVerdict
 	nocache bool // plan without memo: every answer worked out afresh
 }
 
@@ -160,7 +160,7 @@ type hostVerdict struct {
 func (n *node) changed() { n.version++ }
 
 // feasibleCached is feasible, through n's cache.
-func (n *node) feasibleCached(w *want, key string) ([]*unit, Reason) {
+func (n *node) feasibleCached(w *want, key shape) ([]*unit, Reason) {
 	if n.reserved != nil && w.job == n.reservedFor {
 		return feasible(n, w) // the one job the reservation is for: not its shape's answer
 	}
@@ -172,7 +172,7 @@ func (n *node) feasibleCached(w *want, key string) ([]*unit, Reason) {
 		return us, why
 	}
 	if n.cache == nil {
-		n.cache = map[string]hostVerdict{}
+		n.cache = map[shape]hostVerdict{}
 	}
 	n.cache[key] = hostVerdict{version: n.version, units: us, why: why}
 	return us, why
@@ -211,13 +211,14 @@ func (n *node) book(p job.Placement, who Holder) {
 }
 
 // nodes makes the plan's view of hosts, in name order, with the bookings
-// of held. The caller's hosts stay as they were.
+// of held, which become theirs (the caller makes a fresh held for each
+// plan: Bookings). The caller's hosts stay as they were.
 func nodes(hosts []Host, held map[string]map[string]Booking, cluster string) []*node {
 	out := make([]*node, len(hosts))
 	for i := range hosts {
-		n := &node{Host: &hosts[i], held: map[string]Booking{}, cluster: cluster}
-		for k, b := range held[n.Name] {
-			n.held[k] = Booking{Holders: slices.Clone(b.Holders)}
+		n := &node{Host: &hosts[i], held: held[hosts[i].Name], cluster: cluster}
+		if n.held == nil {
+			n.held = map[string]Booking{}
 		}
 		n.units = listUnits(n.Host)
 		out[i] = n

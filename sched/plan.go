@@ -33,6 +33,10 @@ type Input struct {
 	// Usage is each user's fair-share usage at Now, in GPU-seconds as
 	// Usage weighs them (OrderFair ranks by it).
 	Usage map[string]float64
+	// Terse asks for codes without words: a pending job's reason, and its
+	// rejections, carry their codes and empty texts (a simulator's
+	// thousands of passes; the decisions are the same).
+	Terse bool
 	// Explain is a job to explain in full (gssh show, a dry run; 0: none):
 	// its Pending gets Rank, its Start the hosts turned down for it. Those
 	// words cost time per job, so a pass asks for none.
@@ -129,16 +133,17 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			n.gone = ended
 		}
 	}
-	out := Decisions{Starts: []Start{}, Pending: []Pending{}}
+	out := Decisions{Starts: []Start{}, Pending: make([]Pending, 0, len(in.Queue))}
 	var blocker *job.Job
+	var blocked Reason // what every job behind the blocker is told
 	var reservation *Reservation
 	// failed remembers, per request shape, the decision of a job that did
 	// not fit: until the next booking or reservation (capacity only
 	// shrinks during a plan) every job of that shape gets the same answer,
 	// so a queue of thousands of alike jobs is not worked out thousands of
 	// times. The key holds everything the checks read of a job.
-	failed := map[string]decision{}
-	unreservable := map[string]bool{}
+	failed := map[shape]decision{}
+	unreservable := map[shape]bool{}
 	picks := newPicker(in.Queue, pol, in.Usage)
 	for pos := 0; ; pos++ {
 		r, more := picks.next()
@@ -154,11 +159,10 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			out.Pending = append(out.Pending, p)
 		}
 		if blocker != nil {
-			pend(Pending{Reason: because(CodeBlocked,
-				fmt.Sprintf("waiting behind job %d, which goes first and does not fit yet (backfill: none)", blocker.ID))})
+			pend(Pending{Reason: blocked})
 			continue
 		}
-		w := wantOf(*j)
+		w := &want{Request: RequestOf(j.Spec), job: j.ID, holder: HolderOf(*j)}
 		// A job may use reserved GPUs only if it is sure to end in time:
 		// only an enforced walltime says so. The estimate is what the
 		// reservations of the jobs behind it assume.
@@ -166,7 +170,14 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			w.ends = in.Now.Add(wt)
 		}
 		w.holder.Ends = in.Now.Add(walltime(*j, pol))
+		if reservation != nil {
+			w.inTime = 2
+			if !w.ends.IsZero() && w.ends.Before(reservation.From) {
+				w.inTime = 1
+			}
+		}
 		w.explain = j.ID == in.Explain
+		w.terse = in.Terse && !w.explain
 		key := w.shape()
 		d, seen := failed[key]
 		if !seen || !memo || w.explain {
@@ -178,6 +189,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			switch {
 			case pol.Backfill == BackfillNone && d.exhausted:
 				blocker = j
+				blocked = because(CodeBlocked, fmt.Sprintf("waiting behind job %d, which goes first and does not fit yet (backfill: none)", j.ID))
 			case pol.Backfill == BackfillEasy && d.exhausted && reservation == nil && !unreservable[key]:
 				// A shape no gssh job's end makes room for stays so for
 				// the plan: bookings only add holders.
@@ -200,7 +212,11 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 		byName[d.placement.Host].book(d.placement, w.holder)
 		picks.charge(j, d.placement.Share, walltime(*j, pol))
 		clear(failed)
-		out.Starts = append(out.Starts, Start{Job: j.ID, Placement: d.placement, Rejected: d.rejected})
+		st := Start{Job: j.ID, Placement: d.placement}
+		if w.explain {
+			st.Rejected = d.rejected
+		}
+		out.Starts = append(out.Starts, st)
 	}
 	return out
 }
@@ -500,9 +516,27 @@ func ordinal(n int) string {
 	return strconv.Itoa(n) + suffix
 }
 
-// shape is the memo key of w: everything a check reads of the job.
-func (w *want) shape() string {
-	return fmt.Sprintf("%s\x00%q\x00%d\x00%d\x00%d", w.Host, w.Labels, w.GPUs, w.MemPerGPU, w.ends.UnixNano())
+// shape is a memo key: everything a check reads of a job (but its id,
+// which only the reservation's own job is checked by).
+type shape struct {
+	host, labels string
+	gpus         int
+	mem          uint64
+	// inTime is all the checks read of the job's end: whether it ends
+	// before the plan's reservation (1) or not (2); 0 while there is
+	// none. (The exact end would make every job a shape of its own.)
+	inTime int8
+	quiet  bool // codes only
+}
+
+// shape is the memo key of w.
+func (w *want) shape() shape {
+	k := shape{host: w.Host, gpus: w.GPUs, mem: w.MemPerGPU, quiet: w.quiet}
+	if len(w.Labels) > 0 {
+		k.labels = strings.Join(w.Labels, "\x00")
+	}
+	k.inTime = w.inTime
+	return k
 }
 
 // RequestOf is the placement request of a job spec.

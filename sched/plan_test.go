@@ -763,6 +763,22 @@ func TestPlanProperties(t *testing.T) {
 		if !reflect.DeepEqual(d, ex) {
 			t.Fatalf("round %d: explaining job %d changed the plan:\n%+v\n%+v", round, explained, d, ex)
 		}
+		// Terse: the same decisions and codes, no words.
+		in.Terse = true
+		terse := Plan(in)
+		in.Terse = false
+		words := Plan(in)
+		for _, d := range []Decisions{terse, words} {
+			for i := range d.Pending {
+				d.Pending[i].Reason.Text = ""
+				for k := range d.Pending[i].Rejected {
+					d.Pending[i].Rejected[k].Reason.Text = ""
+				}
+			}
+		}
+		if !reflect.DeepEqual(terse, words) {
+			t.Fatalf("round %d: terse changed the plan:\n%+v\n%+v", round, terse, words)
+		}
 		// Nothing over-booked: replay the starts as running jobs (that have
 		// allocated nothing yet, the worst case), and check every GPU this
 		// plan placed a job on.

@@ -145,7 +145,7 @@ type decision struct {
 func place(hosts []*node, w *want, fit Fit) decision {
 	w.quiet = !w.explain
 	d := tryPlace(hosts, w, fit)
-	if !d.ok && w.quiet {
+	if !d.ok && w.quiet && !w.terse {
 		w.quiet = false
 		d = tryPlace(hosts, w, fit)
 	}
@@ -157,13 +157,10 @@ func tryPlace(hosts []*node, w *want, fit Fit) decision {
 	var d decision
 	var options []option
 	key := w.shape()
-	if w.quiet {
-		key = "q" + key
-	}
 	for _, n := range hosts {
 		us, why := n.feasibleCached(w, key)
 		if !why.ok() {
-			if !w.quiet {
+			if !w.quiet || w.terse {
 				d.rejected = append(d.rejected, Rejection{Host: n.Name, Reason: why})
 			}
 			d.exhausted = d.exhausted || why.Code.Exhausted()
@@ -172,8 +169,11 @@ func tryPlace(hosts []*node, w *want, fit Fit) decision {
 		options = append(options, option{n, us})
 	}
 	if len(options) == 0 {
-		if !w.quiet {
+		switch {
+		case !w.quiet:
 			d.reason = pendingReason(hosts, w.Request, d.rejected)
+		case w.terse:
+			d.reason = because(pendingReason(hosts, w.Request, d.rejected).Code, "")
 		}
 		return d
 	}

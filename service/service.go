@@ -115,9 +115,7 @@ type PassResult struct {
 	Started  []job.Job `json:"started"`
 	Finished []job.Job `json:"finished"`
 	Pending  []job.Job `json:"pending"`
-	// Changed are the ids of the Pending jobs whose reason the pass
-	// changed.
-	Changed map[job.ID]bool `json:"-"`
+	Queued   int       `json:"queued"` // how many jobs the pass left queued
 	// Problems are per-host and per-job errors that did not stop the pass.
 	Problems []error `json:"-"`
 }
@@ -269,7 +267,7 @@ func (l *Local) pass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, report
 	if ierr := interrupted(ctx); ierr != nil {
 		err = ierr
 	}
-	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Changed: res.Changed, Problems: res.Errors}, err
+	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Queued: res.Queued, Problems: res.Errors}, err
 }
 
 // Schedule implements Service. An error wrapping control.ErrPassBusy

@@ -493,10 +493,8 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 	for _, j := range res.Started {
 		fmt.Fprintf(&b, "job %d running on %s\n", j.ID, where(j.Placement))
 	}
-	for _, j := range res.Pending {
-		if res.Changed[j.ID] { // a cron log stays short: only what changed
-			fmt.Fprintf(&b, "job %d queued: %s\n", j.ID, j.Reason)
-		}
+	for _, j := range res.Pending { // only the reasons that changed: a cron log stays short
+		fmt.Fprintf(&b, "job %d queued: %s\n", j.ID, j.Reason)
 	}
 	if _, err := io.WriteString(a.stdout, b.String()); err != nil {
 		return err

@@ -88,8 +88,7 @@ func TestScheduleRunExits(t *testing.T) {
 		svc := &fakeService{pass: service.PassResult{
 			Started:  []job.Job{{ID: 1, Placement: job.Placement{Host: "gpu01", Indexes: []int{0, 1}}}},
 			Finished: []job.Job{{ID: 2, State: job.Failed, Reason: "exit status 3"}},
-			Pending:  []job.Job{{ID: 3, Reason: "gpu01: drained"}, {ID: 4, Reason: "unchanged"}},
-			Changed:  map[job.ID]bool{3: true},
+			Pending:  []job.Job{{ID: 3, Reason: "gpu01: drained"}},
 			Problems: tt.problems,
 		}}
 		a, out, errb := fakeApp(svc)

@@ -1,0 +1,101 @@
+package sim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gssh/gssh/gpuinfo"
+	"github.com/gssh/gssh/sched"
+)
+
+// MaxLabGPUs bounds a simulated lab: far beyond the labs gssh is for, and
+// what keeps a typo ("1000x8") from a minute-long run.
+const MaxLabGPUs = 65536
+
+// ParseLab reads a lab spec: comma-separated groups HOSTSxGPUSxMODEL-MEM,
+// such as "4x8xA100-80G,2x4xRTX4090-24G" (4 hosts of 8 A100s with 80 GiB
+// each, then 2 hosts of 4 RTX 4090s with 24 GiB). MEM is read as --mem is
+// (sched.ParseMem: "80G" is 80 GiB). Hosts are named h000-a100, h001-a100,
+// ..., in the order of the spec, so that name order is creation order;
+// their GPUs are idle and healthy, with UUIDs GPU-<host>-<index>, and each
+// host keeps reservePct percent of every GPU back (0: none). An error says
+// which group is wrong and what a group looks like.
+func ParseLab(spec string, reservePct float64) ([]sched.Host, error) {
+	const help = `give groups HOSTSxGPUSxMODEL-MEM, comma-separated, such as "4x8xA100-80G,2x4xRTX4090-24G"`
+	if strings.TrimSpace(spec) == "" {
+		return nil, fmt.Errorf("lab spec is empty: %s", help)
+	}
+	if reservePct < 0 || reservePct >= 100 {
+		return nil, fmt.Errorf("--reserve %g: give a percentage from 0 to 99", reservePct)
+	}
+	var hosts []sched.Host
+	total := 0
+	for i, group := range strings.Split(spec, ",") {
+		bad := func(why string) ([]sched.Host, error) {
+			return nil, fmt.Errorf("lab spec %q: group %d %q: %s; %s", spec, i+1, group, why, help)
+		}
+		f := strings.SplitN(strings.TrimSpace(group), "x", 3)
+		if len(f) != 3 {
+			return bad("not HOSTSxGPUSxMODEL-MEM")
+		}
+		n, err1 := strconv.Atoi(f[0])
+		per, err2 := strconv.Atoi(f[1])
+		switch {
+		case err1 != nil || n < 1:
+			return bad("the host count " + strconv.Quote(f[0]) + " is not a number from 1")
+		case err2 != nil || per < 1 || per > 64:
+			return bad("the GPUs per host " + strconv.Quote(f[1]) + " is not a number from 1 to 64")
+		}
+		cut := strings.LastIndex(f[2], "-")
+		if cut <= 0 || cut == len(f[2])-1 {
+			return bad("the GPU " + strconv.Quote(f[2]) + " is not MODEL-MEM (such as A100-80G)")
+		}
+		model, memText := f[2][:cut], f[2][cut+1:]
+		if strings.ContainsAny(model, " \t/") {
+			return bad("the model " + strconv.Quote(model) + " has spaces or slashes")
+		}
+		mem, err := sched.ParseMem(memText)
+		if err != nil {
+			return bad("the memory " + strconv.Quote(memText) + ": " + err.Error())
+		}
+		if total += n * per; total > MaxLabGPUs {
+			return bad(fmt.Sprintf("more than %d GPUs in all", MaxLabGPUs))
+		}
+		for range n {
+			name := fmt.Sprintf("h%03d-%s", len(hosts), strings.ToLower(model))
+			h := sched.Host{Name: name, ReservePct: reservePct,
+				Snapshot: gpuinfo.Snapshot{Host: name, State: gpuinfo.HostOK, Source: "simulated", GPUs: make([]gpuinfo.GPU, per)}}
+			for g := range per {
+				free, used := mem, uint64(0)
+				h.Snapshot.GPUs[g] = gpuinfo.GPU{Index: g, UUID: fmt.Sprintf("GPU-%s-%d", name, g), Name: model,
+					Health: gpuinfo.HealthOK, MemTotal: &mem, MemUsed: &used, MemFree: &free, Procs: []gpuinfo.Proc{}, ProcsKnown: true}
+			}
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts, nil
+}
+
+// Capacity is the number of GPUs of hosts, and the most any one host has.
+func Capacity(hosts []sched.Host) (gpus, largest int) {
+	for _, h := range hosts {
+		gpus += len(h.Snapshot.GPUs)
+		largest = max(largest, len(h.Snapshot.GPUs))
+	}
+	return gpus, largest
+}
+
+// SmallestGPU is the memory, in bytes, of the smallest GPU of hosts (0
+// without any).
+func SmallestGPU(hosts []sched.Host) uint64 {
+	var least uint64
+	for _, h := range hosts {
+		for _, g := range h.Snapshot.GPUs {
+			if g.MemTotal != nil && (least == 0 || *g.MemTotal < least) {
+				least = *g.MemTotal
+			}
+		}
+	}
+	return least
+}
