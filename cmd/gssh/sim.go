@@ -1,0 +1,306 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/sim"
+	"github.com/gssh/gssh/sim/trace"
+)
+
+type simOptions struct {
+	trace       string
+	lab         string
+	policies    string
+	load        float64
+	fill        float64
+	users       int
+	usersFrom   string
+	walltime    string
+	fracOf      string
+	priorityMap string
+	reserve     float64
+	json        bool
+}
+
+func newSimCmd(a *app, runF func(*simOptions) error) *cobra.Command {
+	opts := &simOptions{}
+	cmd := &cobra.Command{
+		Use:   "sim --trace FILE --lab SPEC",
+		Short: "Replay a GPU-cluster job trace through gssh's own scheduler, and compare policies",
+		Long: `Replay a job trace through the same scheduling pass gssh runs (the planner,
+reconcile, launch bookkeeping) on a virtual clock, with simulated workers:
+no SSH, no sleeping. Every arrival and end at one instant is applied
+before one pass runs. Each policy runs over its own copy of the queue, in
+parallel, and the report puts them side by side.
+
+The trace is a normalized CSV (job,submit_s,user,gpus,gpu_fraction,
+duration_s,priority_class); a job asking for a fraction of a GPU asks
+that fraction of --frac-of as --mem. The lab is HOSTSxGPUSxMODEL-MEM
+groups: --lab 4x8xA100-80G,2x4xRTX4090-24G (no memory reserve unless
+--reserve). Jobs larger than any host are counted as never placeable.
+
+Policies (--policy, default all): gssh (priority class, then fair-share;
+best fit; EASY backfill), fifo (strict submit order, first fit),
+fifo-backfill (submit order with EASY backfill, first fit), firstfit
+(priority then submit order, any job that fits starts, first fit).
+
+--load X scales arrival times so that the trace's load on the lab is X
+(the GPU-seconds of the placeable jobs over GPUs × span); durations never
+change. --walltime says what a job's --timeout is: x2 (default: twice
+its run time), exact, xN, none (the backfill estimate stands in), or a
+duration (longer jobs are stopped). A trace without users gets none
+unless --users N (job i is user u<i mod N>) or --users-from RAW:COLUMN
+(joined on the job id; for Philly, RAW's src_row).
+
+--fill X runs the fragmentation experiment instead: jobs drawn from the
+trace in a seeded random order, with replacement, placed with no
+departures until their demand reaches X × the lab's GPUs; it reports the
+share of GPUs allocated and the demand left unplaced, per placement
+(firstfit, bestfit), as the mean over 10 seeds.
+
+` + exitCodesHelp,
+		Example: `  gssh sim --trace itp-cluster05.norm.csv --lab 2x8xV100-32G --users 20 --load 1.3
+  gssh sim --trace philly.norm.csv --users-from philly.csv:cluster --lab 32x8xV100-32G --load 1.0 --json
+  gssh sim --trace alibaba-v2023.norm.csv --lab 128x8xG2-16G --fill 1.3`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			switch {
+			case opts.trace == "":
+				return errors.New("--trace: give the trace file (a normalized CSV)")
+			case opts.lab == "":
+				return errors.New("--lab: give the lab, such as 4x8xA100-80G")
+			case c.Flags().Changed("load") && !(opts.load > 0 && opts.load <= 1000):
+				return fmt.Errorf("--load %v: give a load more than 0 (1.0: the lab's GPUs are asked for, on average, as many as it has)", opts.load)
+			case c.Flags().Changed("fill") && !(opts.fill > 0 && opts.fill <= 100):
+				return fmt.Errorf("--fill %v: give a demand more than 0, as a multiple of the lab's GPUs (such as 1.3)", opts.fill)
+			case opts.users != 0 && opts.usersFrom != "":
+				return errors.New("--users and --users-from: give one")
+			case opts.users < 0 || opts.users > trace.MaxMadeUpUsers:
+				return fmt.Errorf("--users %d: give 1 to %d", opts.users, trace.MaxMadeUpUsers)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return simRun(c.Context(), a, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.trace, "trace", "", "the trace: a normalized CSV")
+	fl.StringVar(&opts.lab, "lab", "", "the lab: HOSTSxGPUSxMODEL-MEM groups, comma-separated")
+	fl.StringVar(&opts.policies, "policy", "gssh,fifo,fifo-backfill,firstfit", "the policies to compare, comma-separated")
+	fl.Float64Var(&opts.load, "load", 0, "scale arrivals to this load on the lab (default: as the trace is)")
+	fl.Float64Var(&opts.fill, "fill", 0, "run the fragmentation experiment up to this demand (× the lab's GPUs)")
+	fl.IntVar(&opts.users, "users", 0, "make up N users for a trace without any (job i: user i mod N)")
+	fl.StringVar(&opts.usersFrom, "users-from", "", "read users from a raw file's column, RAW.csv:COLUMN")
+	fl.StringVar(&opts.walltime, "walltime", "x2", "each job's walltime: x2, exact, xN, none, or a duration")
+	fl.StringVar(&opts.fracOf, "frac-of", "", "the GPU memory a fractional job asks a fraction of (default: the lab's smallest GPU)")
+	fl.StringVar(&opts.priorityMap, "priority-map", "", "map the trace's priority classes to priorities, such as LS=4,BE=6 (default: all 5)")
+	fl.Float64Var(&opts.reserve, "reserve", 0, "GPU memory kept back on each simulated GPU, in percent")
+	fl.BoolVar(&opts.json, "json", false, "print JSON")
+	return cmd
+}
+
+func simRun(ctx context.Context, a *app, opts *simOptions) error {
+	hosts, err := sim.ParseLab(opts.lab, opts.reserve)
+	if err != nil {
+		return err
+	}
+	t, err := readTrace(opts.trace)
+	if err != nil {
+		return err
+	}
+	switch {
+	case opts.users > 0:
+		err = t.AssignUsers(opts.users)
+	case opts.usersFrom != "":
+		file, column, ok := strings.Cut(opts.usersFrom, ":")
+		if !ok || file == "" || column == "" {
+			return fmt.Errorf("--users-from %q: give RAW.csv:COLUMN, such as philly.csv:cluster", opts.usersFrom)
+		}
+		f, ferr := os.Open(file)
+		if ferr != nil {
+			return fmt.Errorf("--users-from: %w", ferr)
+		}
+		err = t.UsersFrom(file, f, column)
+		f.Close()
+	}
+	if err != nil {
+		return err
+	}
+	conv := sim.Convert{FracOf: sim.SmallestGPU(hosts)}
+	if opts.fracOf != "" {
+		if conv.FracOf, err = sched.ParseMem(opts.fracOf); err != nil {
+			return fmt.Errorf("--frac-of: %w", err)
+		}
+	}
+	if conv.Walltime, err = sim.ParseWalltime(opts.walltime); err != nil {
+		return err
+	}
+	if opts.priorityMap != "" {
+		if conv.Priorities, err = sim.ParsePriorityMap(opts.priorityMap); err != nil {
+			return err
+		}
+	}
+	if opts.fill > 0 {
+		return simFill(a, opts, hosts, t, conv)
+	}
+	policies, err := sim.ParsePolicies(opts.policies)
+	if err != nil {
+		return err
+	}
+	res, err := sim.Compare(ctx, sim.Setup{Lab: opts.lab, Hosts: hosts, Trace: t, Policies: policies, Load: opts.load, Convert: conv})
+	if err != nil {
+		return interrupted(ctx, err)
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(a.stderr, "gssh: warning:", w)
+	}
+	if opts.json {
+		return a.printJSON(res)
+	}
+	return a.printComparison(res)
+}
+
+func readTrace(path string) (*trace.Trace, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--trace: %w", err)
+	}
+	defer f.Close()
+	return trace.Read(path, f)
+}
+
+func simFill(a *app, opts *simOptions, hosts []sched.Host, t *trace.Trace, conv sim.Convert) error {
+	jobs, warnings, err := sim.Jobs(t, conv)
+	if err != nil {
+		return err
+	}
+	for _, w := range append(t.Warnings, warnings...) {
+		fmt.Fprintln(a.stderr, "gssh: warning:", w)
+	}
+	res, err := sim.FillAll(hosts, jobs, opts.fill, []sched.Fit{sched.FitFirst, sched.FitBest}, 10)
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		return a.printJSON(res)
+	}
+	gpus, _ := sim.Capacity(hosts)
+	fmt.Fprintf(a.stdout, "fill of %s (%d GPUs) with jobs of %s, until their demand reaches %g × its GPUs; mean of %d seeds\n",
+		opts.lab, gpus, t.Name, opts.fill, res[0].Seeds)
+	rows := make([][]string, len(res))
+	for i, r := range res {
+		rows[i] = []string{string(r.Fit), pctText(r.Allocated), strconv.FormatFloat(r.Unplaced, 'f', 1, 64), strconv.FormatFloat(r.Demand, 'f', 1, 64)}
+	}
+	return printTable(a.stdout, a.tty, []string{"PLACEMENT", "ALLOCATED", "UNPLACED GPUS", "DEMAND GPUS"}, rows)
+}
+
+// printComparison prints the policies side by side: the summary, then
+// the waits by job size and by user.
+func (a *app) printComparison(c *sim.Comparison) error {
+	users := fmt.Sprintf("%d users", c.Users)
+	switch {
+	case c.UsersMadeUp:
+		users += " (made up: job i is user i mod N)"
+	case c.Users <= 1:
+		users = "no users (the trace has none: give --users or --users-from)"
+	}
+	fmt.Fprintf(a.stdout, "%s: %d jobs, %s; lab %s (%d GPUs); load %.2f as the trace is, %.2f replayed (arrivals × %.3g); walltime: %s\n\n",
+		c.Trace, c.Jobs, users, c.Lab, c.GPUs, c.NaturalLoad, c.Load, c.Scale, c.Walltime)
+	header := []string{"METRIC"}
+	for _, r := range c.Reports {
+		header = append(header, r.Policy)
+	}
+	row := func(name string, cell func(sim.Report) string) []string {
+		out := []string{name}
+		for _, r := range c.Reports {
+			out = append(out, cell(r))
+		}
+		return out
+	}
+	rows := [][]string{
+		row("jobs run", func(r sim.Report) string { return strconv.Itoa(r.Started) }),
+		row("never placeable", func(r sim.Report) string {
+			return fmt.Sprintf("%d (%s GPU-h)", r.Unplaceable, strconv.FormatFloat(r.UnplaceableGPUHours, 'f', 0, 64))
+		}),
+		row("never started", func(r sim.Report) string { return strconv.Itoa(r.NeverStarted) }),
+		row("makespan", func(r sim.Report) string { return short(r.Makespan) }),
+		row("wait mean", func(r sim.Report) string { return short(r.MeanWait) }),
+		row("wait p50", func(r sim.Report) string { return short(r.P50Wait) }),
+		row("wait p95", func(r sim.Report) string { return short(r.P95Wait) }),
+		row("wait max", func(r sim.Report) string { return short(r.MaxWait) }),
+		row("completion mean", func(r sim.Report) string { return short(r.MeanCompletion) }),
+		row("waited > 1 day", func(r sim.Report) string { return strconv.Itoa(r.WaitedOverDay) }),
+		row("utilization", func(r sim.Report) string { return pctText(r.Utilization) }),
+		row("utilization, arrivals", func(r sim.Report) string { return pctText(r.UtilizationArrivals) }),
+		row("busy while jobs wait", func(r sim.Report) string { return pctText(r.BusyWhileWaiting) }),
+		row("fragmentation", func(r sim.Report) string { return pctText(r.Fragmentation) }),
+		row("fairness, active users", func(r sim.Report) string { return strconv.FormatFloat(r.JainActive, 'f', 3, 64) }),
+		row("fairness, waiting users", func(r sim.Report) string { return strconv.FormatFloat(r.JainWaiting, 'f', 3, 64) }),
+	}
+	if err := printTable(a.stdout, a.tty, header, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, "\nwait by job size: mean / p95 / max (jobs that ran)")
+	if err := a.printBreakdown(c, "GPUS", func(r sim.Report) [][2]string {
+		out := make([][2]string, len(r.Sizes))
+		for i, s := range r.Sizes {
+			cell := fmt.Sprintf("%s / %s / %s (%d)", short(s.MeanWait), short(s.P95Wait), short(s.MaxWait), s.Started)
+			if s.Started == 0 {
+				cell = fmt.Sprintf("none ran (of %d)", s.Jobs)
+			}
+			out[i] = [2]string{s.GPUs, cell}
+		}
+		return out
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, "\nby user: mean wait, GPU-hours")
+	return a.printBreakdown(c, "USER", func(r sim.Report) [][2]string {
+		out := make([][2]string, len(r.Users))
+		for i, u := range r.Users {
+			out[i] = [2]string{printable(u.User), fmt.Sprintf("%s, %s", short(u.MeanWait), strconv.FormatFloat(u.GPUHours, 'f', 0, 64))}
+		}
+		return out
+	})
+}
+
+// printBreakdown prints one row per key (the first report's order, then
+// any the others add) and one column per policy.
+func (a *app) printBreakdown(c *sim.Comparison, what string, cells func(sim.Report) [][2]string) error {
+	var keys []string
+	byPolicy := make([]map[string]string, len(c.Reports))
+	for i, r := range c.Reports {
+		byPolicy[i] = map[string]string{}
+		for _, kv := range cells(r) {
+			if _, ok := byPolicy[0][kv[0]]; !ok && !slices.Contains(keys, kv[0]) {
+				keys = append(keys, kv[0])
+			}
+			byPolicy[i][kv[0]] = kv[1]
+		}
+	}
+	header := []string{what}
+	for _, r := range c.Reports {
+		header = append(header, r.Policy)
+	}
+	rows := make([][]string, len(keys))
+	for k, key := range keys {
+		rows[k] = []string{key}
+		for i := range c.Reports {
+			rows[k] = append(rows[k], cmp.Or(byPolicy[i][key], "-"))
+		}
+	}
+	return printTable(a.stdout, a.tty, header, rows)
+}
+
+func pctText(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }

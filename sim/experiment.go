@@ -1,0 +1,128 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/sim/trace"
+)
+
+// Policy is a named policy to compare.
+type Policy struct {
+	Name   string
+	Policy sched.Policy
+	About  string // what it is, in a few words
+}
+
+// Policies are the policies `gssh sim` compares, all configurations of
+// the same planner: gssh's own and three baselines.
+var Policies = []Policy{
+	{"gssh", sched.DefaultPolicy(), "priority class, then fair-share; best fit; EASY backfill"},
+	{"fifo", sched.Policy{Order: sched.OrderFIFO, Fit: sched.FitFirst, Backfill: sched.BackfillNone}, "submit order, strict (head-of-line blocking); first fit"},
+	{"fifo-backfill", sched.Policy{Order: sched.OrderFIFO, Fit: sched.FitFirst, Backfill: sched.BackfillEasy}, "submit order with EASY backfill; first fit"},
+	{"firstfit", sched.Policy{Order: sched.OrderPriority, Fit: sched.FitFirst, Backfill: sched.BackfillSkip}, "priority then submit order; any job that fits starts (skip); first fit"},
+}
+
+// ParsePolicies reads --policy: comma-separated names of Policies.
+func ParsePolicies(s string) ([]Policy, error) {
+	var out []Policy
+	for _, name := range strings.Split(s, ",") {
+		i := slices.IndexFunc(Policies, func(p Policy) bool { return p.Name == name })
+		if i < 0 {
+			names := make([]string, len(Policies))
+			for k, p := range Policies {
+				names[k] = p.Name
+			}
+			return nil, fmt.Errorf("--policy %q: no policy %q; give some of %s, comma-separated", s, name, strings.Join(names, ", "))
+		}
+		if slices.ContainsFunc(out, func(p Policy) bool { return p.Name == name }) {
+			return nil, fmt.Errorf("--policy %q: %q given twice", s, name)
+		}
+		out = append(out, Policies[i])
+	}
+	return out, nil
+}
+
+// Setup is one comparison: a trace replayed on a lab under policies.
+type Setup struct {
+	Lab      string // the spec, for the report
+	Hosts    []sched.Host
+	Trace    *trace.Trace
+	Policies []Policy
+	// Load, when > 0, scales the trace's arrival times so that its load
+	// on the lab is Load (trace.ScaleToLoad; durations stay).
+	Load    float64
+	Convert Convert
+}
+
+// Comparison is what Compare found.
+type Comparison struct {
+	Trace       string   `json:"trace"`
+	Lab         string   `json:"lab"`
+	GPUs        int      `json:"gpus"`
+	Jobs        int      `json:"jobs"`
+	Users       int      `json:"users"`
+	UsersMadeUp bool     `json:"users_made_up"`
+	NaturalLoad float64  `json:"natural_load"` // the trace's load on the lab as it is
+	Load        float64  `json:"load"`         // after scaling
+	Scale       float64  `json:"arrival_scale"`
+	Walltime    string   `json:"walltime"`
+	Warnings    []string `json:"warnings"`
+	Reports     []Report `json:"policies"`
+	Results     []*Result `json:"-"`
+}
+
+// Compare runs s's policies, in parallel, each over its own copy of the
+// queue, and reports them side by side. s.Trace is left as it is.
+func Compare(ctx context.Context, s Setup) (*Comparison, error) {
+	t := *s.Trace
+	t.Jobs = slices.Clone(t.Jobs)
+	s.Trace = &t
+	gpus, largest := Capacity(s.Hosts)
+	c := &Comparison{Trace: s.Trace.Name, Lab: s.Lab, GPUs: gpus, Jobs: len(s.Trace.Jobs), UsersMadeUp: s.Trace.UsersMadeUp,
+		Walltime: s.Convert.Walltime.String(), Warnings: slices.Clone(s.Trace.Warnings), Scale: 1}
+	users := map[string]bool{}
+	for _, j := range s.Trace.Jobs {
+		users[j.User] = true
+	}
+	c.Users = len(users)
+	c.NaturalLoad = s.Trace.Load(gpus, largest)
+	if s.Load > 0 {
+		f, err := s.Trace.ScaleToLoad(s.Load, gpus, largest)
+		if err != nil {
+			return nil, err
+		}
+		c.Scale = f
+	}
+	c.Load = s.Trace.Load(gpus, largest)
+	jobs, warnings, err := Jobs(s.Trace, s.Convert)
+	if err != nil {
+		return nil, err
+	}
+	c.Warnings = append(c.Warnings, warnings...)
+	c.Reports, c.Results = make([]Report, len(s.Policies)), make([]*Result, len(s.Policies))
+	errs := make([]error, len(s.Policies))
+	var wg sync.WaitGroup
+	for i, p := range s.Policies {
+		wg.Go(func() {
+			cfg := Config{Hosts: s.Hosts, Jobs: jobs, Policy: p.Policy}
+			res, err := Run(ctx, cfg)
+			if err != nil {
+				errs[i] = fmt.Errorf("policy %s: %w", p.Name, err)
+				return
+			}
+			c.Results[i], c.Reports[i] = res, NewReport(p.Name, cfg, res)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
