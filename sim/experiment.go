@@ -61,18 +61,18 @@ type Setup struct {
 
 // Comparison is what Compare found.
 type Comparison struct {
-	Trace       string   `json:"trace"`
-	Lab         string   `json:"lab"`
-	GPUs        int      `json:"gpus"`
-	Jobs        int      `json:"jobs"`
-	Users       int      `json:"users"`
-	UsersMadeUp bool     `json:"users_made_up"`
-	NaturalLoad float64  `json:"natural_load"` // the trace's load on the lab as it is
-	Load        float64  `json:"load"`         // after scaling
-	Scale       float64  `json:"arrival_scale"`
-	Walltime    string   `json:"walltime"`
-	Warnings    []string `json:"warnings"`
-	Reports     []Report `json:"policies"`
+	Trace       string    `json:"trace"`
+	Lab         string    `json:"lab"`
+	GPUs        int       `json:"gpus"`
+	Jobs        int       `json:"jobs"`
+	Users       int       `json:"users"`
+	UsersMadeUp bool      `json:"users_made_up"`
+	NaturalLoad float64   `json:"natural_load"` // the trace's load on the lab as it is
+	Load        float64   `json:"load"`         // after scaling
+	Scale       float64   `json:"arrival_scale"`
+	Walltime    string    `json:"walltime"`
+	Warnings    []string  `json:"warnings"`
+	Reports     []Report  `json:"policies"`
 	Results     []*Result `json:"-"`
 }
 
