@@ -64,8 +64,9 @@ type Workers interface {
 	// started.
 	Abandon(ctx context.Context, j job.Job) (bool, error)
 	// Poll reports the jobs placed on host, by id; a job it says nothing
-	// of is left as it is.
-	Poll(ctx context.Context, host string, jobs []job.Job) (map[job.ID]job.Status, error)
+	// of is left as it is. The jobs are the caller's: Poll only reads
+	// them, and keeps none past its return.
+	Poll(ctx context.Context, host string, jobs []*job.Job) (map[job.ID]job.Status, error)
 	// Stop ends j (SIGTERM, grace, SIGKILL: its session and what carries
 	// its GSSH_JOB_ID) and returns how many processes it signalled. why is
 	// what the worker should say of the job from then on: job.Cancelled,
@@ -302,18 +303,27 @@ func (c *Controller) Policy() sched.Policy { return c.policy }
 // more.
 func (c *Controller) input(active []job.Job) sched.Input {
 	in := sched.Input{Now: c.now(), Policy: c.policy, Cluster: c.cluster, Terse: c.terse}
-	queued := 0
-	for _, j := range active {
-		switch {
-		case j.State == job.Queued:
-			active[queued] = j
-			queued++
-		case j.State.Active():
-			in.Running = append(in.Running, j)
+	queued := partition(active, func(j *job.Job) bool { return j.State == job.Queued })
+	running := queued + partition(active[queued:], func(j *job.Job) bool { return j.State.Active() })
+	in.Queue, in.Running = active[:queued:queued], active[queued:running:running]
+	return in
+}
+
+// partition moves the jobs keep accepts to the front of js, in their
+// order, and returns how many there are; the others are left after them,
+// in no order. Each kept job is written at or before where it was read,
+// so nothing is copied but by swaps.
+func partition(js []job.Job, keep func(*job.Job) bool) int {
+	n := 0
+	for i := range js {
+		if keep(&js[i]) {
+			if i != n {
+				js[n], js[i] = js[i], js[n]
+			}
+			n++
 		}
 	}
-	in.Queue = active[:queued:queued]
-	return in
+	return n
 }
 
 // Trial is what a plan made now says of one job: gssh submit --dry-run's
@@ -581,44 +591,73 @@ func (c *Controller) emit(k EventKind, j job.Job) {
 	c.events.Emit(Event{Time: c.now(), Kind: k, Job: j})
 }
 
+// onHosts groups the active jobs placed on a host by host, hosts in name
+// order, jobs in their order, as pointers into active (a pass over a lab
+// of hundreds of running jobs copies none of them).
+func onHosts(active []job.Job) (hosts []string, byHost [][]*job.Job) {
+	at := map[string]int{} // host → its place in hosts
+	var count []int
+	placed := 0
+	for i := range active {
+		if j := &active[i]; j.State.Active() && j.Placement.Host != "" {
+			k, ok := at[j.Placement.Host]
+			if !ok {
+				k = len(hosts)
+				at[j.Placement.Host] = k
+				hosts, count = append(hosts, j.Placement.Host), append(count, 0)
+			}
+			count[k]++
+			placed++
+		}
+	}
+	slices.Sort(hosts)
+	all := make([]*job.Job, placed)
+	byHost = make([][]*job.Job, len(hosts))
+	off := 0
+	for k, h := range hosts {
+		n := count[at[h]]
+		byHost[k] = all[off : off : off+n]
+		at[h] = k
+		off += n
+	}
+	for i := range active {
+		if j := &active[i]; j.State.Active() && j.Placement.Host != "" {
+			k := at[j.Placement.Host]
+			byHost[k] = append(byHost[k], j)
+		}
+	}
+	return hosts, byHost
+}
+
 // reconcile polls every host with launching or running jobs (one call per
 // host, hosts in parallel), records ends, enforces walltimes, and returns
 // the active jobs as they are now.
 func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Result) []job.Job {
-	byHost := map[string][]job.Job{}
-	var hosts []string
-	for i := range active {
-		if j := &active[i]; j.State.Active() && j.Placement.Host != "" {
-			if byHost[j.Placement.Host] == nil {
-				hosts = append(hosts, j.Placement.Host)
-			}
-			byHost[j.Placement.Host] = append(byHost[j.Placement.Host], *j)
-		}
-	}
+	hosts, byHost := onHosts(active)
 	polled := make([]map[job.ID]job.Status, len(hosts))
 	errs := make([]error, len(hosts))
 	var wg sync.WaitGroup
 	for i, host := range hosts {
 		if c.serial {
-			polled[i], errs[i] = c.workers.Poll(ctx, host, byHost[host])
+			polled[i], errs[i] = c.workers.Poll(ctx, host, byHost[i])
 			continue
 		}
-		wg.Go(func() { polled[i], errs[i] = c.workers.Poll(ctx, host, byHost[host]) })
+		wg.Go(func() { polled[i], errs[i] = c.workers.Poll(ctx, host, byHost[i]) })
 	}
 	wg.Wait()
 	now := c.now()
 	changed := map[job.ID]job.Job{}
-	for i, host := range hosts {
+	for i := range hosts {
 		if errs[i] != nil {
 			res.Errors = append(res.Errors, errs[i]) // a host that cannot be polled keeps its jobs as they are
 			continue
 		}
-		for _, j := range byHost[host] {
+		for _, j := range byHost[i] {
 			st, ok := polled[i][j.ID]
 			if !ok {
 				continue
 			}
-			if u, ok := c.apply(ctx, j, st, now, res); ok {
+			if u, ok := c.apply(ctx, *j, st, now, res); ok {
 				changed[j.ID] = u
 			}
 		}

@@ -133,7 +133,7 @@ func (w *workers) Start(_ context.Context, j job.Job) (job.Remote, error) {
 	return job.Remote{Dir: fmt.Sprintf("/home/u/.gssh/jobs/c-%d.%d", j.ID, j.Attempt), PID: 1000 + int(j.ID)}, nil
 }
 
-func (w *workers) Poll(_ context.Context, host string, jobs []job.Job) (map[job.ID]job.Status, error) {
+func (w *workers) Poll(_ context.Context, host string, jobs []*job.Job) (map[job.ID]job.Status, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.polls++

@@ -720,12 +720,16 @@ func (w Workers) Start(ctx context.Context, j job.Job) (job.Remote, error) {
 }
 
 // Poll checks jobs, all placed on host; see Poll.
-func (w Workers) Poll(ctx context.Context, host string, jobs []job.Job) (map[job.ID]job.Status, error) {
+func (w Workers) Poll(ctx context.Context, host string, jobs []*job.Job) (map[job.ID]job.Status, error) {
 	sh, err := w.Shell(host)
 	if err != nil {
 		return nil, err
 	}
-	return Poll(ctx, sh, host, w.Cluster, jobs)
+	js := make([]job.Job, len(jobs))
+	for i, j := range jobs {
+		js[i] = *j
+	}
+	return Poll(ctx, sh, host, w.Cluster, js)
 }
 
 // Abandon makes sure j's attempt never starts, unless it has; see Abandon.

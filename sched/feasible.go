@@ -77,38 +77,37 @@ func feasible(n *node, w *want) ([]*unit, Reason) {
 		return nil, because(CodeNoGPUs, "no GPUs")
 	}
 	need := max(w.GPUs, 1)
-	// One look at each unit; the verdicts go to n's scratch, so that only
-	// a host that fits (its units) or not (its reason) allocates.
-	n.verdicts = slices.Grow(n.verdicts[:0], len(all))[:len(all)]
+	// One look at each unit; the verdicts go to the plan's scratch, so
+	// that only a host that fits (its units) or not (its reason) allocates.
+	if n.scratch == nil {
+		n.scratch = new([]Reason)
+	}
+	*n.scratch = slices.Grow((*n.scratch)[:0], len(all))[:len(all)]
+	verdicts := *n.scratch
 	fits := 0
 	for i := range all {
-		n.verdicts[i] = checkUnit(&all[i], w, n)
-		if n.verdicts[i].ok() {
+		verdicts[i] = checkUnit(&all[i], w, n)
+		if verdicts[i].ok() {
 			fits++
 		}
 	}
 	if fits >= need {
 		fit := make([]*unit, 0, fits)
 		for i := range all {
-			if n.verdicts[i].ok() {
+			if verdicts[i].ok() {
 				fit = append(fit, &all[i])
 			}
 		}
 		return fit, Reason{}
 	}
 	if w.quiet {
-		codes := make([]Code, 0, len(all)-fits)
-		for i := range all {
-			if !n.verdicts[i].ok() {
-				codes = append(codes, n.verdicts[i].Code)
-			}
-		}
-		return nil, because(cmp.Or(dominant(codes), CodeTooFewGPUs), "")
+		code := dominantOf(len(all), func(i int) Code { return verdicts[i].Code })
+		return nil, because(cmp.Or(code, CodeTooFewGPUs), "")
 	}
 	turned := make([]verdict, 0, len(all)-fits)
 	for i := range all {
-		if !n.verdicts[i].ok() {
-			turned = append(turned, verdict{&all[i], n.verdicts[i]})
+		if !verdicts[i].ok() {
+			turned = append(turned, verdict{&all[i], verdicts[i]})
 		}
 	}
 	head := fmt.Sprintf("%d/%d GPUs free", fits, len(all))

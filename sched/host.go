@@ -24,6 +24,39 @@ type Host struct {
 	ReservePct float64 // GPU memory kept back, percent of each GPU's total, in [0, 100)
 	Drain      bool    // no new jobs
 	Snapshot   gpuinfo.Snapshot
+
+	// units are the snapshot's units, listed by Prepare; nil: listed by
+	// each plan.
+	units  []unit
+	listed *gpuinfo.GPU // &Snapshot.GPUs[0] when units were listed
+}
+
+// Prepare lists each host's GPUs (and MIG devices) once, for the plans
+// that follow on the same snapshots (a simulator plans thousands of times
+// on one lab): a plan then reuses the list instead of making its own. A
+// host whose Snapshot.GPUs is replaced is listed afresh by the next plan;
+// one whose GPUs are changed in place must be prepared again. Plans decide
+// the same with or without it.
+func Prepare(hosts []Host) {
+	for i := range hosts {
+		h := &hosts[i]
+		h.units, h.listed = listUnits(h), nil
+		if len(h.Snapshot.GPUs) > 0 {
+			h.listed = &h.Snapshot.GPUs[0]
+		}
+	}
+}
+
+// prepared is h's units as Prepare listed them, if they still are its
+// snapshot's.
+func (h *Host) prepared() ([]unit, bool) {
+	if h.units == nil {
+		return nil, false
+	}
+	if len(h.Snapshot.GPUs) == 0 {
+		return h.units, h.listed == nil
+	}
+	return h.units, h.listed == &h.Snapshot.GPUs[0]
 }
 
 // Holder is one gssh job holding a GPU or MIG device: enough to tell who
@@ -81,13 +114,38 @@ func Key(g gpuinfo.GPU) string {
 // CUDA_VISIBLE_DEVICES, except a GPU without UUID, which goes by index.
 func placementKeys(p job.Placement) []string {
 	keys := make([]string, len(p.GPUs))
-	for i, id := range p.GPUs {
-		keys[i] = id
-		if i < len(p.Indexes) && id == strconv.Itoa(p.Indexes[i]) {
-			keys[i] = "idx:" + id
-		}
+	for i := range p.GPUs {
+		keys[i] = placementKey(p, i)
 	}
 	return keys
+}
+
+// placementKey is the booking key of p's i-th GPU (see placementKeys).
+func placementKey(p job.Placement, i int) string {
+	id := p.GPUs[i]
+	if i < len(p.Indexes) && isIndex(id, p.Indexes[i]) {
+		return "idx:" + id
+	}
+	return id
+}
+
+// isIndex reports whether id is strconv.Itoa(index), without making that
+// string.
+func isIndex(id string, index int) bool {
+	if index < 0 {
+		return id == strconv.Itoa(index) // not met in practice
+	}
+	if id == "" || len(id) > 1 && id[0] == '0' {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(id); i++ {
+		if id[i] < '0' || id[i] > '9' || n > (1<<31)/10 {
+			return false
+		}
+		n = n*10 + int(id[i]-'0')
+	}
+	return n == index
 }
 
 // HolderOf is the Holder record of job j.
@@ -99,25 +157,54 @@ func HolderOf(j job.Job) Holder {
 // name and then GPU key, holders in the order of jobs. Other jobs are left
 // out.
 func Bookings(jobs []job.Job) map[string]map[string]Booking {
+	return bookings(jobs, func(*job.Job) time.Time { return time.Time{} })
+}
+
+// bookings is Bookings, each holder expected to end at ends(job).
+func bookings(jobs []job.Job, ends func(*job.Job) time.Time) map[string]map[string]Booking {
 	out := map[string]map[string]Booking{}
-	for _, j := range jobs {
+	// A GPU's first holder goes into one array for all (capacity one: a
+	// second holder of the GPU moves its booking out).
+	n := 0
+	for i := range jobs {
+		n += len(jobs[i].Placement.GPUs)
+	}
+	arena := make([]Holder, 0, n)
+	for i := range jobs {
+		j := &jobs[i]
 		if !j.State.Active() || j.Placement.Host == "" {
 			continue
 		}
-		if out[j.Placement.Host] == nil {
-			out[j.Placement.Host] = map[string]Booking{}
+		held := out[j.Placement.Host]
+		if held == nil {
+			held = make(map[string]Booking, 8)
+			out[j.Placement.Host] = held
 		}
-		addHolder(out[j.Placement.Host], j.Placement, HolderOf(j))
+		h := HolderOf(*j)
+		h.Ends = ends(j)
+		for k := range j.Placement.GPUs {
+			key := placementKey(j.Placement, k)
+			b := held[key]
+			if b.Holders == nil {
+				arena = append(arena, h)
+				b.Holders = arena[len(arena)-1 : len(arena) : len(arena)]
+			} else {
+				b.Holders = append(b.Holders, h) // the map is new: no Booking of it is shared yet
+			}
+			held[key] = b
+		}
 	}
 	return out
 }
 
-// addHolder books h on every GPU of p in held.
+// addHolder books h on every GPU of p in held. A Booking already handed
+// out keeps its holders: the slice is copied, never appended to in place.
 func addHolder(held map[string]Booking, p job.Placement, h Holder) {
-	for _, k := range placementKeys(p) {
-		b := held[k]
+	for k := range p.GPUs {
+		key := placementKey(p, k)
+		b := held[key]
 		b.Holders = append(slices.Clip(b.Holders), h)
-		held[k] = b
+		held[key] = b
 	}
 }
 
@@ -127,10 +214,10 @@ func addHolder(held map[string]Booking, p job.Placement, h Holder) {
 // ledger gives its room back: what a reservation or a preemption needs.
 type node struct {
 	*Host
-	units    []unit
-	held     map[string]Booking // by unit key
-	cluster  string             // Input.Cluster: whose GSSH_JOB_IDs are ours
-	verdicts []Reason           // feasible's scratch, one per unit
+	units   []unit
+	held    map[string]Booking // by unit key
+	cluster string             // Input.Cluster: whose GSSH_JOB_IDs are ours
+	scratch *[]Reason          // feasible's scratch, one per unit, shared by a plan's nodes
 	// gone are holders taken off in a what-if (a reservation: "once these
 	// jobs end"): they hold nothing, and what their processes use is free.
 	gone map[job.ID]bool
@@ -143,16 +230,16 @@ type node struct {
 	// ledger or reservation last changed (version): a booking elsewhere
 	// leaves this host's answers as they were, so a queue of thousands
 	// works each host out once per change, not once per job.
-	version int
-	cache   map[shape]hostVerdict
-	nocache bool // plan without memo: every answer worked out afresh
+	// The cache holds answers of version cached only.
+	version, cached int
+	cache           shapeMemo[hostVerdict]
+	nocache         bool // plan without memo: every answer worked out afresh
 }
 
 // hostVerdict is one answer of feasible.
 type hostVerdict struct {
-	version int
-	units   []*unit
-	why     Reason
+	units []*unit
+	why   Reason
 }
 
 // changed marks n's ledger or reservation changed: its cached verdicts
@@ -164,17 +251,17 @@ func (n *node) feasibleCached(w *want, key shape) ([]*unit, Reason) {
 	if n.reserved != nil && w.job == n.reservedFor {
 		return feasible(n, w) // the one job the reservation is for: not its shape's answer
 	}
-	if v, ok := n.cache[key]; ok && v.version == n.version {
+	if n.cached != n.version {
+		n.cached = n.version
+		n.cache.clear()
+	}
+	if v, ok := n.cache.get(key); ok {
 		return v.units, v.why
 	}
 	us, why := feasible(n, w)
-	if n.nocache {
-		return us, why
+	if !n.nocache {
+		n.cache.put(key, hostVerdict{us, why})
 	}
-	if n.cache == nil {
-		n.cache = map[shape]hostVerdict{}
-	}
-	n.cache[key] = hostVerdict{version: n.version, units: us, why: why}
 	return us, why
 }
 
@@ -199,7 +286,7 @@ func (n *node) booking(key string) (live Booking, gone []Holder) {
 // the ledger and snapshot are shared, never changed.
 func (n *node) whatIf(gone map[job.ID]bool) *node {
 	c := *n
-	c.gone, c.verdicts, c.reserved, c.cache = gone, nil, nil, nil
+	c.gone, c.reserved, c.cache = gone, nil, shapeMemo[hostVerdict]{}
 	return &c
 }
 
@@ -215,12 +302,16 @@ func (n *node) book(p job.Placement, who Holder) {
 // plan: Bookings). The caller's hosts stay as they were.
 func nodes(hosts []Host, held map[string]map[string]Booking, cluster string) []*node {
 	out := make([]*node, len(hosts))
+	scratch := new([]Reason)
 	for i := range hosts {
-		n := &node{Host: &hosts[i], held: held[hosts[i].Name], cluster: cluster}
+		n := &node{Host: &hosts[i], held: held[hosts[i].Name], cluster: cluster, scratch: scratch}
 		if n.held == nil {
 			n.held = map[string]Booking{}
 		}
-		n.units = listUnits(n.Host)
+		var ok bool
+		if n.units, ok = n.Host.prepared(); !ok {
+			n.units = listUnits(n.Host)
+		}
 		out[i] = n
 	}
 	slices.SortStableFunc(out, func(a, b *node) int { return cmp.Compare(a.Name, b.Name) })
@@ -289,7 +380,10 @@ func listUnits(h *Host) []unit {
 	for i := range h.Snapshot.GPUs {
 		gpus[i] = &h.Snapshot.GPUs[i]
 	}
-	slices.SortStableFunc(gpus, func(a, b *gpuinfo.GPU) int { return cmp.Compare(a.Index, b.Index) })
+	byIndex := func(a, b *gpuinfo.GPU) int { return cmp.Compare(a.Index, b.Index) }
+	if !slices.IsSortedFunc(gpus, byIndex) { // as a probe lists them, they are
+		slices.SortStableFunc(gpus, byIndex)
+	}
 	size := len(gpus)
 	for _, g := range gpus {
 		size += len(g.MIG)

@@ -111,19 +111,7 @@ func Plan(in Input) Decisions { return plan(in, true, nil) }
 // counts as free.
 func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	pol := in.Policy.WithDefaults()
-	held := Bookings(in.Running)
-	ends := map[job.ID]time.Time{}
-	for _, j := range in.Running {
-		ends[j.ID] = expectedEnd(j, pol, in.Now)
-	}
-	for _, bs := range held {
-		for k, b := range bs {
-			for i := range b.Holders {
-				b.Holders[i].Ends = ends[b.Holders[i].Job]
-			}
-			bs[k] = b
-		}
-	}
+	held := bookings(in.Running, func(j *job.Job) time.Time { return expectedEnd(*j, pol, in.Now) })
 	hosts := nodes(in.Hosts, held, in.Cluster)
 	byName := make(map[string]*node, len(hosts))
 	for _, n := range hosts {
@@ -142,9 +130,10 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	// shrinks during a plan) every job of that shape gets the same answer,
 	// so a queue of thousands of alike jobs is not worked out thousands of
 	// times. The key holds everything the checks read of a job.
-	failed := map[shape]decision{}
-	unreservable := map[shape]bool{}
+	var failed shapeMemo[decision]
+	var unreservable shapeMemo[bool]
 	picks := newPicker(in.Queue, pol, in.Usage)
+	w := new(want) // each job's in turn: nothing keeps it past its turn
 	for pos := 0; ; pos++ {
 		r, more := picks.next()
 		if !more {
@@ -159,10 +148,14 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			out.Pending = append(out.Pending, p)
 		}
 		if blocker != nil {
-			pend(Pending{Reason: blocked})
+			r := blocked
+			if in.Terse && j.ID != in.Explain {
+				r.Text = "" // the code only, so a new head rewrites no reasons
+			}
+			pend(Pending{Reason: r})
 			continue
 		}
-		w := &want{Request: RequestOf(j.Spec), job: j.ID, holder: HolderOf(*j)}
+		*w = want{Request: RequestOf(j.Spec), job: j.ID, holder: HolderOf(*j)}
 		// A job may use reserved GPUs only if it is sure to end in time:
 		// only an enforced walltime says so. The estimate is what the
 		// reservations of the jobs behind it assume.
@@ -179,22 +172,22 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 		w.explain = j.ID == in.Explain
 		w.terse = in.Terse && !w.explain
 		key := w.shape()
-		d, seen := failed[key]
+		d, seen := failed.get(key)
 		if !seen || !memo || w.explain {
 			d = place(hosts, w, pol.Fit)
 		}
 		if !d.ok {
-			failed[key] = d
+			failed.put(key, d)
 			p := Pending{Reason: d.reason, Rejected: d.rejected, Exhausted: d.exhausted}
 			switch {
 			case pol.Backfill == BackfillNone && d.exhausted:
 				blocker = j
 				blocked = because(CodeBlocked, fmt.Sprintf("waiting behind job %d, which goes first and does not fit yet (backfill: none)", j.ID))
-			case pol.Backfill == BackfillEasy && d.exhausted && reservation == nil && !unreservable[key]:
+			case pol.Backfill == BackfillEasy && d.exhausted && reservation == nil && !isTrue(unreservable.get(key)):
 				// A shape no gssh job's end makes room for stays so for
 				// the plan: bookings only add holders.
 				if reservation = reserve(hosts, w, pol, in.Now); reservation == nil {
-					unreservable[key] = true
+					unreservable.put(key, true)
 				} else {
 					n := byName[reservation.Host]
 					n.reserved, n.reservedFrom, n.reservedFor = map[string]bool{}, reservation.From, j.ID
@@ -203,7 +196,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 						n.reserved[k] = true
 					}
 					p.Reservation = reservation
-					clear(failed)
+					failed.clear()
 				}
 			}
 			pend(p)
@@ -211,7 +204,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 		}
 		byName[d.placement.Host].book(d.placement, w.holder)
 		picks.charge(j, d.placement.Share, walltime(*j, pol))
-		clear(failed)
+		failed.clear()
 		st := Start{Job: j.ID, Placement: d.placement}
 		if w.explain {
 			st.Rejected = d.rejected
@@ -263,27 +256,11 @@ func expectedEnd(j job.Job, pol Policy, now time.Time) time.Time {
 // every one of them gone (what blocks it is no gssh job's).
 func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 	type ending struct {
-		at   time.Time
-		job  job.ID
-		host *node
+		at  int64 // t in Unix ns, to sort by
+		job job.ID
+		t   time.Time
 	}
-	var ends []ending
-	seen := map[job.ID]bool{}
-	for _, n := range hosts {
-		for _, b := range n.held {
-			for _, h := range b.Holders {
-				if !seen[h.Job] && !n.gone[h.Job] {
-					seen[h.Job] = true
-					at := h.Ends
-					if at.IsZero() || at.Before(now) {
-						at = now
-					}
-					ends = append(ends, ending{at, h.Job, n})
-				}
-			}
-		}
-	}
-	slices.SortFunc(ends, func(a, b ending) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.job, b.job)) })
+	before := func(a, b ending) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.job, b.job)) }
 	var gone map[job.ID]bool
 	if len(hosts) > 0 {
 		gone = maps.Clone(hosts[0].gone) // the jobs a forecast took to have ended
@@ -291,18 +268,78 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 	if gone == nil {
 		gone = map[job.ID]bool{}
 	}
-	for _, e := range ends {
-		gone[e.job] = true
-		// Only e's host changes: each job holds GPUs of one host.
-		trial := e.host.whatIf(gone)
-		us, why := feasible(trial, w)
-		if !why.ok() {
-			continue
+	// Each job holds GPUs of one host, so a host's fit depends on its own
+	// ends only: the earliest fit is the least, over the hosts, of each
+	// host's first fit as its jobs end in order. A host stops looking at
+	// ends later than the best found so far.
+	var best *Reservation
+	var bestEnd ending
+	var ends []ending
+	for _, n := range hosts {
+		ends = ends[:0]
+		for _, b := range n.held {
+			for _, h := range b.Holders {
+				if !n.gone[h.Job] {
+					at := h.Ends
+					if at.IsZero() || at.Before(now) {
+						at = now
+					}
+					ends = append(ends, ending{at.UnixNano(), h.Job, at})
+				}
+			}
 		}
-		p := choose(pol.Fit, []option{{trial, us}}, w)
-		return &Reservation{Host: p.Host, GPUs: p.GPUs, Indexes: p.Indexes, From: e.at}
+		// A job holding several GPUs is listed once per GPU, each time alike.
+		slices.SortFunc(ends, before)
+		ends = slices.CompactFunc(ends, func(a, b ending) bool { return a.job == b.job })
+		for _, e := range ends {
+			if best != nil && before(e, bestEnd) >= 0 {
+				break
+			}
+			gone[e.job] = true
+			if !mayFit(n, w, gone) {
+				continue
+			}
+			trial := n.whatIf(gone)
+			us, why := feasible(trial, w)
+			if !why.ok() {
+				continue
+			}
+			p := choose(pol.Fit, []option{{trial, us}}, w)
+			best, bestEnd = &Reservation{Host: p.Host, GPUs: p.GPUs, Indexes: p.Indexes, From: e.t}, e
+			break
+		}
+		for _, e := range ends {
+			if !n.gone[e.job] {
+				delete(gone, e.job)
+			}
+		}
 	}
-	return nil
+	return best
+}
+
+// mayFit is false when n cannot take w once the holders in gone are gone,
+// by the ledger alone: too few of its units are left with no gssh job
+// (w exclusive), or with room for w's booking beside the jobs left (w
+// shared). It is only a quick "no" before the feasibility chain, which
+// alone says yes.
+func mayFit(n *node, w *want, gone map[job.ID]bool) bool {
+	need, room := max(w.GPUs, 1), 0
+	for i := range n.units {
+		u := &n.units[i]
+		var mem uint64
+		taken := false
+		for _, h := range n.held[u.key].Holders {
+			if gone[h.Job] {
+				continue
+			}
+			mem += h.Mem
+			taken = taken || h.Mem == 0 || w.MemPerGPU == 0
+		}
+		if !taken && (w.MemPerGPU == 0 || u.total == nil || mem+w.MemPerGPU <= *u.total) {
+			room++
+		}
+	}
+	return room >= need
 }
 
 // MaxForecastSteps bounds a forecast: the job ends it plays forward (each

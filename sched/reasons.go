@@ -78,9 +78,22 @@ type Rejection struct {
 
 // dominant is the code given most often in codes, ties broken by codeRank.
 func dominant(codes []Code) Code {
+	return dominantOf(len(codes), func(i int) Code { return codes[i] })
+}
+
+// dominantOf is dominant over the codes of n items, code(i) giving item
+// i's; an empty code counts for nothing (a verdict that passed).
+func dominantOf(n int, code func(int) Code) Code {
 	var count [32]int // by rank; codes are few
-	best := -1
-	for _, c := range codes {
+	best, first := -1, Code("")
+	for i := range n {
+		c := code(i)
+		if c == "" {
+			continue
+		}
+		if first == "" {
+			first = c
+		}
 		r := min(rank(c), len(count)-1)
 		count[r]++
 		if best < 0 || count[r] > count[best] || count[r] == count[best] && r < best {
@@ -93,7 +106,7 @@ func dominant(codes []Code) Code {
 	case best < len(codeRank):
 		return codeRank[best]
 	}
-	return codes[0] // a code outside codeRank: not expected
+	return first // a code outside codeRank: not expected
 }
 
 func rank(c Code) int {

@@ -45,7 +45,11 @@ func Usage(uses []job.Use, now time.Time, fs FairShare) map[string]float64 {
 			}
 		} else {
 			h := fs.HalfLife.Seconds()
-			seconds = h / math.Ln2 * (math.Exp2(-now.Sub(end).Seconds()/h) - math.Exp2(-now.Sub(start).Seconds()/h))
+			recent := 1.0 // a running job's end is now: 2^0
+			if !end.Equal(now) {
+				recent = math.Exp2(-now.Sub(end).Seconds() / h)
+			}
+			seconds = h / math.Ln2 * (recent - math.Exp2(-now.Sub(start).Seconds()/h))
 		}
 		if seconds > 0 {
 			out[u.User] += seconds * u.Share

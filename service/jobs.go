@@ -81,7 +81,7 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 	}
 	if follow {
 		// Say how it ended, as the log itself does not.
-		if m, err := w.Poll(ctx, j.Placement.Host, []job.Job{j}); err == nil {
+		if m, err := w.Poll(ctx, j.Placement.Host, []*job.Job{&j}); err == nil {
 			if s, ok := m[j.ID]; ok && s.State != job.Running {
 				res.Ended = &s
 			}

@@ -92,7 +92,9 @@ func run(ctx context.Context, cfg Config, st queue) (*Result, error) {
 	now := epoch
 	clock := func() time.Time { return now }
 	w := newWorkers(clock, cfg.Policy.DefaultTimeout)
-	ctl, err := control.New(control.Options{Store: st, Snapshots: staticHosts(cfg.Hosts), Workers: w, Now: clock, Policy: cfg.Policy,
+	hosts := slices.Clone(cfg.Hosts)
+	sched.Prepare(hosts) // the lab never changes: its GPUs are listed once
+	ctl, err := control.New(control.Options{Store: st, Snapshots: staticHosts(hosts), Workers: w, Now: clock, Policy: cfg.Policy,
 		Terse: true, PollSerially: true})
 	if err != nil {
 		return nil, err
@@ -145,11 +147,11 @@ func run(ctx context.Context, cfg Config, st queue) (*Result, error) {
 			o.End = j.EndedAt.Sub(epoch)
 			res.Makespan = max(res.Makespan, o.End)
 		}
-		active, err := st.Active()
+		smp, err := sampleOf(st, now.Sub(epoch))
 		if err != nil {
 			return res, err
 		}
-		res.Samples = append(res.Samples, sample(active, now.Sub(epoch)))
+		res.Samples = append(res.Samples, smp)
 		// The next instant something happens.
 		var at time.Time
 		if next < len(order) {
@@ -176,12 +178,28 @@ type staticHosts []sched.Host
 
 func (h staticHosts) Hosts(context.Context) ([]sched.Host, error) { return h, nil }
 
-// sample is the lab as the active jobs show it now.
-func sample(active []job.Job, at time.Duration) Sample {
+// sampleOf is the lab as st's active jobs show it now: read in place
+// where st is the simulator's store, else from a copy.
+func sampleOf(st queue, at time.Duration) (Sample, error) {
+	if s, ok := st.(*store); ok {
+		return sample(s.eachActive, at), nil
+	}
+	active, err := st.Active()
+	if err != nil {
+		return Sample{}, err
+	}
+	return sample(func(yield func(*job.Job)) {
+		for i := range active {
+			yield(&active[i])
+		}
+	}, at), nil
+}
+
+// sample is the lab as the active jobs each yields show it now.
+func sample(each func(func(*job.Job)), at time.Duration) Sample {
 	s := Sample{After: at}
-	partial := map[string]uint64{} // GPU id → bytes booked by shared jobs
-	for i := range active {
-		j := &active[i]
+	var partial map[string]bool // GPUs partly booked by shared jobs
+	each(func(j *job.Job) {
 		switch {
 		case j.State == job.Queued:
 			s.Queued++
@@ -191,12 +209,15 @@ func sample(active []job.Job, at time.Duration) Sample {
 				s.Booked += u.Share
 			}
 			if j.Spec.MemPerGPU > 0 {
+				if partial == nil {
+					partial = map[string]bool{}
+				}
 				for _, g := range j.Placement.GPUs {
-					partial[g] += j.Spec.MemPerGPU
+					partial[g] = true // sim GPU UUIDs name their host
 				}
 			}
 		}
-	}
+	})
 	s.Partial = len(partial)
 	return s
 }

@@ -64,6 +64,14 @@ func (s *store) Active() ([]job.Job, error) {
 	return s.buf, nil
 }
 
+// eachActive calls fn with each non-terminal job in id order, in place:
+// fn only reads.
+func (s *store) eachActive(fn func(*job.Job)) {
+	for _, id := range s.active {
+		fn(&s.jobs[id-1])
+	}
+}
+
 // Update implements control.Store, as state.Mem does: fn changes a copy;
 // an error leaves the job as it was; an ended job keeps its state.
 func (s *store) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {

@@ -60,28 +60,34 @@ func (w *workers) Start(_ context.Context, j job.Job) (job.Remote, error) {
 func (w *workers) Abandon(context.Context, job.Job) (bool, error) { return false, nil }
 
 // Poll implements control.Workers.
-func (w *workers) Poll(_ context.Context, _ string, jobs []job.Job) (map[job.ID]job.Status, error) {
+func (w *workers) Poll(_ context.Context, _ string, jobs []*job.Job) (map[job.ID]job.Status, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
-	out := make(map[job.ID]job.Status, len(jobs))
+	var out map[job.ID]job.Status // most polls report nothing: no map
+	report := func(id job.ID, st job.Status) {
+		if out == nil {
+			out = map[job.ID]job.Status{}
+		}
+		out[id] = st
+	}
 	for _, j := range jobs {
 		r, ok := w.running[j.ID]
 		switch {
 		case !ok:
-			out[j.ID] = job.Status{State: job.Lost, Missing: true, Reason: "not started by the simulator"}
+			report(j.ID, job.Status{State: job.Lost, Missing: true, Reason: "not started by the simulator"})
 		case !now.Before(r.ends):
 			code := 0
-			out[j.ID] = job.Status{State: job.Succeeded, ExitCode: &code, Reason: "exit status 0", Runtime: r.ends.Sub(r.started)}
-			w.end(j)
+			report(j.ID, job.Status{State: job.Succeeded, ExitCode: &code, Reason: "exit status 0", Runtime: r.ends.Sub(r.started)})
+			w.end(j.ID)
 		case !r.overdue.IsZero() && !now.Before(r.overdue):
-			out[j.ID] = job.Status{State: job.Running, PID: int(j.ID)} // past its walltime: the pass stops it
+			report(j.ID, job.Status{State: job.Running, PID: int(j.ID)}) // past its walltime: the pass stops it
 		}
 	}
 	return out, nil
 }
 
-func (w *workers) end(j job.Job) { delete(w.running, j.ID) }
+func (w *workers) end(id job.ID) { delete(w.running, id) }
 
 // Stop implements control.Workers: the job ends now (the pass that
 // stopped it records how).
@@ -89,7 +95,7 @@ func (w *workers) Stop(_ context.Context, j job.Job, _ time.Duration, _ job.Stat
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, ok := w.running[j.ID]; ok {
-		w.end(j)
+		w.end(j.ID)
 		return 1, nil
 	}
 	return 0, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +75,12 @@ share of GPUs allocated and the demand left unplaced, per placement
   gssh sim --trace alibaba-v2023.norm.csv --lab 128x8xG2-16G --fill 1.3`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if os.Getenv("GOGC") == "" {
+				// A replay makes short-lived garbage by the gigabyte over a
+				// live heap of megabytes: collecting a quarter as often
+				// takes a third off its time (GOGC=100 restores Go's rate).
+				debug.SetGCPercent(400)
+			}
 			switch {
 			case opts.trace == "":
 				return errors.New("--trace: give the trace file (a normalized CSV)")
