@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
 )
 
@@ -150,6 +151,28 @@ func TestBestFit(t *testing.T) {
 	}
 	if len(best.Starts) != 2 || best.Starts[0].Placement.Host != "b" || best.Starts[1].Placement.Host != "a" {
 		t.Errorf("best fit: %+v (the 1-GPU job must take b, leaving a whole for the 4-GPU job)", best.Starts)
+	}
+	// A job that takes a GPU whole takes the smallest there is, on a
+	// host (GPU 1 of 24 GiB before GPU 0 of 80) and across hosts (b's 24
+	// GiB before a's 80, though a would be left with fewer free GPUs):
+	// the large GPUs stay for the jobs that need their memory. A shared
+	// job still goes where it leaves least.
+	mixed := []gpuinfo.GPU{gpu(0, 80*GiB), gpu(1, 24*GiB)}
+	hosts = []Host{host("a", mixed...)}
+	queue = []job.Job{queued(1, excl(1)), queued(2, shared(1, 40*GiB))}
+	for fit, want := range map[Fit][]int{FitFirst: {0, 1}, FitBest: {1, 0}} {
+		d := Plan(Input{Hosts: hosts, Queue: queue[:1], Policy: Policy{Fit: fit}})
+		if got := d.Starts[0].Placement.Indexes[0]; got != want[0] {
+			t.Errorf("%s: exclusive job on GPU %d of a, want %d", fit, got, want[0])
+		}
+	}
+	if d := Plan(Input{Hosts: hosts, Queue: queue, Policy: Policy{Fit: FitBest, Backfill: BackfillSkip}}); len(d.Starts) != 2 || d.Starts[1].Placement.Indexes[0] != 0 {
+		t.Errorf("best fit: %+v: the 40 GiB job must find GPU 0 of 80 GiB free", d.Starts)
+	}
+	hosts = []Host{host("a", gpus(2, 80*GiB)...), host("b", gpus(4, 24*GiB)...)}
+	run = []job.Job{running(1, "a", 0, "GPU-00")}
+	if d := Plan(Input{Hosts: hosts, Running: run, Queue: queue[:1], Policy: Policy{Fit: FitBest}}); d.Starts[0].Placement.Host != "b" {
+		t.Errorf("best fit: exclusive job on %s, want b's smaller GPUs", d.Starts[0].Placement.Host)
 	}
 }
 

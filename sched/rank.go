@@ -22,9 +22,11 @@ type option struct {
 // FitBest packs. A shared job (MemPerGPU > 0) takes, on each host, the
 // units with the least memory left after it, and the host where those
 // leave least in all: large requests still find room later. An exclusive
-// job takes the host whose free units fit it most tightly (a 1-GPU job
-// does not break up the only host with 4 free GPUs when one with a single
-// free GPU exists), and its first units by index. Before either, it
+// job takes the smallest free units (by memory: it takes them whole, so
+// the larger GPUs stay for the jobs that need their memory), then the
+// host whose free units fit it most tightly (a 1-GPU job does not break
+// up the only host with 4 free GPUs when one with a single free GPU
+// exists), and its first units by index. Before either, it
 // prefers units an EASY reservation holds (it may only be there because
 // it ends before the reservation begins): they would idle until then, and
 // the units nobody reserved stay for jobs that run longer. Ties break by
@@ -36,23 +38,38 @@ func choose(fit Fit, options []option, w *want) job.Placement {
 		return placement(o.host, o.units[:need], w)
 	}
 	best, bestUnits := -1, []*unit(nil)
-	var bestOpen int
-	var bestScore uint64
+	var bestFit packing
 	for i, o := range options {
-		us, open, score := tightest(o, w, need)
-		if best < 0 || open < bestOpen || open == bestOpen && score < bestScore {
-			best, bestUnits, bestOpen, bestScore = i, us, open, score
+		us, fit := tightest(o, w, need)
+		if best < 0 || fit.before(bestFit) {
+			best, bestUnits, bestFit = i, us, fit
 		}
 	}
 	return placement(options[best].host, bestUnits, w)
 }
 
+// packing is how well a job packs on a host's units: the lower, the
+// tighter (see tightest).
+type packing struct {
+	open  int    // unreserved units taken
+	whole uint64 // bytes of the units taken whole (an exclusive job)
+	left  uint64 // bytes left on the units (a shared job), or units left free on the host (an exclusive one)
+}
+
+func (p packing) before(q packing) bool {
+	return cmp.Or(cmp.Compare(p.open, q.open), cmp.Compare(p.whole, q.whole), cmp.Compare(p.left, q.left)) < 0
+}
+
 // tightest returns the need units of o a job w packs best on, in index
-// order: reserved units first, then (for a shared job) those with the
-// least memory left after w. It also returns how many of them are
-// unreserved and what is left: for a shared job the bytes left on them in
-// all, for an exclusive one the host's free units left over.
-func tightest(o option, w *want, need int) ([]*unit, int, uint64) {
+// order: reserved units first, then, for a shared job, those with the
+// least memory left after w, and for an exclusive one the smallest (a
+// job that takes a GPU whole leaves the larger GPUs to the jobs that
+// need their memory, as Slurm admins weight small nodes to go first).
+// It also returns how they pack: how many are unreserved, the memory of
+// the units an exclusive job takes, and what is left (for a shared job
+// the bytes left on its units in all, for an exclusive one the host's
+// free units left over).
+func tightest(o option, w *want, need int) ([]*unit, packing) {
 	type cand struct {
 		u    *unit
 		open bool // not reserved
@@ -61,8 +78,11 @@ func tightest(o option, w *want, need int) ([]*unit, int, uint64) {
 	cs := make([]cand, len(o.units))
 	for i, u := range o.units {
 		cs[i] = cand{u: u, open: !o.host.reserved[u.key]}
-		if w.MemPerGPU > 0 {
+		switch {
+		case w.MemPerGPU > 0:
 			cs[i].left = o.host.room(u) - min(o.host.room(u), w.MemPerGPU)
+		case u.total != nil:
+			cs[i].left = *u.total
 		}
 	}
 	slices.SortStableFunc(cs, func(a, b cand) int {
@@ -74,20 +94,24 @@ func tightest(o option, w *want, need int) ([]*unit, int, uint64) {
 		}
 		return cmp.Compare(a.left, b.left)
 	})
-	open, sum := 0, uint64(len(o.units)-need)
-	if w.MemPerGPU > 0 {
-		sum = 0
-	}
+	var p packing
 	us := make([]*unit, need)
 	for i := range need {
 		us[i] = cs[i].u
-		sum += cs[i].left
+		if w.MemPerGPU > 0 {
+			p.left += cs[i].left
+		} else {
+			p.whole += cs[i].left
+		}
 		if cs[i].open {
-			open++
+			p.open++
 		}
 	}
+	if w.MemPerGPU == 0 {
+		p.left = uint64(len(o.units) - need)
+	}
 	slices.SortFunc(us, func(a, b *unit) int { return cmp.Or(cmp.Compare(a.index, b.index), cmp.Compare(a.mig, b.mig)) })
-	return us, open, sum
+	return us, p
 }
 
 // room is the memory, in bytes, a new shared job may book on u of n now

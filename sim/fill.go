@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/gssh/gssh/job"
@@ -26,6 +27,11 @@ type FillResult struct {
 	Unplaced  float64 `json:"unplaced_gpus"`
 	Drawn     int     `json:"jobs_drawn"`
 	Placed    int     `json:"jobs_placed"`
+	// What was left, as shares of the lab's GPUs: Idle the GPUs no job
+	// holds, Holes the free part of GPUs that shared jobs partly hold
+	// (Allocated + Idle + Holes = 1).
+	Idle  float64 `json:"idle"`
+	Holes float64 `json:"holes"`
 }
 
 // Fill draws from jobs (with replacement, in an order seeded by seed) and
@@ -78,6 +84,17 @@ func Fill(hosts []sched.Host, jobs []Job, target float64, fit sched.Fit, seed ui
 		res.Placed++
 	}
 	res.Allocated = allocated / float64(gpus)
+	booked := map[string]float64{} // GPU → share booked
+	for _, j := range running {
+		for _, g := range j.Placement.GPUs {
+			booked[j.Placement.Host+"/"+g] += j.Placement.Share / float64(len(j.Placement.GPUs))
+		}
+	}
+	for _, b := range booked {
+		res.Holes += max(1-b, 0)
+	}
+	res.Holes /= float64(gpus)
+	res.Idle = float64(gpus-len(booked)) / float64(gpus)
 	return res, nil
 }
 
@@ -88,11 +105,15 @@ type FillSummary struct {
 	Allocated float64   `json:"allocated"`     // mean share of the lab's GPUs placed
 	Unplaced  float64   `json:"unplaced_gpus"` // mean demand that could not be placed, in GPUs
 	Demand    float64   `json:"demand_gpus"`   // mean demand drawn, in GPUs
+	Idle      float64   `json:"idle"`          // mean share of the lab's GPUs left with no job
+	Holes     float64   `json:"holes"`         // mean share left free on GPUs partly booked
 }
 
 // FillAll fills hosts under each placement, once per seed 0 … seeds−1,
 // and averages.
 func FillAll(hosts []sched.Host, jobs []Job, target float64, fits []sched.Fit, seeds int) ([]FillSummary, error) {
+	hosts = slices.Clone(hosts)
+	sched.Prepare(hosts) // the lab's GPUs are listed once, not once per job placed
 	out := make([]FillSummary, len(fits))
 	for i, fit := range fits {
 		out[i] = FillSummary{Fit: fit, Seeds: seeds}
@@ -104,6 +125,8 @@ func FillAll(hosts []sched.Host, jobs []Job, target float64, fits []sched.Fit, s
 			out[i].Allocated += r.Allocated / float64(seeds)
 			out[i].Unplaced += r.Unplaced / float64(seeds)
 			out[i].Demand += r.Demand / float64(seeds)
+			out[i].Idle += r.Idle / float64(seeds)
+			out[i].Holes += r.Holes / float64(seeds)
 		}
 	}
 	return out, nil

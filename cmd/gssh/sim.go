@@ -207,9 +207,10 @@ func simFill(a *app, opts *simOptions, hosts []sched.Host, t *trace.Trace, conv 
 		opts.lab, gpus, t.Name, opts.fill, res[0].Seeds)
 	rows := make([][]string, len(res))
 	for i, r := range res {
-		rows[i] = []string{string(r.Fit), pctText(r.Allocated), strconv.FormatFloat(r.Unplaced, 'f', 1, 64), strconv.FormatFloat(r.Demand, 'f', 1, 64)}
+		pct := func(f float64) string { return strconv.FormatFloat(100*f, 'f', 2, 64) + "%" }
+		rows[i] = []string{string(r.Fit), pct(r.Allocated), pct(r.Idle), pct(r.Holes), strconv.FormatFloat(r.Unplaced, 'f', 1, 64), strconv.FormatFloat(r.Demand, 'f', 1, 64)}
 	}
-	return printTable(a.stdout, a.tty, []string{"PLACEMENT", "ALLOCATED", "UNPLACED GPUS", "DEMAND GPUS"}, rows)
+	return printTable(a.stdout, a.tty, []string{"PLACEMENT", "ALLOCATED", "IDLE GPUS", "HOLES", "UNPLACED GPUS", "DEMAND GPUS"}, rows)
 }
 
 // printComparison prints the policies side by side: the summary, then
