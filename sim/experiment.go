@@ -116,6 +116,7 @@ func Compare(ctx context.Context, s Setup) (*Comparison, error) {
 				return
 			}
 			c.Results[i], c.Reports[i] = res, NewReport(p.Name, cfg, res)
+			c.Reports[i].About = p.About
 		})
 	}
 	wg.Wait()

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -98,4 +99,63 @@ func SmallestGPU(hosts []sched.Host) uint64 {
 		}
 	}
 	return least
+}
+
+// LabOf makes a lab of saved probes (the hosts of a `gssh gpus --json`
+// document), so that a lab can simulate itself: each host with the GPUs
+// (and MIG devices) its probe listed, by the same names, models, memory
+// and health, but idle: no process of anyone's, all memory free, as a
+// simulated lab has no other users. reservePct gives each host's memory
+// reserve (the inventory's reserve_pct, or --reserve). Hosts whose probe
+// listed no GPU (unreachable, no driver) are left out, and GPUs not
+// healthy stay so (they take no jobs): the warnings say which. The error
+// says why no lab could be made.
+func LabOf(snaps []gpuinfo.Snapshot, reservePct func(host string) float64) ([]sched.Host, []string, error) {
+	var hosts []sched.Host
+	var warnings []string
+	total := 0
+	for _, s := range snaps {
+		if len(s.GPUs) == 0 {
+			why := string(s.State)
+			if s.Error != "" {
+				why += ": " + s.Error
+			}
+			warnings = append(warnings, fmt.Sprintf("host %s: its probe lists no GPU (%s): left out of the lab", s.Host, why))
+			continue
+		}
+		if total += len(s.GPUs); total > MaxLabGPUs {
+			return nil, warnings, fmt.Errorf("more than %d GPUs in all", MaxLabGPUs)
+		}
+		r := reservePct(s.Host)
+		if r < 0 || r >= 100 {
+			return nil, warnings, fmt.Errorf("host %s: a memory reserve of %g%%: give 0 to 99", s.Host, r)
+		}
+		h := sched.Host{Name: s.Host, ReservePct: r, Snapshot: gpuinfo.Snapshot{Host: s.Host, State: gpuinfo.HostOK, Source: "simulated", GPUs: make([]gpuinfo.GPU, len(s.GPUs))}}
+		for i, g := range s.GPUs {
+			g.MemUsed, g.MemFree, g.Procs, g.ProcsKnown = idle(g.MemTotal)
+			g.MIG = append([]gpuinfo.MIG(nil), g.MIG...)
+			for k := range g.MIG {
+				g.MIG[k].MemUsed, g.MIG[k].MemFree, _, _ = idle(g.MIG[k].MemTotal)
+			}
+			if g.Health != gpuinfo.HealthOK {
+				warnings = append(warnings, fmt.Sprintf("host %s: GPU %d is %q in the probe: it takes no jobs", s.Host, g.Index, cmp.Or(string(g.Health), "of unknown health")))
+			}
+			h.Snapshot.GPUs[i] = g
+		}
+		hosts = append(hosts, h)
+	}
+	if len(hosts) == 0 {
+		return nil, warnings, fmt.Errorf("no host of the saved probe lists a GPU")
+	}
+	return hosts, warnings, nil
+}
+
+// idle is the memory and processes of an idle GPU (or MIG device) of
+// total bytes (nil: unknown, and so used and free).
+func idle(total *uint64) (used, free *uint64, procs []gpuinfo.Proc, known bool) {
+	if total != nil {
+		zero, all := uint64(0), *total
+		used, free = &zero, &all
+	}
+	return used, free, []gpuinfo.Proc{}, true
 }

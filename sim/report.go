@@ -32,6 +32,7 @@ const fairWindow = 6 * time.Hour
 // end for the run's window), and nothing holds before the first sample.
 type Report struct {
 	Policy string `json:"policy"`
+	About  string `json:"about,omitempty"` // what the policy is (Policy.About)
 	// Jobs is the number of jobs of the config; Started those that ran.
 	Jobs    int `json:"jobs"`
 	Started int `json:"started"`

@@ -1,20 +1,28 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"gonum.org/v1/plot/vg"
 
+	"github.com/gssh/gssh/gpuinfo"
+	"github.com/gssh/gssh/inventory"
 	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/sim"
+	"github.com/gssh/gssh/sim/simplot"
 	"github.com/gssh/gssh/sim/trace"
 )
 
@@ -30,7 +38,9 @@ type simOptions struct {
 	fracOf      string
 	priorityMap string
 	reserve     float64
+	reserveSet  bool
 	json        bool
+	plot        string
 }
 
 func newSimCmd(a *app, runF func(*simOptions) error) *cobra.Command {
@@ -48,7 +58,10 @@ The trace is a normalized CSV (job,submit_s,user,gpus,gpu_fraction,
 duration_s,priority_class); a job asking for a fraction of a GPU asks
 that fraction of --frac-of as --mem. The lab is HOSTSxGPUSxMODEL-MEM
 groups: --lab 4x8xA100-80G,2x4xRTX4090-24G (no memory reserve unless
---reserve). Jobs larger than any host are counted as never placeable.
+--reserve), or a saved gssh gpus --json (--lab lab.json: the lab
+simulates itself; its GPUs as probed, idle, with the reserves of the
+inventory gssh finds and its policy: block as the gssh policy). Jobs
+larger than any host are counted as never placeable.
 
 Policies (--policy, default all): gssh (priority class, then fair-share;
 best fit; EASY backfill), fifo (strict submit order, first fit),
@@ -63,18 +76,24 @@ duration (longer jobs are stopped). A trace without users gets none
 unless --users N (job i is user u<i mod N>) or --users-from RAW:COLUMN
 (joined on the job id; for Philly, RAW's src_row).
 
+--plot FILE.svg also draws the jobs waiting and the GPUs booked over
+time, one line per policy.
+
 --fill X runs the fragmentation experiment instead: jobs drawn from the
 trace in a seeded random order, with replacement, placed with no
 departures until their demand reaches X × the lab's GPUs; it reports the
-share of GPUs allocated and the demand left unplaced, per placement
+share of GPUs allocated, left idle and left in holes (the free part of
+GPUs partly booked), and the demand left unplaced, per placement
 (firstfit, bestfit), as the mean over 10 seeds.
 
 ` + exitCodesHelp,
-		Example: `  gssh sim --trace itp-cluster05.norm.csv --lab 2x8xV100-32G --users 20 --load 1.3
+		Example: `  gssh sim --trace itp-cluster05.norm.csv --lab 2x8xV100-32G --users 20 --load 1.3 --plot itp.svg
+  gssh gpus --json > lab.json && gssh sim --trace itp-cluster05.norm.csv --lab lab.json --users 20
   gssh sim --trace philly.norm.csv --users-from philly.csv:cluster --lab 32x8xV100-32G --load 1.0 --json
   gssh sim --trace alibaba-v2023.norm.csv --lab 128x8xG2-16G --fill 1.3`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			opts.reserveSet = c.Flags().Changed("reserve")
 			if os.Getenv("GOGC") == "" {
 				// A replay makes short-lived garbage by the gigabyte over a
 				// live heap of megabytes: collecting a quarter as often
@@ -90,6 +109,8 @@ share of GPUs allocated and the demand left unplaced, per placement
 				return fmt.Errorf("--load %v: give a load more than 0 (1.0: the lab's GPUs are asked for, on average, as many as it has)", opts.load)
 			case c.Flags().Changed("fill") && !(opts.fill > 0 && opts.fill <= 100):
 				return fmt.Errorf("--fill %v: give a demand more than 0, as a multiple of the lab's GPUs (such as 1.3)", opts.fill)
+			case opts.plot != "" && opts.fill > 0:
+				return errors.New("--plot draws a replay over time; --fill places jobs with no clock: give one")
 			case opts.users != 0 && opts.usersFrom != "":
 				return errors.New("--users and --users-from: give one")
 			case opts.users < 0 || opts.users > trace.MaxMadeUpUsers:
@@ -103,7 +124,7 @@ share of GPUs allocated and the demand left unplaced, per placement
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.trace, "trace", "", "the trace: a normalized CSV")
-	fl.StringVar(&opts.lab, "lab", "", "the lab: HOSTSxGPUSxMODEL-MEM groups, comma-separated")
+	fl.StringVar(&opts.lab, "lab", "", "the lab: HOSTSxGPUSxMODEL-MEM groups, comma-separated, or a saved gssh gpus --json (FILE.json)")
 	fl.StringVar(&opts.policies, "policy", "gssh,fifo,fifo-backfill,firstfit", "the policies to compare, comma-separated")
 	fl.Float64Var(&opts.load, "load", 0, "scale arrivals to this load on the lab (default: as the trace is)")
 	fl.Float64Var(&opts.fill, "fill", 0, "run the fragmentation experiment up to this demand (× the lab's GPUs)")
@@ -114,11 +135,12 @@ share of GPUs allocated and the demand left unplaced, per placement
 	fl.StringVar(&opts.priorityMap, "priority-map", "", "map the trace's priority classes to priorities, such as LS=4,BE=6 (default: all 5)")
 	fl.Float64Var(&opts.reserve, "reserve", 0, "GPU memory kept back on each simulated GPU, in percent")
 	fl.BoolVar(&opts.json, "json", false, "print JSON")
+	fl.StringVar(&opts.plot, "plot", "", "also write an SVG plot to this file: jobs waiting and GPUs booked over time, a line per policy")
 	return cmd
 }
 
 func simRun(ctx context.Context, a *app, opts *simOptions) error {
-	hosts, err := sim.ParseLab(opts.lab, opts.reserve)
+	hosts, own, err := a.simLab(opts)
 	if err != nil {
 		return err
 	}
@@ -165,6 +187,13 @@ func simRun(ctx context.Context, a *app, opts *simOptions) error {
 	if err != nil {
 		return err
 	}
+	if own != nil {
+		for i := range policies {
+			if policies[i].Name == "gssh" {
+				policies[i].Policy, policies[i].About = own.Policy, "the policy: block of "+own.File
+			}
+		}
+	}
 	res, err := sim.Compare(ctx, sim.Setup{Lab: opts.lab, Hosts: hosts, Trace: t, Policies: policies, Load: opts.load, Convert: conv})
 	if err != nil {
 		return interrupted(ctx, err)
@@ -172,10 +201,108 @@ func simRun(ctx context.Context, a *app, opts *simOptions) error {
 	for _, w := range res.Warnings {
 		fmt.Fprintln(a.stderr, "gssh: warning:", w)
 	}
+	if opts.plot != "" {
+		if err := writePlot(opts.plot, res); err != nil {
+			return err
+		}
+	}
 	if opts.json {
 		return a.printJSON(res)
 	}
 	return a.printComparison(res)
+}
+
+// writePlot writes c's SVG plot to path, whole or not at all (a temporary
+// file renamed into place).
+func writePlot(path string, c *sim.Comparison) error {
+	var buf bytes.Buffer
+	if err := simplot.SVG(&buf, c, 9*vg.Inch, 6*vg.Inch); err != nil {
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		tmp.Close()
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	return nil
+}
+
+// simLab is the lab of --lab: a spec, or a saved `gssh gpus --json`
+// (a name ending in .json), which is the lab simulating itself: each
+// host's memory reserve and the gssh policy are then its inventory's (the
+// one gssh finds, as every command does; none: no reserve and the default
+// policy), and --reserve, when given, replaces every reserve. own is that
+// inventory, nil for a spec or when there is none.
+func (a *app) simLab(opts *simOptions) (hosts []sched.Host, own *inventory.Inventory, err error) {
+	if !strings.HasSuffix(opts.lab, ".json") {
+		hosts, err = sim.ParseLab(opts.lab, opts.reserve)
+		return hosts, nil, err
+	}
+	b, err := os.ReadFile(opts.lab)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--lab: %w", err)
+	}
+	var doc service.GPUsDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, nil, fmt.Errorf("--lab %s: not a gssh gpus --json document: %w", opts.lab, err)
+	}
+	if doc.Schema != service.GPUsSchema {
+		return nil, nil, fmt.Errorf("--lab %s: schema %q, want %q (save one with: gssh gpus --json > lab.json)", opts.lab, doc.Schema, service.GPUsSchema)
+	}
+	path, err := inventory.Locate(a.inventoryPath, a.getenv("GSSH_INVENTORY"), a.home())
+	switch {
+	case errors.Is(err, inventory.ErrNotFound):
+	case err != nil:
+		return nil, nil, err
+	default:
+		if own, err = inventory.Load(path); err != nil {
+			return nil, nil, err
+		}
+	}
+	reserve := func(host string) float64 {
+		if own != nil {
+			if h, ok := own.Lookup(host); ok {
+				return h.ReservePct
+			}
+		}
+		return 0
+	}
+	if opts.reserveSet {
+		reserve = func(string) float64 { return opts.reserve }
+	}
+	snaps := make([]gpuinfo.Snapshot, len(doc.Hosts))
+	for i, h := range doc.Hosts {
+		snaps[i] = h.Snapshot
+	}
+	hosts, warnings, err := sim.LabOf(snaps, reserve)
+	for _, w := range warnings {
+		fmt.Fprintf(a.stderr, "gssh: warning: --lab %s: %s\n", opts.lab, w)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("--lab %s: %w", opts.lab, err)
+	}
+	if own != nil {
+		for _, h := range hosts {
+			if _, ok := own.Lookup(h.Name); !ok && !opts.reserveSet {
+				fmt.Fprintf(a.stderr, "gssh: warning: --lab %s: host %s is not in %s: no memory reserve\n", opts.lab, h.Name, own.File)
+			}
+		}
+	}
+	return hosts, own, nil
 }
 
 func readTrace(path string) (*trace.Trace, error) {
@@ -223,8 +350,12 @@ func (a *app) printComparison(c *sim.Comparison) error {
 	case c.Users <= 1:
 		users = "no users (the trace has none: give --users or --users-from)"
 	}
-	fmt.Fprintf(a.stdout, "%s: %d jobs, %s; lab %s (%d GPUs); load %.2f as the trace is, %.2f replayed (arrivals × %.3g); walltime: %s\n\n",
+	fmt.Fprintf(a.stdout, "%s: %d jobs, %s; lab %s (%d GPUs); load %.2f as the trace is, %.2f replayed (arrivals × %.3g); walltime: %s\n",
 		c.Trace, c.Jobs, users, c.Lab, c.GPUs, c.NaturalLoad, c.Load, c.Scale, c.Walltime)
+	for _, r := range c.Reports {
+		fmt.Fprintf(a.stdout, "  %s: %s\n", r.Policy, r.About)
+	}
+	fmt.Fprintln(a.stdout)
 	header := []string{"METRIC"}
 	for _, r := range c.Reports {
 		header = append(header, r.Policy)
