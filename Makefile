@@ -44,6 +44,7 @@ tidy-check:
 # Needs openssh-server, pdsh and hyperfine.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./probe/ ./sched/
+	$(GO) test -run '^$$' -bench Replay -benchtime 3x ./sim/
 	bash bench/probe.sh
 	bash bench/gpus.sh
 	bash bench/submit.sh
