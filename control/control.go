@@ -250,8 +250,49 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, err // cut short: what was half probed is not planned on
 	}
+	if err := c.deps(&in); err != nil {
+		res.Errors = append(res.Errors, err)
+	}
 	c.carryOut(ctx, sched.Plan(in), in.Queue, &res)
 	return res, nil
+}
+
+// deps fills in.Deps with the ended jobs in.Queue depends on, read from
+// the store. A dependency the store does not hold is left out (the plan
+// cancels its dependents); one it cannot read is given as "unreadable"
+// (not ended: its dependents wait) and reported.
+func (c *Controller) deps(in *sched.Input) error {
+	var known map[job.ID]bool // queued or running: in the plan already
+	var errs []error
+	for _, j := range in.Queue {
+		for _, d := range j.Spec.After {
+			if known == nil {
+				known = make(map[job.ID]bool, len(in.Queue)+len(in.Running))
+				for _, q := range in.Queue {
+					known[q.ID] = true
+				}
+				for _, r := range in.Running {
+					known[r.ID] = true
+				}
+			}
+			if _, ok := in.Deps[d.Job]; ok || known[d.Job] {
+				continue
+			}
+			dep, err := c.store.Get(d.Job)
+			switch {
+			case errors.Is(err, state.ErrNotFound):
+				continue
+			case err != nil:
+				errs = append(errs, fmt.Errorf("job %d: its dependency, job %d: %w", j.ID, d.Job, err))
+				dep = job.Job{ID: d.Job, State: "unreadable"}
+			}
+			if in.Deps == nil {
+				in.Deps = map[job.ID]job.Job{}
+			}
+			in.Deps[d.Job] = dep
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Usage is each user's fair-share usage at now (sched.Usage under the
@@ -374,6 +415,9 @@ func (c *Controller) Explain(ctx context.Context, id job.ID) (Trial, error) {
 func (c *Controller) trial(ctx context.Context, active []job.Job, id job.ID) (Trial, error) {
 	in := c.input(active)
 	in.Explain = id
+	if err := c.deps(&in); err != nil {
+		return Trial{}, err
+	}
 	ended, err := c.ended(in.Now)
 	if err != nil && !errors.Is(err, state.ErrBadRecord) {
 		return Trial{}, fmt.Errorf("fair-share usage: %w", err)
@@ -394,6 +438,11 @@ func (c *Controller) trial(ctx context.Context, active []job.Job, id job.ID) (Tr
 	for _, p := range plan.Pending {
 		if p.Job == id {
 			return Trial{Pending: p, Rejected: p.Rejected, Forecast: sched.ForecastStart(in, id, ended)}, nil
+		}
+	}
+	for _, cn := range plan.Cancels {
+		if cn.Job == id { // the next pass cancels it
+			return Trial{Pending: sched.Pending{Job: id, Reason: cn.Reason}, Forecast: sched.Forecast{Why: "it never starts: " + cn.Reason.Text}}, nil
 		}
 	}
 	return Trial{}, fmt.Errorf("job %d is not in the plan", id)
@@ -478,6 +527,23 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued 
 		return queued[lo]
 	}
 	res.Queued = len(plan.Pending)
+	for _, cn := range plan.Cancels {
+		now := c.now()
+		u, err := c.store.Update(cn.Job, func(x *job.Job) error {
+			if x.State != job.Queued {
+				return errSkip // placed or cancelled meanwhile
+			}
+			x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, cn.Reason.Text, string(cn.Reason.Code)
+			return nil
+		})
+		switch {
+		case err == nil:
+			res.Finished = append(res.Finished, u)
+			c.emit(JobCancel, u)
+		case !errors.Is(err, errSkip):
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: record it cancelled (%s): %w", cn.Job, cn.Reason.Text, err))
+		}
+	}
 	for _, s := range plan.Starts {
 		j := byID(s.Job)
 		if ctx.Err() != nil {

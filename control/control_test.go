@@ -849,3 +849,51 @@ func TestPassFinishesACutStop(t *testing.T) {
 		t.Errorf("stopped %q, want %q", r.workers.cancelled, want)
 	}
 }
+
+// A pipeline: b after a succeeded, c after a failed; a's end starts b in
+// the same pass and cancels c, with the reason; held d waits, blocking
+// nobody, until released.
+func TestPassDependenciesAndHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, sched.Policy{}, a100x4("ctl")) // GPU 3 is the only free one
+		a := r.submit(t, 5, "sleep", "10")
+		spec := func(kind job.DepKind) job.Spec {
+			return job.Spec{Argv: []string{"sleep", "1"}, Host: "auto", GPUs: 1, Workdir: "~", Priority: 5, After: []job.Dependency{{Kind: kind, Job: a.ID}}}
+		}
+		b := r.submitSpec(t, spec(job.AfterOK))
+		c := r.submitSpec(t, spec(job.AfterNotOK))
+		d, err := r.store.Submit(job.Job{User: "u", Spec: job.Spec{Argv: []string{"sleep", "1"}, Host: "auto", GPUs: 1, Workdir: "~", Priority: 0},
+			Hold: &job.Hold{By: "u", At: time.Now()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := r.pass(t)
+		if !slices.Equal(ids(res.Started), []job.ID{a.ID}) {
+			t.Fatalf("started %v: the held job goes first by priority, but must not start", ids(res.Started))
+		}
+		for id, code := range map[job.ID]sched.Code{b.ID: sched.CodeDependency, c.ID: sched.CodeDependency, d.ID: sched.CodeHeld} {
+			if j := r.get(t, id); j.State != job.Queued || j.ReasonCode != string(code) {
+				t.Errorf("job %d: %s %q (%s), want %s", id, j.State, j.Reason, j.ReasonCode, code)
+			}
+		}
+		if j := r.get(t, b.ID); j.Reason != fmt.Sprintf("waits for job %d to succeed", a.ID) {
+			t.Errorf("b's reason %q", j.Reason)
+		}
+		time.Sleep(10 * time.Second)
+		res = r.pass(t)
+		if !slices.Equal(ids(res.Started), []job.ID{b.ID}) {
+			t.Errorf("after a's end: started %v, want b", ids(res.Started))
+		}
+		got := r.get(t, c.ID)
+		want := fmt.Sprintf("job %d succeeded (exit status 0); --after-notok needs it to fail, time out or be lost", a.ID)
+		if got.State != job.Cancelled || got.Reason != want || got.ReasonCode != string(sched.CodeDependencyNever) || !got.EndedAt.Equal(time.Now()) {
+			t.Errorf("c: %s %q (%s) at %v", got.State, got.Reason, got.ReasonCode, got.EndedAt)
+		}
+		if !slices.Contains(ids(res.Finished), c.ID) {
+			t.Errorf("finished %v lacks c", ids(res.Finished))
+		}
+		if r.get(t, d.ID).State != job.Queued {
+			t.Error("the held job moved")
+		}
+	})
+}

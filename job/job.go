@@ -64,7 +64,54 @@ type Spec struct {
 	Env       []EnvVar          `json:"env,omitempty"`
 	Timeout   time.Duration     `json:"timeout,omitempty"` // walltime; 0 = none
 	Priority  int               `json:"priority"`          // 0 (highest) to 10; default 5
-	Extra     map[string]string `json:"extra,omitempty"`   // for later fields without a schema bump
+	// After are the jobs this one waits for, each to end as its kind
+	// says (--after, --after-any, --after-notok): all of them, as Slurm's
+	// --dependency=afterok:1,afterany:2 does. They are older jobs, so no
+	// cycle can form.
+	After []Dependency `json:"after,omitempty"`
+	// Begin is the earliest time the job may start (--begin); zero: now.
+	Begin time.Time         `json:"begin,omitzero"`
+	Extra map[string]string `json:"extra,omitempty"` // for later fields without a schema bump
+}
+
+// DepKind is how a dependency must end, in Slurm's words.
+type DepKind string
+
+// Dependency kinds.
+const (
+	AfterOK    DepKind = "afterok"    // --after: it succeeded (exit status 0)
+	AfterAny   DepKind = "afterany"   // --after-any: it ended, however
+	AfterNotOK DepKind = "afternotok" // --after-notok: it failed, timed out or was lost
+)
+
+// Dependency is one job another waits for.
+type Dependency struct {
+	Kind DepKind `json:"kind"`
+	Job  ID      `json:"job"`
+}
+
+// Met says where a dependency on a job in state s stands: met (the
+// dependent may start), or never (it never will be: s is an end state
+// other than the kind needs). Neither: the job has not ended yet.
+func (d Dependency) Met(s State) (met, never bool) {
+	if !s.Terminal() {
+		return false, false
+	}
+	switch d.Kind {
+	case AfterOK:
+		return s == Succeeded, s != Succeeded
+	case AfterNotOK:
+		ok := s == Failed || s == Timeout || s == Lost
+		return ok, !ok
+	}
+	return true, false // AfterAny
+}
+
+// Hold is a hold on a queued job (gssh submit --hold, gssh hold): it is
+// never placed until released.
+type Hold struct {
+	By string    `json:"by"` // the user who held it
+	At time.Time `json:"at"`
 }
 
 // EnvVar is one --env K=V, in the order given.
@@ -125,6 +172,8 @@ type Job struct {
 	Attempt  int    `json:"attempt,omitempty"`
 	ExitCode *int   `json:"exit_code,omitempty"`
 	Signal   string `json:"signal,omitempty"` // e.g. "KILL", when killed by one
+	// Hold is set while the queued job is held (never placed).
+	Hold *Hold `json:"hold,omitempty"`
 
 	SubmittedAt time.Time `json:"submitted_at"`
 	StartedAt   time.Time `json:"started_at,omitzero"`

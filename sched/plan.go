@@ -37,6 +37,10 @@ type Input struct {
 	// rejections, carry their codes and empty texts (a simulator's
 	// thousands of passes; the decisions are the same).
 	Terse bool
+	// Deps are the jobs queued ones depend on (Spec.After) that are in
+	// neither Queue nor Running, by id: the ended ones. A dependency found
+	// nowhere can never be met.
+	Deps map[job.ID]job.Job
 	// Explain is a job to explain in full (gssh show, a dry run; 0: none):
 	// its Pending gets Rank, its Start the hosts turned down for it. Those
 	// words cost time per job, so a pass asks for none.
@@ -92,8 +96,12 @@ type Decisions struct {
 	// Starts are the jobs to launch, in the order they were placed; each
 	// was placed with the GPUs of the ones before it booked.
 	Starts []Start `json:"starts"`
-	// Pending holds every queued job not started, in queue order.
+	// Pending holds every queued job not started, in queue order, but
+	// those in Cancels.
 	Pending []Pending `json:"pending"`
+	// Cancels are the queued jobs to end as cancelled: a dependency of
+	// theirs can never be met.
+	Cancels []Cancel `json:"cancels,omitempty"`
 }
 
 // Plan orders in.Queue by in.Policy (and in.Usage) and offers each job, in
@@ -134,12 +142,25 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	var unreservable shapeMemo[bool]
 	picks := newPicker(in.Queue, pol, in.Usage)
 	w := new(want) // each job's in turn: nothing keeps it past its turn
+	states := jobStates{in: &in}
 	for pos := 0; ; pos++ {
 		r, more := picks.next()
 		if !more {
 			break
 		}
 		j := r.Job
+		if len(j.Spec.After) > 0 || j.Hold != nil || !j.Spec.Begin.IsZero() {
+			why, doom := gate(j, in.Now, &states, in.Terse && j.ID != in.Explain)
+			if !doom.ok() {
+				out.Cancels = append(out.Cancels, Cancel{Job: j.ID, Reason: doom})
+				pos--
+				continue
+			}
+			if !why.ok() {
+				out.Pending = append(out.Pending, Pending{Job: j.ID, Position: pos + 1, Reason: why})
+				continue
+			}
+		}
 		pend := func(p Pending) {
 			p.Job, p.Position = j.ID, pos+1
 			if j.ID == in.Explain {
@@ -393,7 +414,24 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 			}
 			cur.Usage = Usage(uses, now, pol.FairShare)
 		}
+		if len(gone) > 0 { // the jobs the forecast ended succeeded, as far as dependents know
+			cur.Deps = maps.Clone(in.Deps)
+			if cur.Deps == nil {
+				cur.Deps = map[job.ID]job.Job{}
+			}
+			for _, j := range running {
+				if gone[j.ID] {
+					j.State = job.Succeeded
+					cur.Deps[j.ID] = j
+				}
+			}
+		}
 		d := plan(cur, true, gone)
+		for _, c := range d.Cancels {
+			if c.Job == id {
+				return Forecast{Why: "it never starts if the jobs ahead succeed, as the forecast assumes: " + c.Reason.Text}
+			}
+		}
 		started := map[job.ID]job.Placement{}
 		for _, s := range d.Starts {
 			if s.Job == id {
@@ -401,8 +439,19 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 			}
 			started[s.Job] = s.Placement
 		}
+		var begin time.Time
 		for _, p := range d.Pending {
-			if p.Job == id && !p.Exhausted && p.Reason.Code != CodeBlocked {
+			if p.Job != id {
+				continue
+			}
+			switch {
+			case p.Reason.Code == CodeHeld:
+				return Forecast{Why: p.Reason.Text}
+			case p.Reason.Code == CodeBegin:
+				i := slices.IndexFunc(queue, func(j job.Job) bool { return j.ID == id })
+				begin = queue[i].Spec.Begin
+			case p.Reason.Code == CodeDependency:
+			case !p.Exhausted && p.Reason.Code != CodeBlocked:
 				return Forecast{Why: "no job's end makes room: " + p.Reason.Text}
 			}
 		}
@@ -419,6 +468,10 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 			if e := expectedEnd(j, pol, now); !gone[j.ID] && (next.IsZero() || e.Before(next)) {
 				next = e
 			}
+		}
+		if !begin.IsZero() && (next.IsZero() || begin.Before(next)) {
+			now = begin // nothing ends before its --begin
+			continue
 		}
 		if next.IsZero() {
 			return Forecast{Why: "no running job's end makes room"}

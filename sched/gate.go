@@ -1,0 +1,151 @@
+package sched
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gssh/gssh/job"
+)
+
+// Gates: what keeps a queued job from being placed at all, before any
+// host is looked at. A gated job is neither placed, nor holds up the
+// queue, nor gets a reservation.
+const (
+	CodeHeld       Code = "held"       // gssh hold / submit --hold: never placed until released
+	CodeDependency Code = "dependency" // waits for jobs to end (--after, --after-any, --after-notok)
+	CodeBegin      Code = "begin"      // --begin is later than now
+)
+
+// Cancel is a queued job the plan ends as cancelled: a dependency of it
+// can never be met.
+type Cancel struct {
+	Job    job.ID `json:"job"`
+	Reason Reason `json:"reason"`
+}
+
+// CodeDependencyNever is the code of a Cancel: a dependency ended as its
+// kind does not allow ("job 12 failed (exit status 3); --after needs it to
+// succeed"), or is not in the state at all.
+const CodeDependencyNever Code = "dependency_never"
+
+// jobStates finds the state of any job a plan's queue may depend on: the
+// queue, the running jobs, and Input.Deps. Built on first use: most plans
+// have no dependency.
+type jobStates struct {
+	in   *Input
+	byID map[job.ID]*job.Job
+}
+
+func (s *jobStates) get(id job.ID) (*job.Job, bool) {
+	if s.byID == nil {
+		s.byID = make(map[job.ID]*job.Job, len(s.in.Queue)+len(s.in.Running)+len(s.in.Deps))
+		for i := range s.in.Running {
+			s.byID[s.in.Running[i].ID] = &s.in.Running[i]
+		}
+		for i := range s.in.Queue {
+			s.byID[s.in.Queue[i].ID] = &s.in.Queue[i]
+		}
+		for id, j := range s.in.Deps { // last: a forecast ends running jobs here
+			s.byID[id] = &j
+		}
+	}
+	j, ok := s.byID[id]
+	return j, ok
+}
+
+// gate says why queued job j may not be placed now (a zero Reason: it
+// may), and doom why it never can be (its dependency can never be met:
+// the plan cancels it). A doomed job is doomed whatever else holds it;
+// then a hold, then unmet dependencies, then --begin.
+func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom Reason) {
+	var waiting [3][]string // by kind: AfterOK, AfterAny, AfterNotOK
+	for _, d := range j.Spec.After {
+		dep, ok := states.get(d.Job)
+		if !ok {
+			return Reason{}, because(CodeDependencyNever, fmt.Sprintf("job %d is not in the state; %s needs it to %s", d.Job, depFlag(d.Kind), depNeed(d.Kind)))
+		}
+		met, never := d.Met(dep.State)
+		switch {
+		case never:
+			return Reason{}, because(CodeDependencyNever, fmt.Sprintf("job %d %s; %s needs it to %s", d.Job, ended(dep), depFlag(d.Kind), depNeed(d.Kind)))
+		case !met:
+			k := kindIndex(d.Kind)
+			waiting[k] = append(waiting[k], strconv.FormatUint(uint64(d.Job), 10)) // no state: it would be stale as soon as the plan starts the job
+		}
+	}
+	switch {
+	case j.Hold != nil:
+		if terse {
+			return because(CodeHeld, ""), Reason{}
+		}
+		return because(CodeHeld, fmt.Sprintf("held by %s since %s (gssh release %d)", j.Hold.By, j.Hold.At.UTC().Format("2006-01-02 15:04 UTC"), j.ID)), Reason{}
+	case len(waiting[0])+len(waiting[1])+len(waiting[2]) > 0:
+		if terse {
+			return because(CodeDependency, ""), Reason{}
+		}
+		var parts []string
+		for k, ids := range waiting {
+			if len(ids) > 0 {
+				word := "job"
+				if len(ids) > 1 {
+					word = "jobs"
+				}
+				parts = append(parts, fmt.Sprintf("%s %s to %s", word, strings.Join(ids, ", "), depNeed([]job.DepKind{job.AfterOK, job.AfterAny, job.AfterNotOK}[k])))
+			}
+		}
+		return because(CodeDependency, "waits for "+strings.Join(parts, "; ")), Reason{}
+	case j.Spec.Begin.After(now):
+		if terse {
+			return because(CodeBegin, ""), Reason{}
+		}
+		return because(CodeBegin, "begins at "+j.Spec.Begin.UTC().Format("2006-01-02 15:04:05 UTC")+" (--begin)"), Reason{}
+	}
+	return Reason{}, Reason{}
+}
+
+func kindIndex(k job.DepKind) int {
+	switch k {
+	case job.AfterAny:
+		return 1
+	case job.AfterNotOK:
+		return 2
+	}
+	return 0
+}
+
+// depFlag is the gssh submit flag of a dependency kind.
+func depFlag(k job.DepKind) string {
+	switch k {
+	case job.AfterAny:
+		return "--after-any"
+	case job.AfterNotOK:
+		return "--after-notok"
+	}
+	return "--after"
+}
+
+// depNeed is what a dependency kind needs of its job, in words.
+func depNeed(k job.DepKind) string {
+	switch k {
+	case job.AfterAny:
+		return "end"
+	case job.AfterNotOK:
+		return "fail, time out or be lost"
+	}
+	return "succeed"
+}
+
+// ended says how job j ended: "failed (exit status 3)", "was cancelled
+// (cancelled by bob)".
+func ended(j *job.Job) string {
+	word := map[job.State]string{job.Succeeded: "succeeded", job.Failed: "failed", job.Cancelled: "was cancelled", job.Timeout: "timed out", job.Lost: "was lost"}[j.State]
+	if word == "" {
+		word = "is " + string(j.State)
+	}
+	if j.Reason != "" {
+		word += " (" + j.Reason + ")"
+	}
+	return word
+}
