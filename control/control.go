@@ -448,6 +448,49 @@ func (c *Controller) trial(ctx context.Context, active []job.Job, id job.ID) (Tr
 	return Trial{}, fmt.Errorf("job %d is not in the plan", id)
 }
 
+// ErrNotQueued means a job asked to be held is not queued (launching,
+// running or ended).
+var ErrNotQueued = errors.New("is not queued")
+
+// ErrNotHeld means a job asked to be released is not held.
+var ErrNotHeld = errors.New("is not held")
+
+// Hold keeps queued job id from being placed until Release, recording
+// who held it and when. A job held already keeps its first hold. A job
+// that is not queued is an error wrapping ErrNotQueued (what to do
+// instead is in its words); a missing one, the store's not-found error.
+func (c *Controller) Hold(id job.ID, who string) (job.Job, error) {
+	now := c.now()
+	return c.store.Update(id, func(x *job.Job) error {
+		switch {
+		case x.State.Terminal():
+			return fmt.Errorf("job %d %w: it has ended (%s)", id, ErrNotQueued, x.State)
+		case x.State != job.Queued:
+			return fmt.Errorf("job %d %w: it is %s (a hold keeps a queued job from starting; gssh cancel stops a running one)", id, ErrNotQueued, x.State)
+		case x.Hold == nil:
+			x.Hold = &job.Hold{By: who, At: now}
+		}
+		return nil
+	})
+}
+
+// Release takes the hold off queued job id; its dependencies and --begin
+// still apply. A job not held is an error wrapping ErrNotHeld.
+func (c *Controller) Release(id job.ID) (job.Job, error) {
+	return c.store.Update(id, func(x *job.Job) error {
+		switch {
+		case x.State.Terminal():
+			return fmt.Errorf("job %d %w: it has ended (%s)", id, ErrNotHeld, x.State)
+		case x.Hold == nil && x.State == job.Queued:
+			return fmt.Errorf("job %d %w (gssh hold %d holds it)", id, ErrNotHeld, id)
+		case x.Hold == nil:
+			return fmt.Errorf("job %d %w (it is %s)", id, ErrNotHeld, x.State)
+		}
+		x.Hold = nil
+		return nil
+	})
+}
+
 // ErrEnded means a job asked to be cancelled has ended already.
 var ErrEnded = errors.New("has already ended")
 

@@ -64,12 +64,12 @@ func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom R
 	for _, d := range j.Spec.After {
 		dep, ok := states.get(d.Job)
 		if !ok {
-			return Reason{}, because(CodeDependencyNever, fmt.Sprintf("job %d is not in the state; %s needs it to %s", d.Job, depFlag(d.Kind), depNeed(d.Kind)))
+			return Reason{}, because(CodeDependencyNever, fmt.Sprintf("job %d is not in the state; %s needs it to %s", d.Job, DependencyFlag(d.Kind), depNeed(d.Kind)))
 		}
-		met, never := d.Met(dep.State)
-		switch {
-		case never:
-			return Reason{}, because(CodeDependencyNever, fmt.Sprintf("job %d %s; %s needs it to %s", d.Job, ended(dep), depFlag(d.Kind), depNeed(d.Kind)))
+		if r, never := DependencyNever(d, *dep); never {
+			return Reason{}, r
+		}
+		switch met, _ := d.Met(dep.State); {
 		case !met:
 			k := kindIndex(d.Kind)
 			waiting[k] = append(waiting[k], strconv.FormatUint(uint64(d.Job), 10)) // no state: it would be stale as soon as the plan starts the job
@@ -105,6 +105,16 @@ func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom R
 	return Reason{}, Reason{}
 }
 
+// DependencyNever says whether dependency d on job dep (d.Job) can no
+// longer be met, and why ("job 12 failed (exit status 3); --after needs it
+// to succeed", code CodeDependencyNever).
+func DependencyNever(d job.Dependency, dep job.Job) (Reason, bool) {
+	if _, never := d.Met(dep.State); !never {
+		return Reason{}, false
+	}
+	return because(CodeDependencyNever, fmt.Sprintf("job %d %s; %s needs it to %s", d.Job, ended(&dep), DependencyFlag(d.Kind), depNeed(d.Kind))), true
+}
+
 func kindIndex(k job.DepKind) int {
 	switch k {
 	case job.AfterAny:
@@ -115,8 +125,8 @@ func kindIndex(k job.DepKind) int {
 	return 0
 }
 
-// depFlag is the gssh submit flag of a dependency kind.
-func depFlag(k job.DepKind) string {
+// DependencyFlag is the gssh submit flag of a dependency kind.
+func DependencyFlag(k job.DepKind) string {
 	switch k {
 	case job.AfterAny:
 		return "--after-any"

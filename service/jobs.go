@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/state"
 )
@@ -128,4 +129,56 @@ func (l *Local) Cancel(ctx context.Context, r CancelRequest) (CancelResult, erro
 	}
 	res.Pass = &pass
 	return res, nil
+}
+
+// Hold implements Service.
+func (l *Local) Hold(ctx context.Context, ids []job.ID) ([]HoldResult, error) {
+	return l.holds(ctx, ids, func(c *control.Controller, id job.ID) (job.Job, error) { return c.Hold(id, l.opt.User) }, false)
+}
+
+// Release implements Service.
+func (l *Local) Release(ctx context.Context, ids []job.ID) ([]HoldResult, error) {
+	return l.holds(ctx, ids, (*control.Controller).Release, true)
+}
+
+// holds applies do to each job of ids, then (pass, and some job changed)
+// runs one pass. The error is one that stopped it all: the state could
+// not be opened; a pass that could not run is left to the next.
+func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Controller, job.ID) (job.Job, error), pass bool) ([]HoldResult, error) {
+	st, err := l.store(false)
+	if errors.Is(err, state.ErrNoState) && !l.opt.StateExplicit {
+		return nil, fmt.Errorf("%w %d: nothing was submitted yet", state.ErrNotFound, ids[0])
+	}
+	if err != nil {
+		return nil, err
+	}
+	f, err := l.hosts()
+	if err != nil {
+		return nil, err
+	}
+	ctl, err := l.controller(f, st, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]HoldResult, len(ids))
+	changed := false
+	for i, id := range ids {
+		out[i].Job, out[i].Err = do(ctl, id)
+		if errors.Is(out[i].Err, state.ErrNotFound) {
+			out[i].Err = fmt.Errorf("%w (see gssh ps -a)", out[i].Err)
+		}
+		changed = changed || out[i].Err == nil
+	}
+	if pass && changed {
+		if _, err := l.pass(ctx, f, st, nil, l.opt.PassWait); err == nil {
+			for i := range out {
+				if out[i].Err == nil {
+					if j, err := st.Get(out[i].Job.ID); err == nil {
+						out[i].Job = j
+					}
+				}
+			}
+		}
+	}
+	return out, interrupted(ctx)
 }

@@ -49,6 +49,11 @@ type Service interface {
 	Cancel(ctx context.Context, r CancelRequest) (CancelResult, error)
 	// Schedule runs one pass.
 	Schedule(ctx context.Context, r ScheduleRequest) (PassResult, error)
+	// Hold keeps queued jobs from being placed until released; Release
+	// takes the holds off, then runs one pass so they may start at once.
+	// Each job's error is in its HoldResult; the jobs before it are done.
+	Hold(ctx context.Context, ids []job.ID) ([]HoldResult, error)
+	Release(ctx context.Context, ids []job.ID) ([]HoldResult, error)
 	// Explain says what the planner makes of a queued job now: why it
 	// waits, its place in the queue, its reservation, its expected start.
 	Explain(ctx context.Context, id job.ID) (Explanation, error)
@@ -82,6 +87,14 @@ type LogsResult struct {
 	// Ended is how the job ended when Logs followed it to its end (nil
 	// otherwise): the log itself does not say.
 	Ended *job.Status
+}
+
+// HoldResult is what Hold or Release did to one job: Job as recorded, or
+// Err (an error wrapping control.ErrNotQueued, control.ErrNotHeld or
+// state.ErrNotFound) and nothing changed.
+type HoldResult struct {
+	Job job.Job
+	Err error
 }
 
 // CancelRequest asks to stop one job.

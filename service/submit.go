@@ -7,6 +7,7 @@ import (
 	"math"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/fleet"
@@ -24,6 +25,9 @@ type SubmitRequest struct {
 	// against the directory it was given in, as sbatch does.
 	Spec   job.Spec
 	DryRun bool // check, and say where the job would go; store nothing
+	// Hold queues the job held (gssh submit --hold): never placed until
+	// gssh release.
+	Hold bool
 }
 
 // SubmitResult is what became of a submitted job.
@@ -73,6 +77,9 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	default:
 		st = db
 	}
+	if err := checkDeps(st, s.After); err != nil {
+		return SubmitResult{}, err
+	}
 	inv := f.Inventory()
 	reports := f.Probe(ctx, inv.Hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout})
 	if err := interrupted(ctx); err != nil {
@@ -95,7 +102,11 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		return SubmitResult{DryRun: true, WouldRun: trial.Start, Placement: trial.Placement, Reason: trial.Pending.Reason.Text, Explanation: &ex}, nil
 	}
 
-	j, err := db.Submit(job.Job{User: l.opt.User, Spec: s, Reason: "waiting for the first scheduling pass"})
+	queued := job.Job{User: l.opt.User, Spec: s, Reason: "waiting for the first scheduling pass"}
+	if r.Hold {
+		queued.Hold = &job.Hold{By: l.opt.User, At: time.Now()}
+	}
+	j, err := db.Submit(queued)
 	if err != nil {
 		return SubmitResult{}, err
 	}
@@ -119,6 +130,31 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		}
 	}
 	return res, nil
+}
+
+// checkDeps refuses dependencies that cannot be met: a job st does not
+// hold (a job can only wait for one submitted before it, so no cycle can
+// form), one that has ended as its kind does not allow, and one job named
+// under two kinds that cannot both be met. Its errors name the flag.
+func checkDeps(st control.Store, after []job.Dependency) error {
+	kinds := map[job.ID]job.DepKind{}
+	for _, d := range after {
+		if k, ok := kinds[d.Job]; ok && k != d.Kind && k != job.AfterAny && d.Kind != job.AfterAny {
+			return fmt.Errorf("job %d is named by %s and %s: it cannot both succeed and fail; nothing was submitted", d.Job, sched.DependencyFlag(k), sched.DependencyFlag(d.Kind))
+		}
+		kinds[d.Job] = d.Kind
+		dep, err := st.Get(d.Job)
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			return fmt.Errorf("%s %d: there is no job %d (a job can only wait for one already submitted: see gssh ps -a); nothing was submitted", sched.DependencyFlag(d.Kind), d.Job, d.Job)
+		case err != nil:
+			return fmt.Errorf("%s %d: %w", sched.DependencyFlag(d.Kind), d.Job, err)
+		}
+		if r, never := sched.DependencyNever(d, dep); never {
+			return fmt.Errorf("%s: it could never start; nothing was submitted", r.Text)
+		}
+	}
+	return nil
 }
 
 // CheckSpec reports what in s cannot be queued, and fills its defaults

@@ -85,7 +85,7 @@ func psRun(ctx context.Context, a *app, opts *psOptions) error {
 	now := a.now()
 	rows := make([][]string, len(doc.Jobs))
 	for i, j := range doc.Jobs {
-		rows[i] = []string{strconv.FormatUint(uint64(j.ID), 10), j.User, string(j.State), strconv.Itoa(j.Spec.Priority), where(j.Placement), memCell(j.Spec),
+		rows[i] = []string{strconv.FormatUint(uint64(j.ID), 10), j.User, stateWord(j), strconv.Itoa(j.Spec.Priority), where(j.Placement), memCell(j.Spec),
 			age(j, now), reasonCell(j), jobName(j)}
 	}
 	return printTable(a.stdout, a.tty, []string{"ID", "USER", "STATE", "PRIORITY", "HOST:GPUS", "MEM", "AGE/RUNTIME", "REASON", "NAME/CMD"}, rows)
@@ -222,7 +222,16 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	}
 	s := j.Spec
 	lines := [][2]string{
-		{"id", strconv.FormatUint(uint64(j.ID), 10)}, {"user", j.User}, {"state", string(j.State)}, {"reason", j.Reason},
+		{"id", strconv.FormatUint(uint64(j.ID), 10)}, {"user", j.User}, {"state", stateWord(j)}, {"reason", j.Reason},
+	}
+	if h := j.Hold; h != nil {
+		lines = append(lines, [2]string{"held", fmt.Sprintf("by %s since %s (gssh release %d)", h.By, timeCell(h.At), j.ID)})
+	}
+	for _, d := range s.After {
+		lines = append(lines, [2]string{"after", fmt.Sprintf("job %d %s (%s)", d.Job, depWords(d.Kind), d.Kind)})
+	}
+	if !s.Begin.IsZero() {
+		lines = append(lines, [2]string{"begin", timeCell(s.Begin)})
 	}
 	lines = append(lines, queueLines(ex, j.Reason)...)
 	lines = append(lines, [][2]string{
@@ -530,4 +539,15 @@ func where(p job.Placement) string {
 		idx[i] = strconv.Itoa(n)
 	}
 	return p.Host + ":" + strings.Join(idx, ",")
+}
+
+// depWords says what a dependency kind waits for.
+func depWords(k job.DepKind) string {
+	switch k {
+	case job.AfterAny:
+		return "ends"
+	case job.AfterNotOK:
+		return "fails, times out or is lost"
+	}
+	return "succeeds"
 }

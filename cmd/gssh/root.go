@@ -53,10 +53,25 @@ const exitCodesHelp = `Exit status:
 type reported struct {
 	err  error
 	code int
+	// print: the words were not printed yet (Main prints them).
+	print bool
 }
 
 func (r *reported) Error() string { return r.err.Error() }
 func (r *reported) Unwrap() error { return r.err }
+
+// passesStatus reports whether cmd passes a job's exit status through
+// (gssh wait, gssh submit --wait), so that its own failures exit 255.
+func passesStatus(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	if cmd.Name() == "wait" {
+		return true
+	}
+	w := cmd.Flags().Lookup("wait")
+	return cmd.Name() == "submit" && w != nil && w.Changed
+}
 
 // exitCode maps an error to the process exit status: the one place that does.
 func exitCode(err error) int {
@@ -117,14 +132,17 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 	defer stop()
 	root := a.newRootCmd()
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if c, ok := a.svc.(io.Closer); ok {
 		c.Close()
 	}
 	var pe *service.PartialError
 	var rep *reported
-	if err != nil && !errors.As(err, &pe) && !errors.As(err, &rep) && !errors.Is(err, errInterrupted) {
+	if err != nil && (!errors.As(err, &pe) && !errors.As(err, &rep) || rep != nil && rep.print) && !errors.Is(err, errInterrupted) {
 		fmt.Fprintln(stderr, "gssh:", err)
+	}
+	if passesStatus(cmd) && err != nil && rep == nil && !errors.Is(err, errInterrupted) && !errors.Is(err, context.Canceled) {
+		return exitGssh // a job's status was to come out; gssh's own failure is 255
 	}
 	return exitCode(err)
 }
@@ -175,7 +193,8 @@ local host alone.
 		return checkDuration("--probe-timeout", a.probeTimeout, time.Second, time.Hour)
 	}
 	root.AddCommand(newGPUsCmd(a, nil), newHostsCmd(a, nil), newSubmitCmd(a, nil), newPsCmd(a, nil), newShowCmd(a, nil),
-		newLogsCmd(a, nil), newCancelCmd(a, nil), newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil))
+		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, false), newHoldCmd(a, true), newWaitCmd(a),
+		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil))
 	return root
 }
 

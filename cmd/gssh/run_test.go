@@ -63,6 +63,21 @@ func (f *fakeService) Cancel(_ context.Context, r service.CancelRequest) (servic
 	}
 	return service.CancelResult{}, fmt.Errorf("%w %d", state.ErrNotFound, r.ID)
 }
+func (f *fakeService) Hold(_ context.Context, ids []job.ID) ([]service.HoldResult, error) {
+	f.requests = append(f.requests, "hold", ids)
+	return f.holds(ids), nil
+}
+func (f *fakeService) Release(_ context.Context, ids []job.ID) ([]service.HoldResult, error) {
+	f.requests = append(f.requests, "release", ids)
+	return f.holds(ids), nil
+}
+func (f *fakeService) holds(ids []job.ID) []service.HoldResult {
+	out := make([]service.HoldResult, len(ids))
+	for i, id := range ids {
+		out[i].Job = job.Job{ID: id, State: job.Queued}
+	}
+	return out
+}
 func (f *fakeService) Schedule(context.Context, service.ScheduleRequest) (service.PassResult, error) {
 	return f.pass, f.passErr
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,6 +31,12 @@ type submitOptions struct {
 	dryRun   bool
 	json     bool
 	argv     []string
+	// Dependencies, hold, begin, wait.
+	after, afterAny, afterNotOK []string
+	hold                        bool
+	begin                       string
+	wait                        bool
+	interval                    time.Duration
 }
 
 func newSubmitCmd(a *app, runF func(*submitOptions) error) *cobra.Command {
@@ -106,6 +114,13 @@ reservation and when it is expected to start (as sbatch --test-only does).
 	fl.StringArrayVar(&opts.env, "env", nil, "K=V to set in the job's environment (repeatable)")
 	fl.StringVar(&opts.timeout, "timeout", "", "walltime: 90m, 2h, or [D-]HH:MM:SS (default: none)")
 	fl.IntVar(&opts.priority, "priority", 5, "0 (first) to 10 (last)")
+	fl.StringSliceVar(&opts.after, "after", nil, "start after these jobs succeeded (ID[,ID...]; Slurm's afterok)")
+	fl.StringSliceVar(&opts.afterAny, "after-any", nil, "start after these jobs ended, however (afterany)")
+	fl.StringSliceVar(&opts.afterNotOK, "after-notok", nil, "start after these jobs failed, timed out or were lost (afternotok)")
+	fl.BoolVar(&opts.hold, "hold", false, "queue the job held: it starts only after gssh release")
+	fl.StringVar(&opts.begin, "begin", "", "start no earlier than this: now+2h, 14:00, 2026-12-24T09:00 (your time zone)")
+	fl.BoolVar(&opts.wait, "wait", false, "wait for the job to end and exit with its status (as gssh wait)")
+	fl.DurationVar(&opts.interval, "interval", 5*time.Second, "with --wait: time between scheduling passes while waiting")
 	fl.BoolVar(&opts.dryRun, "dry-run", false, "say where the job would start now, or why it would wait and when it should start, without queueing it")
 	fl.BoolVar(&opts.json, "json", false, "print the result as JSON")
 	return cmd
@@ -115,6 +130,11 @@ reservation and when it is expected to start (as sbatch --test-only does).
 // A relative --workdir (and the default, the current directory) is made
 // absolute here, where it was given.
 func (o *submitOptions) spec(warn func(string)) (job.Spec, error) {
+	return o.specAt(warn, time.Now(), time.Local)
+}
+
+// specAt is spec with the time and zone --begin is read in.
+func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Location) (job.Spec, error) {
 	s := job.Spec{Argv: o.argv, Shell: len(o.argv) == 1, Host: o.host, Labels: o.labels, GPUs: o.gpus,
 		Priority: o.priority, Name: o.name, Workdir: o.workdir}
 	if len(o.argv) == 0 {
@@ -144,6 +164,32 @@ func (o *submitOptions) spec(warn func(string)) (job.Spec, error) {
 		}
 		s.Env = append(s.Env, job.EnvVar{Key: k, Value: v})
 	}
+	for _, f := range []struct {
+		flag string
+		ids  []string
+		kind job.DepKind
+	}{{"--after", o.after, job.AfterOK}, {"--after-any", o.afterAny, job.AfterAny}, {"--after-notok", o.afterNotOK, job.AfterNotOK}} {
+		for _, arg := range f.ids {
+			id, err := parseID(arg)
+			if err != nil {
+				return s, fmt.Errorf("%s: %w", f.flag, err)
+			}
+			d := job.Dependency{Kind: f.kind, Job: id}
+			if !slices.Contains(s.After, d) {
+				s.After = append(s.After, d)
+			}
+		}
+	}
+	if o.begin != "" {
+		b, err := sched.ParseBegin(o.begin, now, loc)
+		if err != nil {
+			return s, err
+		}
+		if b.Before(now.Add(-time.Minute)) {
+			warn(fmt.Sprintf("--begin %s is %s, in the past: the job may start at once", o.begin, b.Format("2006-01-02 15:04 MST")))
+		}
+		s.Begin = b.UTC()
+	}
 	if !filepath.IsAbs(s.Workdir) && !strings.HasPrefix(s.Workdir, "~") {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -159,7 +205,15 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.service().Submit(ctx, service.SubmitRequest{Spec: s, DryRun: opts.dryRun})
+	if opts.wait && opts.dryRun {
+		return errors.New("--wait and --dry-run: a dry run queues nothing to wait for; give one")
+	}
+	if opts.wait {
+		if err := checkDuration("--interval", opts.interval, time.Second, time.Hour); err != nil {
+			return err
+		}
+	}
+	res, err := a.service().Submit(ctx, service.SubmitRequest{Spec: s, DryRun: opts.dryRun, Hold: opts.hold})
 	if err != nil && ctx.Err() != nil {
 		if j := res.Job; j.ID != 0 {
 			fmt.Fprintf(a.stderr, "gssh: interrupted; job %d is %s (%s); gssh schedule picks it up\n", j.ID, j.State, j.Reason)
@@ -196,7 +250,25 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 	case res.Job.State == job.Running:
 		fmt.Fprintf(a.stdout, "job %d running on %s\n", res.Job.ID, where(res.Job.Placement))
 	default:
-		fmt.Fprintf(a.stdout, "job %d %s: %s\n", res.Job.ID, res.Job.State, res.Job.Reason)
+		fmt.Fprintf(a.stdout, "job %d %s: %s\n", res.Job.ID, stateWord(res.Job), res.Job.Reason)
 	}
-	return nil
+	if !opts.wait {
+		return nil
+	}
+	jobs, err := waitFor(ctx, a, []job.ID{res.Job.ID}, opts.interval, func(j job.Job) {
+		fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", j.ID, j.State, j.Reason)
+	})
+	if err != nil {
+		return err
+	}
+	return jobsStatus(jobs)
+}
+
+// stateWord is a job's state as gssh ps shows it: "held" for a held
+// queued job.
+func stateWord(j job.Job) string {
+	if j.State == job.Queued && j.Hold != nil {
+		return "held"
+	}
+	return string(j.State)
 }

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/state"
+)
+
+// exitGssh is the exit status of the commands that pass a job's exit
+// status through (wait, submit --wait) when gssh itself failed: 255, as
+// ssh exits when it, not the remote command, failed.
+const exitGssh = 255
+
+const passThroughHelp = `Exit status: the first job's (in the order given) that did not succeed:
+its exit status, 128 + the signal number for a job killed by a signal,
+124 for one stopped at its walltime, 1 for one cancelled, lost or never
+started (a dependency that can never be met); 0 when all succeeded.
+255: gssh itself failed (the state could not be read, a job does not
+exist, a bad flag), said on stderr. 130: interrupted (Ctrl-C); the jobs
+go on.`
+
+// parseIDs reads job ids, all before anything is done.
+func parseIDs(args []string) ([]job.ID, error) {
+	var ids []job.ID
+	for _, arg := range args {
+		for _, s := range strings.Split(arg, ",") {
+			id, err := parseID(s)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, nil
+}
+
+func newHoldCmd(a *app, release bool) *cobra.Command {
+	use, short, long := "hold ID...", "Keep queued jobs from starting until gssh release",
+		`Hold queued jobs: they stay in the queue, in their place, but are never
+placed until released (gssh release). gssh ps shows them as held, with who
+held them. A running job cannot be held (gssh cancel stops it).`
+	if release {
+		use, short, long = "release ID...", "Release held jobs, then run one scheduling pass",
+			`Take the holds off jobs (gssh hold, gssh submit --hold), then run one
+scheduling pass, so that they start at once where there is room. Their
+dependencies (--after) and --begin still apply. A job that is not held is
+an error.`
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long + "\n\n" + exitCodesHelp,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("give the ids of the jobs to %s (gssh ps lists them)", strings.Fields(use)[0])
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			do := a.service().Hold
+			if release {
+				do = a.service().Release
+			}
+			res, err := do(c.Context(), ids)
+			if err != nil {
+				return interrupted(c.Context(), err)
+			}
+			var errs []error
+			code := exitOK
+			for _, r := range res {
+				switch {
+				case r.Err != nil:
+					fmt.Fprintln(a.stderr, "gssh:", r.Err)
+					errs = append(errs, r.Err)
+					code = max(code, exitCodeHold(r.Err))
+				case release && r.Job.State == job.Running:
+					fmt.Fprintf(a.stdout, "job %d released, running on %s\n", r.Job.ID, where(r.Job.Placement))
+				case release:
+					fmt.Fprintf(a.stdout, "job %d released: %s: %s\n", r.Job.ID, r.Job.State, r.Job.Reason)
+				default:
+					fmt.Fprintf(a.stdout, "job %d held\n", r.Job.ID)
+				}
+			}
+			if len(errs) > 0 {
+				return &reported{err: errors.Join(errs...), code: code}
+			}
+			return nil
+		},
+	}
+}
+
+// exitCodeHold is 1 for a job in the wrong state or missing, else the
+// usual mapping.
+func exitCodeHold(err error) int {
+	if errors.Is(err, state.ErrNotFound) {
+		return exitUsage
+	}
+	return max(exitCode(err), exitUsage)
+}
+
+type waitOptions struct {
+	ids      []job.ID
+	interval time.Duration
+	quiet    bool
+}
+
+func newWaitCmd(a *app) *cobra.Command {
+	opts := &waitOptions{}
+	cmd := &cobra.Command{
+		Use:   "wait ID...",
+		Short: "Wait for jobs to end; exit with the first failed job's exit status",
+		Long: `Wait until every job given has ended, and exit with its status, so a
+script can go on only when its jobs succeeded:
+
+  id=$(gssh submit --json -- python prep.py | jq .id) && gssh wait $id && ./next-step
+
+While it waits, it runs a scheduling pass every --interval (as gssh
+schedule does; skipped when another pass holds the lock), so jobs start
+and their ends are recorded without a cron pass. It prints each job's end
+on stderr as it sees it (not with --quiet).
+
+` + passThroughHelp,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("give the ids of the jobs to wait for (gssh ps lists them)")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			ids, err := parseIDs(args)
+			if err != nil {
+				return &reported{err: err, code: exitGssh, print: true}
+			}
+			if err := checkDuration("--interval", opts.interval, time.Second, time.Hour); err != nil {
+				return &reported{err: err, code: exitGssh, print: true}
+			}
+			opts.ids = ids
+			return waitRun(c.Context(), a, opts)
+		},
+	}
+	cmd.Flags().DurationVar(&opts.interval, "interval", 5*time.Second, "time between scheduling passes while waiting")
+	cmd.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "print nothing but errors")
+	return cmd
+}
+
+// waitRun waits for opts.ids to end; see newWaitCmd.
+func waitRun(ctx context.Context, a *app, opts *waitOptions) error {
+	jobs, err := waitFor(ctx, a, opts.ids, opts.interval, func(j job.Job) {
+		if !opts.quiet {
+			fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", j.ID, j.State, j.Reason)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return jobsStatus(jobs)
+}
+
+// waitFor waits until every job of ids has ended, running a pass every
+// interval, and returns them in the order given; ended is called once
+// for each as it is seen to end. Its errors are gssh's own, exit 255
+// (130 for Ctrl-C).
+func waitFor(ctx context.Context, a *app, ids []job.ID, interval time.Duration, ended func(job.Job)) ([]job.Job, error) {
+	out := make([]job.Job, len(ids))
+	done := make([]bool, len(ids))
+	for first := true; ; first = false {
+		if !first {
+			// A pass starts what can start and records what ended; a
+			// pass already running (the lock held) does it for us.
+			if _, err := a.service().Schedule(ctx, service.ScheduleRequest{}); err != nil && !errors.Is(err, service.ErrPassBusy) && ctx.Err() == nil {
+				fmt.Fprintf(a.stderr, "gssh: warning: a scheduling pass could not run: %v\n", err)
+			}
+		}
+		left := 0
+		for i, id := range ids {
+			if done[i] {
+				continue
+			}
+			j, err := a.service().Job(ctx, id)
+			switch {
+			case ctx.Err() != nil:
+				return nil, errInterrupted
+			case err != nil:
+				return nil, &reported{err: fmt.Errorf("job %d: %w", id, err), code: exitGssh, print: true}
+			}
+			out[i] = j
+			if j.State.Terminal() {
+				done[i] = true
+				ended(j)
+				continue
+			}
+			left++
+		}
+		if left == 0 {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errInterrupted
+		case <-time.After(interval):
+		}
+	}
+}
+
+// jobsStatus is the exit status of ended jobs: the first one's that did
+// not succeed (see passThroughHelp), as a reported error; nil when all
+// succeeded.
+func jobsStatus(jobs []job.Job) error {
+	for _, j := range jobs {
+		if code := jobExit(j); code != 0 {
+			return &reported{err: fmt.Errorf("job %d %s: %s", j.ID, j.State, j.Reason), code: code}
+		}
+	}
+	return nil
+}
+
+// jobExit is the exit status an ended job passes through: its own, 128 +
+// its signal's number, 124 at its walltime (as timeout(1) exits), else 1.
+func jobExit(j job.Job) int {
+	switch {
+	case j.State == job.Succeeded:
+		return 0
+	case j.Signal != "":
+		if n := signalNumber(j.Signal); n > 0 {
+			return 128 + n
+		}
+	case j.ExitCode != nil && *j.ExitCode > 0 && *j.ExitCode < 256:
+		return *j.ExitCode
+	case j.State == job.Timeout:
+		return 124
+	}
+	return 1
+}
+
+// signalNumber is the number of the signal named like "TERM" (as
+// sshexec.SignalName gives it) or "SIGKILL", or given as a number; 0 when
+// unknown.
+func signalNumber(name string) int {
+	if n, err := strconv.Atoi(name); err == nil && n > 0 && n < 128 {
+		return n
+	}
+	return int(unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(name), "SIG")))
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gssh/gssh/job"
+)
+
+func TestJobExit(t *testing.T) {
+	code := func(n int) *int { return &n }
+	for _, c := range []struct {
+		j    job.Job
+		want int
+	}{
+		{job.Job{State: job.Succeeded, ExitCode: code(0)}, 0},
+		{job.Job{State: job.Failed, ExitCode: code(3)}, 3},
+		{job.Job{State: job.Failed, ExitCode: code(137), Signal: "KILL"}, 137},
+		{job.Job{State: job.Failed, Signal: "TERM"}, 143},
+		{job.Job{State: job.Failed, Signal: "SIGINT"}, 130},
+		{job.Job{State: job.Failed, Signal: "34"}, 162},
+		{job.Job{State: job.Timeout}, 124},
+		{job.Job{State: job.Timeout, ExitCode: code(143), Signal: "TERM"}, 143},
+		{job.Job{State: job.Cancelled}, 1},
+		{job.Job{State: job.Lost}, 1},
+		{job.Job{State: job.Failed, ExitCode: code(0)}, 1}, // failed to start: no status of its own
+		{job.Job{State: job.Failed, Signal: "NOSUCH"}, 1},
+	} {
+		if got := jobExit(c.j); got != c.want {
+			t.Errorf("%s %v %q: %d, want %d", c.j.State, c.j.ExitCode, c.j.Signal, got, c.want)
+		}
+	}
+	// The first job that did not succeed, in the order given.
+	err := jobsStatus([]job.Job{{ID: 1, State: job.Succeeded}, {ID: 2, State: job.Failed, ExitCode: code(4)}, {ID: 3, State: job.Failed, ExitCode: code(5)}})
+	var rep *reported
+	if !errors.As(err, &rep) || rep.code != 4 {
+		t.Errorf("jobsStatus: %v", err)
+	}
+	if err := jobsStatus([]job.Job{{ID: 1, State: job.Succeeded}}); err != nil {
+		t.Errorf("all succeeded: %v", err)
+	}
+}
+
+func TestParseIDs(t *testing.T) {
+	ids, err := parseIDs([]string{"3,1", "3", "#2"})
+	if err != nil || len(ids) != 3 || ids[0] != 3 || ids[1] != 1 || ids[2] != 2 {
+		t.Errorf("parseIDs: %v %v", ids, err)
+	}
+	if _, err := parseIDs([]string{"1,,2"}); err == nil {
+		t.Error("an empty id was taken")
+	}
+}
