@@ -90,9 +90,10 @@ type SubmitDoc struct {
 	DryRun   bool      `json:"dry_run,omitempty"`   //
 	WouldRun *bool     `json:"would_run,omitempty"` // dry run only
 	Host     string    `json:"host"`
-	GPUs     []string  `json:"gpus"`        // UUIDs as in CUDA_VISIBLE_DEVICES
-	Indexes  []int     `json:"gpu_indexes"` // as nvidia-smi numbers them
-	Reason   string    `json:"reason"`      // why queued, or ""
+	GPUs     []string  `json:"gpus"`           // UUIDs as in CUDA_VISIBLE_DEVICES
+	Indexes  []int     `json:"gpu_indexes"`    // as nvidia-smi numbers them
+	Reason   string    `json:"reason"`         // why queued, or ""
+	Held     bool      `json:"held,omitempty"` // queued held (--hold): never placed until gssh release
 	// Explain is a dry run's whole answer: why not elsewhere, the job's
 	// place in the queue, its reservation, its expected start.
 	Explain *Explanation `json:"explain,omitempty"`
@@ -101,7 +102,7 @@ type SubmitDoc struct {
 // Doc is r as SubmitDoc.
 func (r SubmitResult) Doc() SubmitDoc {
 	p, reason := r.Job.Placement, r.Job.Reason
-	d := SubmitDoc{ID: r.Job.ID, State: r.Job.State}
+	d := SubmitDoc{ID: r.Job.ID, State: r.Job.State, Held: r.Job.Hold != nil}
 	if r.DryRun {
 		would := r.WouldRun
 		d = SubmitDoc{DryRun: true, WouldRun: &would, Explain: r.Explanation}
