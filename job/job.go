@@ -69,6 +69,9 @@ type Spec struct {
 	// --dependency=afterok:1,afterany:2 does. They are older jobs, so no
 	// cycle can form.
 	After []Dependency `json:"after,omitempty"`
+	// Array is the job's place in a job array (--array); nil for a job
+	// of its own.
+	Array *ArrayTask `json:"array,omitempty"`
 	// Begin is the earliest time the job may start (--begin); zero: now.
 	Begin time.Time         `json:"begin,omitzero"`
 	Extra map[string]string `json:"extra,omitempty"` // for later fields without a schema bump
@@ -105,6 +108,16 @@ func (d Dependency) Met(s State) (met, never bool) {
 		return ok, !ok
 	}
 	return true, false // AfterAny
+}
+
+// ArrayTask is one task of a job array (gssh submit --array), as in
+// Slurm: the array's id is its first task's job id, and its tasks have
+// the consecutive ids Job … Job+Tasks−1, in the order of their indexes.
+type ArrayTask struct {
+	Job   ID  `json:"job"`             // the array's id (GSSH_ARRAY_JOB_ID)
+	Task  int `json:"task"`            // this task's index (GSSH_ARRAY_TASK_ID)
+	Tasks int `json:"tasks"`           // how many tasks the array has
+	Limit int `json:"limit,omitempty"` // at most this many of them running at once (%N); 0: no limit
 }
 
 // Hold is a hold on a queued job (gssh submit --hold, gssh hold): it is

@@ -240,6 +240,9 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	w("export CUDA_VISIBLE_DEVICES=%s\n", q(strings.Join(j.Placement.GPUs, ",")))
 	w("export CUDA_DEVICE_ORDER=PCI_BUS_ID\n")
 	w("export GSSH_JOB_ID=%s GSSH_CLUSTER_ID=%s GSSH_ATTEMPT=%s\n", q(strconv.FormatUint(uint64(j.ID), 10)), q(cluster), q(strconv.Itoa(j.Attempt)))
+	if a := j.Spec.Array; a != nil {
+		w("export GSSH_ARRAY_JOB_ID=%s GSSH_ARRAY_TASK_ID=%s GSSH_ARRAY_TASK_COUNT=%s\n", q(strconv.FormatUint(uint64(a.Job), 10)), q(strconv.Itoa(a.Task)), q(strconv.Itoa(a.Tasks)))
+	}
 	for _, e := range j.Spec.Env {
 		w("export %s=%s\n", e.Key, q(e.Value))
 	}
@@ -332,7 +335,7 @@ func Start(ctx context.Context, run Runner, host, cluster string, j job.Job) (jo
 	}
 	n := strconv.Itoa(len(script))
 	cmd := jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
-unset GSSH_JOB_ID GSSH_CLUSTER_ID GSSH_ATTEMPT # a gssh run inside a job: run.sh is not that job's
+unset GSSH_JOB_ID GSSH_CLUSTER_ID GSSH_ATTEMPT GSSH_ARRAY_JOB_ID GSSH_ARRAY_TASK_ID GSSH_ARRAY_TASK_COUNT # a gssh run inside a job: run.sh is not that job's
 umask 077
 jobdir ` + q(DirName(cluster, j.ID, j.Attempt)) + `
 mkdir -p "$HOME/.gssh/jobs" || fail "cannot make $HOME/.gssh/jobs"

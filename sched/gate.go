@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,9 +14,10 @@ import (
 // host is looked at. A gated job is neither placed, nor holds up the
 // queue, nor gets a reservation.
 const (
-	CodeHeld       Code = "held"       // gssh hold / submit --hold: never placed until released
-	CodeDependency Code = "dependency" // waits for jobs to end (--after, --after-any, --after-notok)
-	CodeBegin      Code = "begin"      // --begin is later than now
+	CodeHeld       Code = "held"        // gssh hold / submit --hold: never placed until released
+	CodeDependency Code = "dependency"  // waits for jobs to end (--after, --after-any, --after-notok)
+	CodeBegin      Code = "begin"       // --begin is later than now
+	CodeArrayLimit Code = "array_limit" // its array runs as many tasks as --array %N allows
 )
 
 // Cancel is a queued job the plan ends as cancelled: a dependency of it
@@ -36,6 +38,30 @@ const CodeDependencyNever Code = "dependency_never"
 type jobStates struct {
 	in   *Input
 	byID map[job.ID]*job.Job
+	// tasks counts, per job array, its tasks that hold GPUs: running, or
+	// started by this plan (built on first use).
+	tasks map[job.ID]int
+}
+
+// arrayTasks is how many tasks of array id hold GPUs.
+func (s *jobStates) arrayTasks(id job.ID) int {
+	if s.tasks == nil {
+		s.tasks = map[job.ID]int{}
+		for _, r := range s.in.Running {
+			if a := r.Spec.Array; a != nil && r.State.Active() {
+				s.tasks[a.Job]++
+			}
+		}
+	}
+	return s.tasks[id]
+}
+
+// started counts job j, just placed, if it is an array's task.
+func (s *jobStates) started(j *job.Job) {
+	if a := j.Spec.Array; a != nil && a.Limit > 0 {
+		s.arrayTasks(a.Job) // counts the running ones first
+		s.tasks[a.Job]++
+	}
 }
 
 func (s *jobStates) get(id job.ID) (*job.Job, bool) {
@@ -60,7 +86,7 @@ func (s *jobStates) get(id job.ID) (*job.Job, bool) {
 // the plan cancels it). A doomed job is doomed whatever else holds it;
 // then a hold, then unmet dependencies, then --begin.
 func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom Reason) {
-	var waiting [3][]string // by kind: AfterOK, AfterAny, AfterNotOK
+	var waiting [3][]job.ID // by kind: AfterOK, AfterAny, AfterNotOK
 	for _, d := range j.Spec.After {
 		dep, ok := states.get(d.Job)
 		if !ok {
@@ -72,7 +98,7 @@ func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom R
 		switch met, _ := d.Met(dep.State); {
 		case !met:
 			k := kindIndex(d.Kind)
-			waiting[k] = append(waiting[k], strconv.FormatUint(uint64(d.Job), 10)) // no state: it would be stale as soon as the plan starts the job
+			waiting[k] = append(waiting[k], d.Job) // no state: it would be stale as soon as the plan starts the job
 		}
 	}
 	switch {
@@ -92,7 +118,7 @@ func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom R
 				if len(ids) > 1 {
 					word = "jobs"
 				}
-				parts = append(parts, fmt.Sprintf("%s %s to %s", word, strings.Join(ids, ", "), depNeed([]job.DepKind{job.AfterOK, job.AfterAny, job.AfterNotOK}[k])))
+				parts = append(parts, fmt.Sprintf("%s %s to %s", word, idRanges(ids), depNeed([]job.DepKind{job.AfterOK, job.AfterAny, job.AfterNotOK}[k])))
 			}
 		}
 		return because(CodeDependency, "waits for "+strings.Join(parts, "; ")), Reason{}
@@ -101,6 +127,12 @@ func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom R
 			return because(CodeBegin, ""), Reason{}
 		}
 		return because(CodeBegin, "begins at "+j.Spec.Begin.UTC().Format("2006-01-02 15:04:05 UTC")+" (--begin)"), Reason{}
+	case j.Spec.Array != nil && j.Spec.Array.Limit > 0 && states.arrayTasks(j.Spec.Array.Job) >= j.Spec.Array.Limit:
+		if terse {
+			return because(CodeArrayLimit, ""), Reason{}
+		}
+		a := j.Spec.Array
+		return because(CodeArrayLimit, fmt.Sprintf("array %d runs at most %d of its tasks at once (--array %%%d)", a.Job, a.Limit, a.Limit)), Reason{}
 	}
 	return Reason{}, Reason{}
 }
@@ -158,4 +190,28 @@ func ended(j *job.Job) string {
 		word += " (" + j.Reason + ")"
 	}
 	return word
+}
+
+// idRanges writes job ids as runs, "9-16, 20", at most 10 runs and then
+// how many more jobs: an array of thousands is one run.
+func idRanges(ids []job.ID) string {
+	s := slices.Sorted(slices.Values(ids))
+	var runs []string
+	for i := 0; i < len(s); {
+		k := i
+		for k+1 < len(s) && s[k+1] == s[k]+1 {
+			k++
+		}
+		if len(runs) == 10 {
+			runs = append(runs, fmt.Sprintf("and %d more", len(s)-i))
+			break
+		}
+		r := strconv.FormatUint(uint64(s[i]), 10)
+		if k > i {
+			r += "-" + strconv.FormatUint(uint64(s[k]), 10)
+		}
+		runs = append(runs, r)
+		i = k + 1
+	}
+	return strings.Join(runs, ", ")
 }

@@ -141,3 +141,33 @@ func TestForecastGates(t *testing.T) {
 		t.Errorf("held: %+v", f)
 	}
 }
+
+// An array with %2 runs at most two tasks at once, counting the running
+// ones and those this plan starts; the others wait with array_limit.
+func TestArrayLimit(t *testing.T) {
+	hosts := []Host{host("a", gpus(8, 80*GiB)...)}
+	task := func(id job.ID, i int) job.Job {
+		j := queued(id, excl(1))
+		j.Spec.Array = &job.ArrayTask{Job: 10, Task: i, Tasks: 5, Limit: 2}
+		return j
+	}
+	var queue []job.Job
+	for i := range 5 {
+		queue = append(queue, task(10+job.ID(i), i))
+	}
+	d := Plan(Input{Now: t0, Hosts: hosts, Queue: queue})
+	if len(d.Starts) != 2 || d.Starts[0].Job != 10 || d.Starts[1].Job != 11 {
+		t.Fatalf("starts %+v", d.Starts)
+	}
+	for _, p := range d.Pending {
+		if p.Reason.Code != CodeArrayLimit || p.Reason.Text != "array 10 runs at most 2 of its tasks at once (--array %2)" {
+			t.Errorf("pending %+v", p)
+		}
+	}
+	run := queue[0]
+	run.State, run.Placement = job.Running, job.Placement{Host: "a", GPUs: []string{"GPU-00"}, Indexes: []int{0}}
+	d = Plan(Input{Now: t0, Hosts: hosts, Running: []job.Job{run}, Queue: queue[1:]})
+	if len(d.Starts) != 1 || d.Starts[0].Job != 11 {
+		t.Errorf("one running: starts %+v", d.Starts)
+	}
+}

@@ -149,7 +149,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			break
 		}
 		j := r.Job
-		if len(j.Spec.After) > 0 || j.Hold != nil || !j.Spec.Begin.IsZero() {
+		if len(j.Spec.After) > 0 || j.Hold != nil || !j.Spec.Begin.IsZero() || j.Spec.Array != nil && j.Spec.Array.Limit > 0 {
 			why, doom := gate(j, in.Now, &states, in.Terse && j.ID != in.Explain)
 			if !doom.ok() {
 				out.Cancels = append(out.Cancels, Cancel{Job: j.ID, Reason: doom})
@@ -225,6 +225,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 		}
 		byName[d.placement.Host].book(d.placement, w.holder)
 		picks.charge(j, d.placement.Share, walltime(*j, pol))
+		states.started(j)
 		failed.clear()
 		st := Start{Job: j.ID, Placement: d.placement}
 		if w.explain {

@@ -53,6 +53,9 @@ type Service interface {
 	// takes the holds off, then runs one pass so they may start at once.
 	// Each job's error is in its HoldResult; the jobs before it are done.
 	Hold(ctx context.Context, ids []job.ID) ([]HoldResult, error)
+	// Resolve turns job names ("12", an array's id "12", "12_3") into job
+	// ids.
+	Resolve(ctx context.Context, names []string) ([]job.ID, error)
 	Release(ctx context.Context, ids []job.ID) ([]HoldResult, error)
 	// Explain says what the planner makes of a queued job now: why it
 	// waits, its place in the queue, its reservation, its expected start.

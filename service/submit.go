@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,13 +29,29 @@ type SubmitRequest struct {
 	// Hold queues the job held (gssh submit --hold): never placed until
 	// gssh release.
 	Hold bool
+	// After are dependencies by name, resolved at submit into Spec.After
+	// (an array's id: every task of it).
+	After []DepRef
+	// Array makes the job a job array: one task per index, in this order,
+	// submitted in one transaction under consecutive ids; ArrayLimit
+	// (%N) lets at most that many run at once (0: no limit).
+	Array      []int
+	ArrayLimit int
+}
+
+// DepRef is one dependency by name: --after 12, --after-any 12_3.
+type DepRef struct {
+	Kind job.DepKind
+	Ref  Ref
 }
 
 // SubmitResult is what became of a submitted job.
 type SubmitResult struct {
 	// Job is the job as stored after its pass: running, or queued with
-	// the reason. Zero on a dry run.
+	// the reason (an array's first task). Zero on a dry run.
 	Job job.Job
+	// Tasks are a job array's tasks, as stored after the pass.
+	Tasks []job.Job
 	// A dry run's answer: whether the job would start now, where, or why
 	// not (the queue ahead of it included).
 	DryRun    bool
@@ -77,8 +94,28 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	default:
 		st = db
 	}
+	for _, d := range r.After {
+		ids, err := resolve(st, []Ref{d.Ref})
+		if err != nil {
+			switch {
+			case errors.Is(err, state.ErrNotFound) && d.Ref.Task < 0:
+				return SubmitResult{}, fmt.Errorf("%s %s: there is no job %d (a job can only wait for one already submitted: see gssh ps -a); nothing was submitted", sched.DependencyFlag(d.Kind), d.Ref, d.Ref.Job)
+			case errors.Is(err, state.ErrNotFound):
+				return SubmitResult{}, fmt.Errorf("%s %s: %w; nothing was submitted", sched.DependencyFlag(d.Kind), d.Ref, err)
+			}
+			return SubmitResult{}, err
+		}
+		for _, id := range ids {
+			if dep := (job.Dependency{Kind: d.Kind, Job: id}); !slices.Contains(s.After, dep) {
+				s.After = append(s.After, dep)
+			}
+		}
+	}
 	if err := checkDeps(st, s.After); err != nil {
 		return SubmitResult{}, err
+	}
+	if len(r.Array) > sched.MaxArrayTasks {
+		return SubmitResult{}, fmt.Errorf("--array: %d tasks, more than %d", len(r.Array), sched.MaxArrayTasks)
 	}
 	inv := f.Inventory()
 	reports := f.Probe(ctx, inv.Hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout})
@@ -106,7 +143,24 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	if r.Hold {
 		queued.Hold = &job.Hold{By: l.opt.User, At: time.Now()}
 	}
-	j, err := db.Submit(queued)
+	var j job.Job
+	var tasks []job.Job
+	if len(r.Array) == 0 {
+		j, err = db.Submit(queued)
+	} else {
+		all := make([]job.Job, len(r.Array))
+		for i := range all {
+			all[i] = queued
+		}
+		tasks, err = db.SubmitAll(all, func(first job.ID, js []job.Job) {
+			for i := range js {
+				js[i].Spec.Array = &job.ArrayTask{Job: first, Task: r.Array[i], Tasks: len(js), Limit: r.ArrayLimit}
+			}
+		})
+		if err == nil {
+			j = tasks[0]
+		}
+	}
 	if err != nil {
 		return SubmitResult{}, err
 	}
@@ -115,6 +169,12 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	res.Problems = pass.Problems
 	if got, err := db.Get(j.ID); err == nil {
 		res.Job = got
+	}
+	for _, t := range tasks {
+		if got, err := db.Get(t.ID); err == nil {
+			t = got
+		}
+		res.Tasks = append(res.Tasks, t)
 	}
 	if err := interrupted(ctx); err != nil {
 		return res, err

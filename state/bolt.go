@@ -280,6 +280,52 @@ func (s *Bolt) Submit(j job.Job) (job.Job, error) {
 	return out, err
 }
 
+// SubmitAll implements Store.
+func (s *Bolt) SubmitAll(jobs []job.Job, stamp func(job.ID, []job.Job)) ([]job.Job, error) {
+	in := make([]job.Job, len(jobs))
+	for i, j := range jobs {
+		p, err := prepareSubmit(j, s.now)
+		if err != nil {
+			return nil, err
+		}
+		in[i] = p
+	}
+	var out []job.Job
+	err := s.update(func(tx *bolt.Tx) error {
+		out = make([]job.Job, 0, len(in))
+		meta := tx.Bucket([]byte(bucketMeta))
+		seq, err := getUint(meta, keyJobSeq)
+		if err != nil {
+			return fmt.Errorf("submit: %w", err)
+		}
+		js := slices.Clone(in)
+		for i := range js {
+			js[i].ID = job.ID(seq + 1 + uint64(i))
+		}
+		if stamp != nil && len(js) > 0 {
+			stamp(js[0].ID, js)
+		}
+		if err := meta.Put([]byte(keyJobSeq), uint64Bytes(seq+uint64(len(js)))); err != nil {
+			return fmt.Errorf("submit: %w", err)
+		}
+		for _, j := range js {
+			data, back, err := encode(j)
+			if err != nil {
+				return fmt.Errorf("submit: %w", err)
+			}
+			if err := putJob(tx, back, data, nil); err != nil {
+				return fmt.Errorf("submit: %w", err)
+			}
+			out = append(out, back)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // Get implements Store.
 func (s *Bolt) Get(id job.ID) (job.Job, error) {
 	var out job.Job

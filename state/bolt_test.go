@@ -855,3 +855,26 @@ func write(t *testing.T, path string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkSubmitArray is `gssh submit --array 0-9999`: 10,000 tasks in
+// one transaction.
+func BenchmarkSubmitArray(b *testing.B) {
+	tasks := make([]job.Job, 10000)
+	for i := range tasks {
+		tasks[i] = job.Job{User: "u", Spec: job.Spec{Argv: []string{"python", "train.py", "--seed", "$GSSH_ARRAY_TASK_ID"}, Host: "auto", GPUs: 1, Workdir: "/home/u/x", Priority: 5}}
+	}
+	s, err := state.Open(filepath.Join(b.TempDir(), "state.db"), state.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		got, err := s.SubmitAll(tasks, func(first job.ID, js []job.Job) {
+			for i := range js {
+				js[i].Spec.Array = &job.ArrayTask{Job: first, Task: i, Tasks: len(js)}
+			}
+		})
+		if err != nil || len(got) != len(tasks) {
+			b.Fatal(err)
+		}
+	}
+}

@@ -61,6 +61,41 @@ func (m *Mem) Submit(j job.Job) (job.Job, error) {
 	return back, nil
 }
 
+// SubmitAll implements Store.
+func (m *Mem) SubmitAll(jobs []job.Job, stamp func(job.ID, []job.Job)) ([]job.Job, error) {
+	js := make([]job.Job, len(jobs))
+	for i, j := range jobs {
+		p, err := prepareSubmit(j, m.now)
+		if err != nil {
+			return nil, err
+		}
+		js[i] = p
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range js {
+		js[i].ID = m.seq + 1 + job.ID(i)
+	}
+	if stamp != nil && len(js) > 0 {
+		stamp(js[0].ID, js)
+	}
+	out := make([]job.Job, len(js))
+	data := make([][]byte, len(js))
+	for i, j := range js {
+		d, back, err := encode(j)
+		if err != nil {
+			return nil, fmt.Errorf("submit: %w", err)
+		}
+		data[i], out[i] = d, back
+	}
+	for i, j := range out {
+		m.seq = j.ID
+		m.ids = append(m.ids, j.ID)
+		m.put(j.ID, data[i], j.State)
+	}
+	return out, nil
+}
+
 // Get implements Store.
 func (m *Mem) Get(id job.ID) (job.Job, error) {
 	m.mu.Lock()

@@ -33,6 +33,12 @@ type Store interface {
 	// empty, stores and indexes the job, and returns it as stored. j.ID must
 	// be zero.
 	Submit(j job.Job) (job.Job, error)
+	// SubmitAll submits jobs as Submit does, in one transaction, under
+	// consecutive ids in their order: all or none. stamp, when not nil, is
+	// called with the first id and the jobs (ids set) before they are
+	// written, to record what depends on the ids (a job array's id is its
+	// first task's); it must only change fields.
+	SubmitAll(jobs []job.Job, stamp func(first job.ID, jobs []job.Job)) ([]job.Job, error)
 	// Get returns job id, or an error wrapping ErrNotFound ("no job N").
 	Get(id job.ID) (job.Job, error)
 	// Update loads job id, calls fn on a copy and stores the result

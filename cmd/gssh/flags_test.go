@@ -81,7 +81,7 @@ func TestJobCommandFlags(t *testing.T) {
 	if err := run(t, newCancelCmd(a, func(o *cancelOptions) error { cancel = o; return nil }), "--grace", "2s", "3", "#4"); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(cancel.ids, []job.ID{3, 4}) || cancel.grace != 2*time.Second {
+	if !slices.Equal(cancel.names, []string{"3", "#4"}) || cancel.grace != 2*time.Second {
 		t.Errorf("cancel %+v", cancel)
 	}
 	var logs *logsOptions

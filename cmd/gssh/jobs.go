@@ -27,6 +27,24 @@ func oneJobID(c *cobra.Command, args []string) error {
 }
 
 // parseID reads a job id argument.
+// oneJob is the job name names for show and logs: its id, or the task
+// "12_3" names (looked up unless offline: a test of the flags alone). An
+// array's id names its first task here.
+func (a *app) oneJob(ctx context.Context, name string, offline bool) (job.ID, error) {
+	refs, err := service.ParseRefs([]string{name})
+	if err != nil {
+		return 0, err
+	}
+	if refs[0].Task < 0 || offline {
+		return refs[0].Job, nil
+	}
+	ids, err := a.service().Resolve(ctx, []string{name})
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
 func parseID(s string) (job.ID, error) {
 	n, err := strconv.ParseUint(strings.TrimPrefix(s, "#"), 10, 64)
 	if err != nil || n == 0 {
@@ -83,12 +101,39 @@ func psRun(ctx context.Context, a *app, opts *psOptions) error {
 		return a.printJSON(doc)
 	}
 	now := a.now()
-	rows := make([][]string, len(doc.Jobs))
-	for i, j := range doc.Jobs {
-		rows[i] = []string{strconv.FormatUint(uint64(j.ID), 10), j.User, stateWord(j), strconv.Itoa(j.Spec.Priority), where(j.Placement), memCell(j.Spec),
-			age(j, now), reasonCell(j), jobName(j)}
+	var rows [][]string
+	for i := 0; i < len(doc.Jobs); i++ {
+		j := doc.Jobs[i]
+		id := strconv.FormatUint(uint64(j.ID), 10)
+		if t := j.Spec.Array; t != nil {
+			id = fmt.Sprintf("%d_%d", t.Job, t.Task)
+			// The queued tasks of an array that wait alike are one line,
+			// as squeue folds them: 12[3-31].
+			k := i
+			for k+1 < len(doc.Jobs) && foldsWith(doc.Jobs[k+1], j) {
+				k++
+			}
+			if k > i {
+				idx := make([]int, 0, k-i+1)
+				for _, f := range doc.Jobs[i : k+1] {
+					idx = append(idx, f.Spec.Array.Task)
+				}
+				id = fmt.Sprintf("%d[%s]", t.Job, ranges(idx))
+				i = k
+			}
+		}
+		rows = append(rows, []string{id, j.User, stateWord(j), strconv.Itoa(j.Spec.Priority), where(j.Placement), memCell(j.Spec),
+			age(j, now), reasonCell(j), jobName(j)})
 	}
 	return printTable(a.stdout, a.tty, []string{"ID", "USER", "STATE", "PRIORITY", "HOST:GPUS", "MEM", "AGE/RUNTIME", "REASON", "NAME/CMD"}, rows)
+}
+
+// foldsWith reports whether queued task next folds into the line of
+// task j: the same array, both queued, alike held, for the same reason.
+func foldsWith(next, j job.Job) bool {
+	a, b := next.Spec.Array, j.Spec.Array
+	return a != nil && b != nil && a.Job == b.Job && j.State == job.Queued && next.State == job.Queued &&
+		(next.Hold == nil) == (j.Hold == nil) && next.ReasonCode == j.ReasonCode
 }
 
 // reasonCell is a queued job's pending reason code ("no_free_gpu",
@@ -178,7 +223,7 @@ their walltimes. Other jobs are read from the state file only.
 ` + exitCodesHelp,
 		Args: oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
-			id, err := parseID(args[0])
+			id, err := a.oneJob(c.Context(), args[0], runF != nil)
 			if err != nil {
 				return err
 			}
@@ -226,6 +271,13 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	}
 	if h := j.Hold; h != nil {
 		lines = append(lines, [2]string{"held", fmt.Sprintf("by %s since %s (gssh release %d)", h.By, timeCell(h.At), j.ID)})
+	}
+	if t := s.Array; t != nil {
+		limit := ""
+		if t.Limit > 0 {
+			limit = fmt.Sprintf(", at most %d at once", t.Limit)
+		}
+		lines = append(lines, [2]string{"array", fmt.Sprintf("%d_%d (task %d of the %d of array %d%s)", t.Job, t.Task, t.Task, t.Tasks, t.Job, limit)})
 	}
 	for _, d := range s.After {
 		lines = append(lines, [2]string{"after", fmt.Sprintf("job %d %s (%s)", d.Job, depWords(d.Kind), d.Kind)})
@@ -337,7 +389,7 @@ ended.
 ` + exitCodesHelp,
 		Args: oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
-			id, err := parseID(args[0])
+			id, err := a.oneJob(c.Context(), args[0], runF != nil)
 			if err != nil {
 				return err
 			}
@@ -368,7 +420,8 @@ func logsRun(ctx context.Context, a *app, opts *logsOptions) error {
 }
 
 type cancelOptions struct {
-	ids   []job.ID
+	names []string // as given: ids, array ids, ARRAY_TASK
+	ids   []job.ID // resolved
 	grace time.Duration
 }
 
@@ -395,14 +448,10 @@ runs one scheduling pass, so that queued jobs start on the GPUs they freed
 			if err := checkDuration("--grace", opts.grace, 0, time.Hour); err != nil {
 				return err
 			}
-			opts.ids = nil
-			for _, arg := range args {
-				id, err := parseID(arg)
-				if err != nil {
-					return err // before anything is cancelled
-				}
-				opts.ids = append(opts.ids, id)
+			if _, err := service.ParseRefs(args); err != nil {
+				return err // before anything is cancelled
 			}
+			opts.names = args
 			if runF != nil {
 				return runF(opts)
 			}
@@ -414,6 +463,13 @@ runs one scheduling pass, so that queued jobs start on the GPUs they freed
 }
 
 func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
+	if opts.ids == nil {
+		ids, err := a.service().Resolve(ctx, opts.names)
+		if err != nil {
+			return err // before anything is cancelled
+		}
+		opts.ids = ids
+	}
 	var errs []error
 	code := exitOK
 	freed := false

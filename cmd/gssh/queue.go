@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,23 +29,6 @@ started (a dependency that can never be met); 0 when all succeeded.
 exist, a bad flag), said on stderr. 130: interrupted (Ctrl-C); the jobs
 go on.`
 
-// parseIDs reads job ids, all before anything is done.
-func parseIDs(args []string) ([]job.ID, error) {
-	var ids []job.ID
-	for _, arg := range args {
-		for _, s := range strings.Split(arg, ",") {
-			id, err := parseID(s)
-			if err != nil {
-				return nil, err
-			}
-			if !slices.Contains(ids, id) {
-				ids = append(ids, id)
-			}
-		}
-	}
-	return ids, nil
-}
-
 func newHoldCmd(a *app, release bool) *cobra.Command {
 	use, short, long := "hold ID...", "Keep queued jobs from starting until gssh release",
 		`Hold queued jobs: they stay in the queue, in their place, but are never
@@ -70,7 +52,7 @@ an error.`
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			ids, err := parseIDs(args)
+			ids, err := a.service().Resolve(c.Context(), args)
 			if err != nil {
 				return err
 			}
@@ -144,11 +126,11 @@ on stderr as it sees it (not with --quiet).
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			ids, err := parseIDs(args)
-			if err != nil {
+			if err := checkDuration("--interval", opts.interval, time.Second, time.Hour); err != nil {
 				return &reported{err: err, code: exitGssh, print: true}
 			}
-			if err := checkDuration("--interval", opts.interval, time.Second, time.Hour); err != nil {
+			ids, err := a.service().Resolve(c.Context(), args)
+			if err != nil {
 				return &reported{err: err, code: exitGssh, print: true}
 			}
 			opts.ids = ids

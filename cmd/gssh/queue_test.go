@@ -2,9 +2,11 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/service"
 )
 
 func TestJobExit(t *testing.T) {
@@ -41,12 +43,15 @@ func TestJobExit(t *testing.T) {
 	}
 }
 
-func TestParseIDs(t *testing.T) {
-	ids, err := parseIDs([]string{"3,1", "3", "#2"})
-	if err != nil || len(ids) != 3 || ids[0] != 3 || ids[1] != 1 || ids[2] != 2 {
-		t.Errorf("parseIDs: %v %v", ids, err)
+func TestParseRefs(t *testing.T) {
+	refs, err := service.ParseRefs([]string{"3,1", "3", "#2", "12_4"})
+	want := []service.Ref{{Job: 3, Task: -1}, {Job: 1, Task: -1}, {Job: 2, Task: -1}, {Job: 12, Task: 4}}
+	if err != nil || !slices.Equal(refs, want) {
+		t.Errorf("ParseRefs: %v %v", refs, err)
 	}
-	if _, err := parseIDs([]string{"1,,2"}); err == nil {
-		t.Error("an empty id was taken")
+	for _, bad := range []string{"1,,2", "0", "x", "12_", "12_-1", "_3", "-2"} {
+		if _, err := service.ParseRefs([]string{bad}); err == nil {
+			t.Errorf("%q was taken", bad)
+		}
 	}
 }

@@ -71,6 +71,17 @@ func (f *fakeService) Release(_ context.Context, ids []job.ID) ([]service.HoldRe
 	f.requests = append(f.requests, "release", ids)
 	return f.holds(ids), nil
 }
+func (f *fakeService) Resolve(_ context.Context, names []string) ([]job.ID, error) {
+	refs, err := service.ParseRefs(names)
+	if err != nil {
+		return nil, err
+	}
+	var ids []job.ID
+	for _, r := range refs {
+		ids = append(ids, r.Job)
+	}
+	return ids, nil
+}
 func (f *fakeService) holds(ids []job.ID) []service.HoldResult {
 	out := make([]service.HoldResult, len(ids))
 	for i, id := range ids {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ type submitOptions struct {
 	// Dependencies, hold, begin, wait.
 	after, afterAny, afterNotOK []string
 	hold                        bool
+	array                       string
 	begin                       string
 	wait                        bool
 	interval                    time.Duration
@@ -117,6 +119,7 @@ reservation and when it is expected to start (as sbatch --test-only does).
 	fl.StringSliceVar(&opts.after, "after", nil, "start after these jobs succeeded (ID[,ID...]; Slurm's afterok)")
 	fl.StringSliceVar(&opts.afterAny, "after-any", nil, "start after these jobs ended, however (afterany)")
 	fl.StringSliceVar(&opts.afterNotOK, "after-notok", nil, "start after these jobs failed, timed out or were lost (afternotok)")
+	fl.StringVar(&opts.array, "array", "", "a job array: one task per index, 0-31, 1,4,9, 0-99:2, with %N to run at most N at once")
 	fl.BoolVar(&opts.hold, "hold", false, "queue the job held: it starts only after gssh release")
 	fl.StringVar(&opts.begin, "begin", "", "start no earlier than this: now+2h, 14:00, 2026-12-24T09:00 (your time zone)")
 	fl.BoolVar(&opts.wait, "wait", false, "wait for the job to end and exit with its status (as gssh wait)")
@@ -131,6 +134,40 @@ reservation and when it is expected to start (as sbatch --test-only does).
 // absolute here, where it was given.
 func (o *submitOptions) spec(warn func(string)) (job.Spec, error) {
 	return o.specAt(warn, time.Now(), time.Local)
+}
+
+// request is the whole submit request of the flags: the spec, the
+// dependencies by name, the array.
+func (o *submitOptions) request(warn func(string)) (service.SubmitRequest, error) {
+	s, err := o.spec(warn)
+	if err != nil {
+		return service.SubmitRequest{}, err
+	}
+	r := service.SubmitRequest{Spec: s, DryRun: o.dryRun, Hold: o.hold}
+	for _, f := range []struct {
+		flag string
+		ids  []string
+		kind job.DepKind
+	}{{"--after", o.after, job.AfterOK}, {"--after-any", o.afterAny, job.AfterAny}, {"--after-notok", o.afterNotOK, job.AfterNotOK}} {
+		if len(f.ids) == 0 {
+			continue
+		}
+		refs, err := service.ParseRefs(f.ids)
+		if err != nil {
+			return r, fmt.Errorf("%s: %w", f.flag, err)
+		}
+		for _, ref := range refs {
+			if d := (service.DepRef{Kind: f.kind, Ref: ref}); !slices.Contains(r.After, d) {
+				r.After = append(r.After, d)
+			}
+		}
+	}
+	if o.array != "" {
+		if r.Array, r.ArrayLimit, err = sched.ParseArray(o.array); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
 }
 
 // specAt is spec with the time and zone --begin is read in.
@@ -164,22 +201,6 @@ func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Locat
 		}
 		s.Env = append(s.Env, job.EnvVar{Key: k, Value: v})
 	}
-	for _, f := range []struct {
-		flag string
-		ids  []string
-		kind job.DepKind
-	}{{"--after", o.after, job.AfterOK}, {"--after-any", o.afterAny, job.AfterAny}, {"--after-notok", o.afterNotOK, job.AfterNotOK}} {
-		for _, arg := range f.ids {
-			id, err := parseID(arg)
-			if err != nil {
-				return s, fmt.Errorf("%s: %w", f.flag, err)
-			}
-			d := job.Dependency{Kind: f.kind, Job: id}
-			if !slices.Contains(s.After, d) {
-				s.After = append(s.After, d)
-			}
-		}
-	}
 	if o.begin != "" {
 		b, err := sched.ParseBegin(o.begin, now, loc)
 		if err != nil {
@@ -201,7 +222,7 @@ func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Locat
 }
 
 func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
-	s, err := opts.spec(func(w string) { fmt.Fprintln(a.stderr, "gssh: warning:", w) })
+	req, err := opts.request(func(w string) { fmt.Fprintln(a.stderr, "gssh: warning:", w) })
 	if err != nil {
 		return err
 	}
@@ -213,7 +234,7 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 			return err
 		}
 	}
-	res, err := a.service().Submit(ctx, service.SubmitRequest{Spec: s, DryRun: opts.dryRun, Hold: opts.hold})
+	res, err := a.service().Submit(ctx, req)
 	if err != nil && ctx.Err() != nil {
 		if j := res.Job; j.ID != 0 {
 			fmt.Fprintf(a.stderr, "gssh: interrupted; job %d is %s (%s); gssh schedule picks it up\n", j.ID, j.State, j.Reason)
@@ -247,6 +268,8 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 				fmt.Fprintf(a.stdout, "  %-12s %s\n", l[0]+":", printable(l[1]))
 			}
 		}
+	case len(res.Tasks) > 0:
+		fmt.Fprintln(a.stdout, arraySummary(res.Tasks))
 	case res.Job.State == job.Running:
 		fmt.Fprintf(a.stdout, "job %d running on %s\n", res.Job.ID, where(res.Job.Placement))
 	default:
@@ -255,13 +278,67 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 	if !opts.wait {
 		return nil
 	}
-	jobs, err := waitFor(ctx, a, []job.ID{res.Job.ID}, opts.interval, func(j job.Job) {
+	ids := []job.ID{res.Job.ID}
+	if len(res.Tasks) > 0 {
+		ids = nil
+		for _, t := range res.Tasks {
+			ids = append(ids, t.ID)
+		}
+	}
+	jobs, err := waitFor(ctx, a, ids, opts.interval, func(j job.Job) {
 		fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", j.ID, j.State, j.Reason)
 	})
 	if err != nil {
 		return err
 	}
 	return jobsStatus(jobs)
+}
+
+// arraySummary says what became of an array's tasks: "array 12 (tasks
+// 0-7, job ids 12-19): 2 running, 6 queued (no_free_gpu)".
+func arraySummary(tasks []job.Job) string {
+	a := tasks[0].Spec.Array
+	idx := make([]int, len(tasks))
+	count := map[string]int{}
+	var words []string
+	for i, t := range tasks {
+		idx[i] = t.Spec.Array.Task
+		w := stateWord(t)
+		if count[w] == 0 {
+			words = append(words, w)
+		}
+		count[w]++
+	}
+	var parts []string
+	for _, w := range words {
+		parts = append(parts, fmt.Sprintf("%d %s", count[w], w))
+	}
+	limit := ""
+	if a.Limit > 0 {
+		limit = fmt.Sprintf(", at most %d at once", a.Limit)
+	}
+	return fmt.Sprintf("array %d (tasks %s, job ids %d-%d%s): %s", a.Job, ranges(idx), tasks[0].ID, tasks[len(tasks)-1].ID, limit, strings.Join(parts, ", "))
+}
+
+// ranges writes indexes as squeue does: "0-3,7,9-10".
+func ranges(idx []int) string {
+	s := slices.Sorted(slices.Values(idx))
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		k := i
+		for k+1 < len(s) && s[k+1] == s[k]+1 {
+			k++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(s[i]))
+		if k > i {
+			b.WriteString("-" + strconv.Itoa(s[k]))
+		}
+		i = k + 1
+	}
+	return b.String()
 }
 
 // stateWord is a job's state as gssh ps shows it: "held" for a held

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 		{"SubmitOrder", testSubmitOrder},
 		{"SubmitDefaults", testSubmitDefaults},
 		{"SubmitRejectsID", testSubmitRejectsID},
+		{"SubmitAll", testSubmitAll},
 		{"RoundTrip", testRoundTrip},
 		{"CopiesOut", testCopiesOut},
 		{"GetNotFound", testGetNotFound},
@@ -693,5 +695,45 @@ func testUsesOrder(t *testing.T, s state.Store) {
 			}
 		}
 		SameUses(t, "Uses against the records", got, usesFromRecords(t, s, since))
+	}
+}
+
+// SubmitAll: consecutive ids after the ones before, in order, stamped
+// before they are written; all or none.
+func testSubmitAll(t *testing.T, s state.Store) {
+	first := submit(t, s, simple("u", "before"))
+	jobs := make([]job.Job, 1000)
+	for i := range jobs {
+		jobs[i] = simple("u", "task")
+	}
+	var stamped job.ID
+	got, err := s.SubmitAll(jobs, func(id job.ID, js []job.Job) {
+		stamped = id
+		for i := range js {
+			js[i].Spec.Extra = map[string]string{"first": strconv.FormatUint(uint64(id), 10)}
+		}
+	})
+	if err != nil {
+		t.Fatalf("SubmitAll: %v", err)
+	}
+	if len(got) != 1000 || stamped != first.ID+1 || got[0].ID != first.ID+1 || got[999].ID != first.ID+1000 {
+		t.Fatalf("SubmitAll: %d jobs, stamped %d, ids %d..%d", len(got), stamped, got[0].ID, got[len(got)-1].ID)
+	}
+	for i, j := range got {
+		back := get(t, s, j.ID)
+		if back.State != job.Queued || back.SubmittedAt.IsZero() || back.Spec.Extra["first"] != strconv.FormatUint(uint64(stamped), 10) || j.ID != first.ID+1+job.ID(i) {
+			t.Fatalf("job %d: %+v", j.ID, back)
+		}
+	}
+	if next := submit(t, s, simple("u", "after")); next.ID != first.ID+1001 {
+		t.Errorf("next id %d, want %d", next.ID, first.ID+1001)
+	}
+	// One bad job: nothing is stored.
+	bad := []job.Job{simple("u", "ok"), {ID: 7}}
+	if _, err := s.SubmitAll(bad, nil); err == nil {
+		t.Error("SubmitAll took a job with an id")
+	}
+	if _, err := s.Get(first.ID + 1002); err == nil {
+		t.Error("a refused SubmitAll stored a job")
 	}
 }
