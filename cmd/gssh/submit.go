@@ -79,6 +79,16 @@ goes by priority class (--priority, 0 first), then fair-share (GPU time
 used recently over the user's weight: gssh usage), with EASY backfill; the
 inventory's policy: block sets how.
 
+Pipelines, as sbatch has them: --array 0-31%8 submits one task per index
+(at most 8 running at once; each gets GSSH_ARRAY_TASK_ID and
+GSSH_ARRAY_JOB_ID, and the array's id, its first task's, names them all);
+--after IDS starts the job once those succeeded (--after-any: ended,
+--after-notok: failed, timed out or lost; 12_3 names one task); a
+dependency that can no longer be met cancels the job, saying why. --hold
+queues it held until gssh release; --begin now+2h, 14:00 or
+2026-12-24T09:00 keeps it queued until then. --wait waits for the job (or
+every task) to end and exits with its status, as gssh wait does.
+
 --dry-run plans the job as a pass would now, in its place in the queue,
 and stores nothing: it prints where the job would start and why not on the
 other hosts, or why it would wait, its place in the queue, its
@@ -87,7 +97,9 @@ reservation and when it is expected to start (as sbatch --test-only does).
 ` + exitCodesHelp,
 		Example: `  gssh submit --mem 8G -- python train.py --lr 3e-4
   gssh submit --host gpu01 --gpus 2 --timeout 12:00:00 -- ./run.sh
-  gssh submit -- 'cd ~/proj && make train 2>&1 | tee out.txt'`,
+  gssh submit -- 'cd ~/proj && make train 2>&1 | tee out.txt'
+  gssh submit --array 0-31%8 -- python train.py --seed '$GSSH_ARRAY_TASK_ID'
+  gssh submit --after 12 --wait -- python evaluate.py`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.argv = args
 			if c.Flags().Changed("mem") && c.Flags().Changed("gpu-mem") {
