@@ -491,6 +491,21 @@ func (c *Controller) Release(id job.ID) (job.Job, error) {
 	})
 }
 
+// Update changes queued job id's spec with fn (scontrol update): its
+// priority, walltime, GPU memory, name. fn's error leaves the job as it
+// was; a job not queued is an error wrapping ErrNotQueued.
+func (c *Controller) Update(id job.ID, fn func(*job.Spec) error) (job.Job, error) {
+	return c.store.Update(id, func(x *job.Job) error {
+		switch {
+		case x.State.Terminal():
+			return fmt.Errorf("job %d %w: it has ended (%s)", id, ErrNotQueued, x.State)
+		case x.State != job.Queued:
+			return fmt.Errorf("job %d %w: it is %s (update changes queued jobs only)", id, ErrNotQueued, x.State)
+		}
+		return fn(&x.Spec)
+	})
+}
+
 // ErrEnded means a job asked to be cancelled has ended already.
 var ErrEnded = errors.New("has already ended")
 

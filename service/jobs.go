@@ -7,7 +7,9 @@ import (
 	"io"
 
 	"github.com/gssh/gssh/control"
+	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/state"
 )
 
@@ -181,4 +183,55 @@ func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Contro
 		}
 	}
 	return out, interrupted(ctx)
+}
+
+// Update implements Service. A new --mem is checked against the hosts
+// (probed) as submit checks it: a job no host could ever take is refused.
+func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, error) {
+	switch {
+	case r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil:
+		return nil, errors.New("nothing to update: give --priority, --timeout, --mem or --name")
+	case r.Priority != nil && (*r.Priority < 0 || *r.Priority > 10):
+		return nil, fmt.Errorf("--priority %d: give 0 (first) to 10 (last)", *r.Priority)
+	case r.Timeout != nil && *r.Timeout <= 0:
+		return nil, fmt.Errorf("--timeout %s: give a walltime above 0", *r.Timeout)
+	case r.Mem != nil && *r.Mem == 0:
+		return nil, errors.New("--mem 0: give the GPU memory per GPU, such as 8G")
+	case r.Name != nil && *r.Name == "":
+		return nil, errors.New("--name is empty: give the job a name")
+	}
+	var hosts []sched.Host
+	if r.Mem != nil {
+		f, err := l.hosts()
+		if err != nil {
+			return nil, err
+		}
+		inv := f.Inventory()
+		hosts = fleet.SchedHosts(inv, f.Probe(ctx, inv.Hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout}))
+		if err := interrupted(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return l.holds(ctx, r.IDs, func(c *control.Controller, id job.ID) (job.Job, error) {
+		return c.Update(id, func(s *job.Spec) error {
+			if r.Mem != nil {
+				next := *s
+				next.MemPerGPU = *r.Mem
+				if err := sched.Validate(hosts, sched.RequestOf(next)); err != nil {
+					return fmt.Errorf("job %d: --mem %s: %w", id, sched.FormatMem(*r.Mem), err)
+				}
+				s.MemPerGPU = *r.Mem
+			}
+			if r.Priority != nil {
+				s.Priority = *r.Priority
+			}
+			if r.Timeout != nil {
+				s.Timeout = *r.Timeout
+			}
+			if r.Name != nil {
+				s.Name = *r.Name
+			}
+			return nil
+		})
+	}, true)
 }

@@ -53,6 +53,9 @@ type Service interface {
 	// takes the holds off, then runs one pass so they may start at once.
 	// Each job's error is in its HoldResult; the jobs before it are done.
 	Hold(ctx context.Context, ids []job.ID) ([]HoldResult, error)
+	// Update changes queued jobs (priority, walltime, GPU memory, name),
+	// then runs one pass.
+	Update(ctx context.Context, r UpdateRequest) ([]HoldResult, error)
 	// Resolve turns job names ("12", an array's id "12", "12_3") into job
 	// ids.
 	Resolve(ctx context.Context, names []string) ([]job.ID, error)
@@ -92,7 +95,17 @@ type LogsResult struct {
 	Ended *job.Status
 }
 
-// HoldResult is what Hold or Release did to one job: Job as recorded, or
+// UpdateRequest changes queued jobs: each field not nil replaces the
+// spec's.
+type UpdateRequest struct {
+	IDs      []job.ID
+	Priority *int
+	Timeout  *time.Duration
+	Mem      *uint64 // bytes per GPU, > 0
+	Name     *string
+}
+
+// HoldResult is what Hold, Release or Update did to one job: Job as recorded, or
 // Err (an error wrapping control.ErrNotQueued, control.ErrNotHeld or
 // state.ErrNotFound) and nothing changed.
 type HoldResult struct {

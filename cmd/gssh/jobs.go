@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -423,12 +424,20 @@ type cancelOptions struct {
 	names []string // as given: ids, array ids, ARRAY_TASK
 	ids   []job.ID // resolved
 	grace time.Duration
+	// Selection instead of ids (scancel -u, -t).
+	user     string
+	mine     bool
+	jobState string
+	yes      bool
 }
+
+// selecting reports whether the jobs are selected by user or state.
+func (o *cancelOptions) selecting() bool { return o.user != "" || o.mine || o.jobState != "" }
 
 func newCancelCmd(a *app, runF func(*cancelOptions) error) *cobra.Command {
 	opts := &cancelOptions{}
 	cmd := &cobra.Command{
-		Use:   "cancel ID...",
+		Use:   "cancel ID... | --user U | --mine | --job-state STATE",
 		Short: "Cancel jobs: queued ones are dropped, running ones get SIGTERM, then SIGKILL after --grace",
 		Long: `Cancel jobs. A running job's whole process tree gets SIGTERM (its session,
 and processes carrying its GSSH_JOB_ID that started sessions of their own),
@@ -436,11 +445,25 @@ then SIGKILL after the grace period; gssh cancel returns when they are gone
 or the grace has run out. After the last job given, if any held GPUs, it
 runs one scheduling pass, so that queued jobs start on the GPUs they freed
 (it prints those that do); none of the jobs given is started meanwhile.
+An array's id cancels every task of it; 12_3 one task.
+
+--user U, --mine (your own jobs) and --job-state queued|running select
+the active jobs to cancel instead of ids (together: all must hold), as
+scancel -u and -t do; it says how many, and on a terminal asks first when
+there are more than 10 (--yes does not ask).
 
 ` + exitCodesHelp,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return errors.New("give the ids of the jobs to cancel (gssh ps lists them)")
+		Args: func(c *cobra.Command, args []string) error {
+			sel := opts.user != "" || opts.mine || opts.jobState != ""
+			switch {
+			case len(args) == 0 && !sel:
+				return errors.New("give the ids of the jobs to cancel (gssh ps lists them), or select them with --user, --mine or --job-state")
+			case len(args) > 0 && sel:
+				return errors.New("give job ids or --user/--mine/--job-state, not both")
+			case opts.user != "" && opts.mine:
+				return errors.New("--user and --mine: give one")
+			case opts.jobState != "" && opts.jobState != "queued" && opts.jobState != "running":
+				return fmt.Errorf("--job-state %q: give queued or running (launching jobs count as running)", opts.jobState)
 			}
 			return nil
 		},
@@ -448,8 +471,10 @@ runs one scheduling pass, so that queued jobs start on the GPUs they freed
 			if err := checkDuration("--grace", opts.grace, 0, time.Hour); err != nil {
 				return err
 			}
-			if _, err := service.ParseRefs(args); err != nil {
-				return err // before anything is cancelled
+			if !opts.selecting() {
+				if _, err := service.ParseRefs(args); err != nil {
+					return err // before anything is cancelled
+				}
 			}
 			opts.names = args
 			if runF != nil {
@@ -458,11 +483,69 @@ runs one scheduling pass, so that queued jobs start on the GPUs they freed
 			return cancelRun(c.Context(), a, opts)
 		},
 	}
-	cmd.Flags().DurationVar(&opts.grace, "grace", service.DefaultGrace, "time between SIGTERM and SIGKILL")
+	fl := cmd.Flags()
+	fl.DurationVar(&opts.grace, "grace", service.DefaultGrace, "time between SIGTERM and SIGKILL")
+	fl.StringVar(&opts.user, "user", "", "cancel every active job of this user")
+	fl.BoolVar(&opts.mine, "mine", false, "cancel every active job of yours")
+	fl.StringVar(&opts.jobState, "job-state", "", "cancel only jobs in this state: queued or running")
+	fl.BoolVarP(&opts.yes, "yes", "y", false, "do not ask, even for more than 10 jobs on a terminal")
 	return cmd
 }
 
+// selectJobs resolves a cancel's --user/--mine/--job-state into job ids,
+// says how many, and on a terminal asks when there are more than 10. ok
+// is false when the answer was no (or there is nothing to cancel).
+func (a *app) selectJobs(ctx context.Context, opts *cancelOptions) (ok bool, err error) {
+	user := opts.user
+	if opts.mine {
+		user = a.localUser()
+	}
+	doc, err := a.service().Jobs(ctx, service.JobQuery{User: user})
+	if err != nil && !errors.Is(err, state.ErrBadRecord) {
+		return false, err
+	}
+	opts.ids = nil
+	for _, j := range doc.Jobs {
+		switch {
+		case opts.jobState == "queued" && j.State != job.Queued, opts.jobState == "running" && !j.State.Active():
+			continue
+		}
+		opts.ids = append(opts.ids, j.ID)
+	}
+	kind, noun := "active", "jobs"
+	if opts.jobState != "" {
+		kind = opts.jobState
+	}
+	if len(opts.ids) == 1 {
+		noun = "job"
+	}
+	what := kind + " " + noun
+	if user != "" {
+		what += " of " + user
+	}
+	if len(opts.ids) == 0 {
+		fmt.Fprintf(a.stdout, "no %s jobs to cancel%s\n", kind, strings.TrimPrefix(what, kind+" "+noun))
+		return false, nil
+	}
+	if len(opts.ids) > 10 && a.tty && !opts.yes {
+		fmt.Fprintf(a.stdout, "cancel %d %s? [y/N] ", len(opts.ids), what)
+		answer, _ := bufio.NewReader(a.stdin).ReadString('\n')
+		if yes := strings.ToLower(strings.TrimSpace(answer)); yes != "y" && yes != "yes" {
+			fmt.Fprintln(a.stdout, "nothing cancelled")
+			return false, nil
+		}
+	}
+	fmt.Fprintf(a.stdout, "cancelling %d %s\n", len(opts.ids), what)
+	return true, nil
+}
+
 func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
+	if opts.selecting() {
+		ok, err := a.selectJobs(ctx, opts)
+		if err != nil || !ok {
+			return err
+		}
+	}
 	if opts.ids == nil {
 		ids, err := a.service().Resolve(ctx, opts.names)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
 )
@@ -64,26 +65,15 @@ an error.`
 			if err != nil {
 				return interrupted(c.Context(), err)
 			}
-			var errs []error
-			code := exitOK
-			for _, r := range res {
+			return a.printHolds(res, func(j job.Job) string {
 				switch {
-				case r.Err != nil:
-					fmt.Fprintln(a.stderr, "gssh:", r.Err)
-					errs = append(errs, r.Err)
-					code = max(code, exitCodeHold(r.Err))
-				case release && r.Job.State == job.Running:
-					fmt.Fprintf(a.stdout, "job %d released, running on %s\n", r.Job.ID, where(r.Job.Placement))
+				case release && j.State == job.Running:
+					return fmt.Sprintf("job %d released, running on %s", j.ID, where(j.Placement))
 				case release:
-					fmt.Fprintf(a.stdout, "job %d released: %s: %s\n", r.Job.ID, r.Job.State, r.Job.Reason)
-				default:
-					fmt.Fprintf(a.stdout, "job %d held\n", r.Job.ID)
+					return fmt.Sprintf("job %d released: %s: %s", j.ID, stateWord(j), j.Reason)
 				}
-			}
-			if len(errs) > 0 {
-				return &reported{err: errors.Join(errs...), code: code}
-			}
-			return nil
+				return fmt.Sprintf("job %d held", j.ID)
+			})
 		},
 	}
 }
@@ -239,4 +229,98 @@ func signalNumber(name string) int {
 		return n
 	}
 	return int(unix.SignalNum("SIG" + strings.TrimPrefix(strings.ToUpper(name), "SIG")))
+}
+
+type updateOptions struct {
+	priority     int
+	timeout, mem string
+	name         string
+}
+
+func newUpdateCmd(a *app) *cobra.Command {
+	opts := &updateOptions{}
+	cmd := &cobra.Command{
+		Use:   "update ID... [--priority N] [--timeout D] [--mem SIZE] [--name NAME]",
+		Short: "Change queued jobs: priority, walltime, GPU memory, name (as scontrol update)",
+		Long: `Change queued jobs, then run one scheduling pass (a job may start at
+once). An array's id changes every task of it. Running and ended jobs
+cannot be changed. A --mem no host could ever give is refused, as at
+submit.
+
+` + exitCodesHelp,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("give the ids of the jobs to update (gssh ps lists them)")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			fl := c.Flags()
+			r := service.UpdateRequest{}
+			if fl.Changed("priority") {
+				r.Priority = &opts.priority
+			}
+			if fl.Changed("timeout") {
+				d, err := sched.ParseWalltime(opts.timeout)
+				if err != nil {
+					return fmt.Errorf("--timeout: %w", err)
+				}
+				r.Timeout = &d
+			}
+			if fl.Changed("mem") {
+				m, err := sched.ParseMem(opts.mem)
+				if err != nil {
+					return fmt.Errorf("--mem: %w", err)
+				}
+				r.Mem = &m
+			}
+			if fl.Changed("name") {
+				r.Name = &opts.name
+			}
+			if r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil {
+				return errors.New("nothing to update: give --priority, --timeout, --mem or --name")
+			}
+			ids, err := a.service().Resolve(c.Context(), args)
+			if err != nil {
+				return err
+			}
+			r.IDs = ids
+			res, err := a.service().Update(c.Context(), r)
+			if err != nil {
+				return interrupted(c.Context(), err)
+			}
+			return a.printHolds(res, func(j job.Job) string {
+				if j.State == job.Running {
+					return fmt.Sprintf("job %d updated, running on %s", j.ID, where(j.Placement))
+				}
+				return fmt.Sprintf("job %d updated: %s: %s", j.ID, stateWord(j), j.Reason)
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&opts.priority, "priority", 5, "0 (first) to 10 (last)")
+	fl.StringVar(&opts.timeout, "timeout", "", "walltime: 90m, 2h, or [D-]HH:MM:SS")
+	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU, such as 8G")
+	fl.StringVar(&opts.name, "name", "", "job name")
+	return cmd
+}
+
+// printHolds prints what Hold, Release or Update did, a line per job
+// (line says it), errors on stderr; exit 1 if any job could not be done.
+func (a *app) printHolds(res []service.HoldResult, line func(job.Job) string) error {
+	var errs []error
+	code := exitOK
+	for _, r := range res {
+		if r.Err != nil {
+			fmt.Fprintln(a.stderr, "gssh:", r.Err)
+			errs = append(errs, r.Err)
+			code = max(code, exitCodeHold(r.Err))
+			continue
+		}
+		fmt.Fprintln(a.stdout, line(r.Job))
+	}
+	if len(errs) > 0 {
+		return &reported{err: errors.Join(errs...), code: code}
+	}
+	return nil
 }

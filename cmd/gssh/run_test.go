@@ -71,6 +71,10 @@ func (f *fakeService) Release(_ context.Context, ids []job.ID) ([]service.HoldRe
 	f.requests = append(f.requests, "release", ids)
 	return f.holds(ids), nil
 }
+func (f *fakeService) Update(_ context.Context, r service.UpdateRequest) ([]service.HoldResult, error) {
+	f.requests = append(f.requests, r)
+	return f.holds(r.IDs), nil
+}
 func (f *fakeService) Resolve(_ context.Context, names []string) ([]job.ID, error) {
 	refs, err := service.ParseRefs(names)
 	if err != nil {
@@ -268,6 +272,53 @@ func TestGPUHolders(t *testing.T) {
 	for id, want := range map[string]string{"GPU-0": "14 alice excl", "GPU-1": "15 bob 8.0 GiB, 16 cat 4.0 GiB", "GPU-2": "-", "": "-"} {
 		if got := holdersCell(jobs, id); got != want {
 			t.Errorf("%s: %q, want %q", id, got, want)
+		}
+	}
+}
+
+// cancel --user selects the user's active jobs (--job-state narrows
+// them), says how many, and on a terminal asks first when more than 10.
+func TestCancelSelect(t *testing.T) {
+	jobs := service.JobsDoc{}
+	cancel := map[job.ID]service.CancelResult{}
+	for i := range 12 {
+		id := job.ID(i + 1)
+		st := job.Queued
+		if i == 0 {
+			st = job.Running
+		}
+		jobs.Jobs = append(jobs.Jobs, job.Job{ID: id, User: "bob", State: st})
+		cancel[id] = service.CancelResult{Job: job.Job{ID: id, State: job.Cancelled}}
+	}
+	for _, tt := range []struct {
+		opts    cancelOptions
+		tty     bool
+		answer  string
+		cancels int
+		out     string
+	}{
+		{cancelOptions{user: "bob"}, true, "n\n", 0, "cancel 12 active jobs of bob? [y/N] nothing cancelled\n"},
+		{cancelOptions{user: "bob"}, true, "", 0, "cancel 12 active jobs of bob? [y/N] nothing cancelled\n"},
+		{cancelOptions{user: "bob"}, true, "yes\n", 12, "cancel 12 active jobs of bob? [y/N] cancelling 12 active jobs of bob\n"},
+		{cancelOptions{user: "bob", yes: true}, true, "", 12, "cancelling 12 active jobs of bob\n"},
+		{cancelOptions{user: "bob"}, false, "", 12, "cancelling 12 active jobs of bob\n"},
+		{cancelOptions{user: "bob", jobState: "running"}, true, "", 1, "cancelling 1 running job of bob\n"},
+	} {
+		svc := &fakeService{jobs: jobs, cancel: cancel}
+		a, out, _ := fakeApp(svc)
+		a.tty, a.stdin = tt.tty, strings.NewReader(tt.answer)
+		opts := tt.opts
+		if err := cancelRun(context.Background(), a, &opts); err != nil {
+			t.Errorf("%+v: %v", tt.opts, err)
+		}
+		n := 0
+		for _, r := range svc.requests {
+			if _, ok := r.(service.CancelRequest); ok {
+				n++
+			}
+		}
+		if n != tt.cancels || !strings.HasPrefix(out.String(), tt.out) {
+			t.Errorf("%+v (tty %v, %q): %d cancels, stdout %q", tt.opts, tt.tty, tt.answer, n, out.String())
 		}
 	}
 }
