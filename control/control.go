@@ -21,6 +21,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -504,6 +506,85 @@ func (c *Controller) Update(id job.ID, fn func(*job.Spec) error) (job.Job, error
 		}
 		return fn(&x.Spec)
 	})
+}
+
+// ErrNotRunning means a job asked to be requeued is neither launching
+// nor running.
+var ErrNotRunning = errors.New("is not running")
+
+// Requeue stops job id on its worker (as Cancel does: SIGTERM, grace,
+// SIGKILL) and puts it back in the queue under its id, its place in the
+// queue kept (ids order it), recording the run it ended in Runs so that
+// fair-share counts it; the next start is a new attempt. A launching job
+// whose launch is abandoned never ran: it is queued again with no run. A
+// job neither launching nor running is an error wrapping ErrNotRunning;
+// one that ended meanwhile keeps how it ended.
+func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration, who string) (job.Job, error) {
+	for range 10 {
+		j, err := c.store.Get(id)
+		if err != nil {
+			return job.Job{}, err
+		}
+		if !j.State.Active() {
+			return j, fmt.Errorf("job %d %w (it is %s; requeue takes launching and running jobs)", j.ID, ErrNotRunning, j.State)
+		}
+		stop := j.State == job.Running
+		if j.State == job.Launching {
+			abandoned, err := c.workers.Abandon(ctx, j)
+			if err != nil {
+				return j, fmt.Errorf("job %d: %w", j.ID, err)
+			}
+			stop = !abandoned
+		}
+		if stop {
+			if _, err := c.workers.Stop(ctx, j, grace, job.Cancelled); err != nil {
+				return j, fmt.Errorf("job %d: %w", j.ID, err)
+			}
+		}
+		now := c.now()
+		var ended, moved bool
+		u, err := c.store.Update(j.ID, func(x *job.Job) error {
+			switch {
+			case x.State.Terminal():
+				ended = true
+				return errSkip // ended meanwhile: keep how
+			case x.State != j.State || x.Attempt != j.Attempt:
+				moved = true
+				return errSkip
+			}
+			if use, ok := x.Use(); ok && stop {
+				use.Ended = now
+				x.Runs = append(x.Runs, use)
+			}
+			x.Reason = fmt.Sprintf("requeued by %s (it ran on %s)", who, placementText(x.Placement))
+			x.State, x.ReasonCode = job.Queued, "requeued"
+			x.Placement, x.Remote, x.StartedAt, x.ExitCode, x.Signal = job.Placement{}, job.Remote{}, time.Time{}, nil, ""
+			return nil
+		})
+		switch {
+		case moved:
+			continue
+		case ended:
+			got, err := c.store.Get(id)
+			if err != nil {
+				return j, err
+			}
+			return got, fmt.Errorf("job %d %w (it %s meanwhile)", id, ErrEnded, got.State)
+		case err == nil:
+			c.emit(JobRequeued, u)
+		}
+		return u, err
+	}
+	return job.Job{}, fmt.Errorf("job %d: it changed state ten times while being requeued; try again", id)
+}
+
+// placementText is "host:0,1".
+func placementText(p job.Placement) string {
+	idx := make([]string, len(p.Indexes))
+	for i, n := range p.Indexes {
+		idx[i] = strconv.Itoa(n)
+	}
+	return p.Host + ":" + strings.Join(idx, ",")
 }
 
 // ErrEnded means a job asked to be cancelled has ended already.

@@ -897,3 +897,33 @@ func TestPassDependenciesAndHolds(t *testing.T) {
 		}
 	})
 }
+
+// Requeue stops a running job, queues it under its id with its run in
+// Runs (fair-share counts it), and the next pass starts a new attempt.
+func TestRequeue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, sched.Policy{}, a100x4("ctl"))
+		a := r.submit(t, 5, "sleep", "100")
+		r.pass(t)
+		time.Sleep(time.Minute)
+		j, err := r.ctl.Requeue(context.Background(), a.ID, time.Second, "admin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != job.Queued || len(j.Runs) != 1 || j.Runs[0].Ended.Sub(j.Runs[0].Started) != time.Minute || !j.StartedAt.IsZero() ||
+			j.Reason != "requeued by admin (it ran on ctl:3)" || j.ReasonCode != "requeued" || len(j.Placement.GPUs) != 0 {
+			t.Fatalf("requeued: %+v", j)
+		}
+		uses, err := r.store.Uses(time.Time{})
+		if err != nil || len(uses) != 1 || uses[0].User != "u" {
+			t.Errorf("uses %+v %v", uses, err)
+		}
+		res := r.pass(t)
+		if len(res.Started) != 1 || res.Started[0].Attempt != 2 {
+			t.Errorf("the next pass: %+v", res.Started)
+		}
+		if _, err := r.ctl.Requeue(context.Background(), r.submit(t, 5, "sleep", "1").ID, time.Second, "admin"); !errors.Is(err, control.ErrNotRunning) {
+			t.Errorf("a queued job: %v", err)
+		}
+	})
+}

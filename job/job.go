@@ -187,6 +187,9 @@ type Job struct {
 	Signal   string `json:"signal,omitempty"` // e.g. "KILL", when killed by one
 	// Hold is set while the queued job is held (never placed).
 	Hold *Hold `json:"hold,omitempty"`
+	// Runs are the job's earlier runs, each ended by a requeue (gssh
+	// requeue): they count in fair-share like any use.
+	Runs []Use `json:"runs,omitempty"`
 
 	SubmittedAt time.Time `json:"submitted_at"`
 	StartedAt   time.Time `json:"started_at,omitzero"`

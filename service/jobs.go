@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/fleet"
@@ -233,5 +234,12 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 			}
 			return nil
 		})
+	}, true)
+}
+
+// Requeue implements Service.
+func (l *Local) Requeue(ctx context.Context, ids []job.ID, grace time.Duration) ([]HoldResult, error) {
+	return l.holds(ctx, ids, func(c *control.Controller, id job.ID) (job.Job, error) {
+		return c.Requeue(ctx, id, grace, l.opt.User)
 	}, true)
 }

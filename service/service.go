@@ -56,6 +56,9 @@ type Service interface {
 	// Update changes queued jobs (priority, walltime, GPU memory, name),
 	// then runs one pass.
 	Update(ctx context.Context, r UpdateRequest) ([]HoldResult, error)
+	// Requeue stops running jobs and puts them back in the queue under
+	// their ids (their runs count in fair-share), then runs one pass.
+	Requeue(ctx context.Context, ids []job.ID, grace time.Duration) ([]HoldResult, error)
 	// Resolve turns job names ("12", an array's id "12", "12_3") into job
 	// ids.
 	Resolve(ctx context.Context, names []string) ([]job.ID, error)

@@ -753,6 +753,27 @@ func buildLedger(tx *bolt.Tx) error {
 				return err
 			}
 		}
+		if err := putRuns(usage, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putRuns writes the ledger entries of j's earlier runs (a requeue ended
+// them; they never change, so writing them again changes nothing).
+func putRuns(usage *bolt.Bucket, j job.Job) error {
+	for _, u := range j.Runs {
+		if !u.Started.Before(u.Ended) {
+			continue
+		}
+		val, err := json.Marshal(u)
+		if err != nil {
+			return fmt.Errorf("job %d: encode use: %w", j.ID, err)
+		}
+		if err := usage.Put(usageKey(u.Ended, j.ID), val); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -787,6 +808,9 @@ func putJob(tx *bolt.Tx, j job.Job, data, prevKey []byte) error {
 		if err := usage.Put(key, val); err != nil {
 			return err
 		}
+	}
+	if err := putRuns(usage, j); err != nil {
+		return err
 	}
 	active := tx.Bucket([]byte(bucketActive))
 	if j.State.Terminal() {

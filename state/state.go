@@ -272,6 +272,11 @@ func (s *useSet) add(j job.Job, since time.Time) {
 	if u, ok := endedUse(j); ok && !u.Ended.Before(since) {
 		*s = append(*s, keyedUse{usageKey(u.Ended, j.ID), u})
 	}
+	for _, u := range j.Runs {
+		if u.Started.Before(u.Ended) && !u.Ended.Before(since) {
+			*s = append(*s, keyedUse{usageKey(u.Ended, j.ID), u})
+		}
+	}
 }
 
 // sorted returns the uses in key order.

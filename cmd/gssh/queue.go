@@ -324,3 +324,45 @@ func (a *app) printHolds(res []service.HoldResult, line func(job.Job) string) er
 	}
 	return nil
 }
+
+func newRequeueCmd(a *app) *cobra.Command {
+	var grace time.Duration
+	cmd := &cobra.Command{
+		Use:   "requeue ID... [--grace 10s]",
+		Short: "Stop running jobs and put them back in the queue, keeping their ids",
+		Long: `Stop running jobs as gssh cancel does (SIGTERM, then SIGKILL after
+--grace) and put them back in the queue under their ids, as scontrol
+requeue does; then run one scheduling pass, so a job may start again at
+once, anywhere it fits, as a new attempt. The time a job ran counts in
+fair-share. A queued or ended job cannot be requeued.
+
+` + exitCodesHelp,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("give the ids of the jobs to requeue (gssh ps lists them)")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkDuration("--grace", grace, 0, time.Hour); err != nil {
+				return err
+			}
+			ids, err := a.service().Resolve(c.Context(), args)
+			if err != nil {
+				return err
+			}
+			res, err := a.service().Requeue(c.Context(), ids, grace)
+			if err != nil {
+				return interrupted(c.Context(), err)
+			}
+			return a.printHolds(res, func(j job.Job) string {
+				if j.State == job.Running {
+					return fmt.Sprintf("job %d requeued, running on %s", j.ID, where(j.Placement))
+				}
+				return fmt.Sprintf("job %d requeued: %s: %s", j.ID, stateWord(j), j.Reason)
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&grace, "grace", service.DefaultGrace, "time between SIGTERM and SIGKILL")
+	return cmd
+}

@@ -193,7 +193,7 @@ local host alone.
 		return checkDuration("--probe-timeout", a.probeTimeout, time.Second, time.Hour)
 	}
 	root.AddCommand(newGPUsCmd(a, nil), newHostsCmd(a, nil), newSubmitCmd(a, nil), newPsCmd(a, nil), newShowCmd(a, nil),
-		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, false), newHoldCmd(a, true), newUpdateCmd(a), newWaitCmd(a),
+		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, false), newHoldCmd(a, true), newUpdateCmd(a), newRequeueCmd(a), newWaitCmd(a),
 		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil))
 	return root
 }

@@ -75,6 +75,10 @@ func (f *fakeService) Update(_ context.Context, r service.UpdateRequest) ([]serv
 	f.requests = append(f.requests, r)
 	return f.holds(r.IDs), nil
 }
+func (f *fakeService) Requeue(_ context.Context, ids []job.ID, _ time.Duration) ([]service.HoldResult, error) {
+	f.requests = append(f.requests, "requeue", ids)
+	return f.holds(ids), nil
+}
 func (f *fakeService) Resolve(_ context.Context, names []string) ([]job.ID, error) {
 	refs, err := service.ParseRefs(names)
 	if err != nil {

@@ -528,6 +528,11 @@ func usesFromRecords(t *testing.T, s state.Store, since time.Time) []job.Use {
 	}
 	var out []job.Use
 	for _, j := range all {
+		for _, u := range j.Runs {
+			if !u.Ended.Before(since) {
+				out = append(out, u)
+			}
+		}
 		if !j.State.Terminal() {
 			continue
 		}
@@ -648,6 +653,21 @@ func testUses(t *testing.T, s state.Store) {
 		t.Fatalf("refused Update: %v, want ErrTerminal", err)
 	}
 	check(time.Time{}, uc, ub, ue, ud)
+
+	// A requeue records the run it ended (Runs): it counts at once, and
+	// still when the job ends after its next run, beside that run.
+	g := submit(t, s, simple("gina", "g"))
+	run1 := job.Use{User: "gina", Started: at(100), Ended: at(110), Share: 1}
+	update(t, s, g.ID, func(j *job.Job) { j.Runs = []job.Use{run1} })
+	check(time.Time{}, uc, ub, ue, ud, run1)
+	update(t, s, g.ID, func(j *job.Job) {
+		j.State, j.StartedAt = job.Running, at(120)
+		j.Placement = job.Placement{Host: "gpu01", GPUs: []string{"GPU-g"}, Indexes: []int{3}, Share: 1}
+	})
+	update(t, s, g.ID, func(j *job.Job) { j.State, j.EndedAt = job.Succeeded, at(130) })
+	run2 := job.Use{User: "gina", Started: at(120), Ended: at(130), Share: 1}
+	check(time.Time{}, uc, ub, ue, ud, run1, run2)
+	check(at(111), run2)
 }
 
 // testUsesOrder: many ends out of submit order, with ties, come back by
