@@ -385,9 +385,12 @@ func newLogsCmd(a *app, runF func(*logsOptions) error) *cobra.Command {
 		Short: "Print a job's output (stdout and stderr); -f follows it until the job ends",
 		Long: `Print a job's log (stdout and stderr together, as sbatch does) from its
 worker. With -f, keep printing until the job ends, then say on stderr how it
-ended.
+ended, and exit with its status, as gssh wait does; a queued job is waited
+for (running scheduling passes) until it starts.
 
-` + exitCodesHelp,
+` + exitCodesHelp + `
+
+With -f: ` + passThroughHelp,
 		Args: oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
 			id, err := a.oneJob(c.Context(), args[0], runF != nil)
@@ -410,6 +413,13 @@ ended.
 }
 
 func logsRun(ctx context.Context, a *app, opts *logsOptions) error {
+	if opts.follow {
+		// A queued job has no log yet: wait for it to start, running the
+		// passes that start it.
+		if err := a.waitStart(ctx, opts.id); err != nil {
+			return err
+		}
+	}
 	res, err := a.service().Logs(ctx, service.LogsRequest{ID: opts.id, Tail: opts.tail, Follow: opts.follow}, a.stdout)
 	if err != nil {
 		return interrupted(ctx, err)
@@ -417,7 +427,42 @@ func logsRun(ctx context.Context, a *app, opts *logsOptions) error {
 	if res.Ended != nil {
 		fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", res.Job.ID, res.Ended.State, res.Ended.Reason)
 	}
-	return nil
+	if !opts.follow {
+		return nil
+	}
+	// -f passes the job's exit status through, as gssh wait does.
+	end := res.Job
+	if s := res.Ended; s != nil {
+		end.State, end.ExitCode, end.Signal = s.State, s.ExitCode, s.Signal
+	}
+	if !end.State.Terminal() {
+		return nil
+	}
+	return jobsStatus([]job.Job{end})
+}
+
+// waitStart waits while job id is queued, running a pass every 2 s, and
+// says so once on stderr.
+func (a *app) waitStart(ctx context.Context, id job.ID) error {
+	for said := false; ; said = true {
+		j, err := a.service().Job(ctx, id)
+		if err != nil {
+			return err
+		}
+		if j.State != job.Queued {
+			return nil
+		}
+		if !said {
+			fmt.Fprintf(a.stderr, "gssh: job %d is %s (%s); waiting for it to start\n", id, stateWord(j), j.Reason)
+		} else if _, err := a.service().Schedule(ctx, service.ScheduleRequest{}); err != nil && !errors.Is(err, service.ErrPassBusy) && ctx.Err() == nil {
+			fmt.Fprintf(a.stderr, "gssh: warning: a scheduling pass could not run: %v\n", err)
+		}
+		select {
+		case <-ctx.Done():
+			return errInterrupted
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 type cancelOptions struct {

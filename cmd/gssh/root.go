@@ -69,6 +69,9 @@ func passesStatus(cmd *cobra.Command) bool {
 	if cmd.Name() == "wait" {
 		return true
 	}
+	if f := cmd.Flags().Lookup("follow"); cmd.Name() == "logs" && f != nil && f.Changed {
+		return true
+	}
 	w := cmd.Flags().Lookup("wait")
 	return cmd.Name() == "submit" && w != nil && w.Changed
 }
