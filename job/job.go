@@ -59,11 +59,15 @@ type Spec struct {
 	GPUs   int      `json:"gpus"`             // >= 1
 	// MemPerGPU is GPU memory per GPU in bytes (--mem, rounded up to whole
 	// MiB); 0 means the GPUs are taken exclusively.
-	MemPerGPU uint64        `json:"mem_per_gpu_bytes,omitempty"`
-	Workdir   string        `json:"workdir"` // "~" means the worker's home
-	Env       []EnvVar      `json:"env,omitempty"`
-	Timeout   time.Duration `json:"timeout,omitempty"` // walltime; 0 = none
-	Priority  int           `json:"priority"`          // 0 (highest) to 10; default 5
+	MemPerGPU uint64   `json:"mem_per_gpu_bytes,omitempty"`
+	Workdir   string   `json:"workdir"` // "~" means the worker's home
+	Env       []EnvVar `json:"env,omitempty"`
+	// Login runs the command under a login shell on the worker (bash -lc,
+	// --login), so that what ~/.profile and ~/.bash_profile set up (conda,
+	// a venv, module loads) is there.
+	Login    bool          `json:"login,omitempty"`
+	Timeout  time.Duration `json:"timeout,omitempty"` // walltime; 0 = none
+	Priority int           `json:"priority"`          // 0 (highest) to 10; default 5
 	// After are the jobs this one waits for, each to end as its kind
 	// says (--after, --after-any, --after-notok): all of them, as Slurm's
 	// --dependency=afterok:1,afterany:2 does. They are older jobs, so no

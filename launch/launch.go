@@ -251,9 +251,18 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	w("  printf 'gssh: workdir %%s does not exist on %%s (or may not be entered)\\n' %s %s >&2\n", q(j.Spec.Workdir), q(cmp.Or(j.Placement.Host, "this host")))
 	w("  fin %s; exit 1\nfi\n", q("error workdir "+j.Spec.Workdir+" does not exist on the worker"))
 	b.WriteString(readU0)
-	if j.Spec.Shell {
+	switch {
+	case j.Spec.Login && j.Spec.Shell:
+		w("bash -lc %s </dev/null\n", q(j.Spec.Argv[0]))
+	case j.Spec.Login:
+		words := make([]string, len(j.Spec.Argv))
+		for i, a := range j.Spec.Argv {
+			words[i] = q(a)
+		}
+		w("bash -lc '\"$@\"' gssh-job %s </dev/null\n", strings.Join(words, " "))
+	case j.Spec.Shell:
 		w("sh -c %s </dev/null\n", q(j.Spec.Argv[0]))
-	} else {
+	default:
 		words := make([]string, len(j.Spec.Argv))
 		for i, a := range j.Spec.Argv {
 			words[i] = q(a)

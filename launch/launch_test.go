@@ -141,28 +141,68 @@ func TestHostileStringsReachJobLiterally(t *testing.T) {
 	if err := os.MkdirAll(wd, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	j := newJob(10, append([]string{"sh", "-c", `for a in "$@"; do printf '[%s]' "$a"; done; printf '{%s}{%s}' "$V" "$PWD"`, "argv0"}, hostile...)...)
-	j.Spec.Workdir = wd
-	j.Spec.Name = "$(touch " + marker + ")"
-	j.Spec.Env = []job.EnvVar{{Key: "V", Value: hostile[0] + hostile[4]}}
-	j = start(t, p, j)
-	if st := waitEnd(t, p, j); st.State != job.Succeeded {
-		t.Fatalf("status %+v", st)
+	for _, login := range []bool{false, true} { // --login: through bash -lc
+		j := newJob(10, append([]string{"sh", "-c", `for a in "$@"; do printf '[%s]' "$a"; done; printf '{%s}{%s}' "$V" "$PWD"`, "argv0"}, hostile...)...)
+		if login {
+			j.ID = 11
+		}
+		j.Spec.Login = login
+		j.Spec.Workdir = wd
+		j.Spec.Name = "$(touch " + marker + ")"
+		j.Spec.Env = []job.EnvVar{{Key: "V", Value: hostile[0] + hostile[4]}}
+		j = start(t, p, j)
+		if st := waitEnd(t, p, j); st.State != job.Succeeded {
+			t.Fatalf("status %+v", st)
+		}
+		var log bytes.Buffer
+		if err := launch.Logs(context.Background(), p, "w", cluster, j, -1, false, &log); err != nil {
+			t.Fatal(err)
+		}
+		var want strings.Builder
+		for _, a := range hostile {
+			fmt.Fprintf(&want, "[%s]", a)
+		}
+		fmt.Fprintf(&want, "{%s}{%s}", hostile[0]+hostile[4], wd)
+		if log.String() != want.String() {
+			t.Errorf("log:\n got %q\nwant %q", log.String(), want.String())
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("a hostile string ran as shell on the worker")
+		}
 	}
-	var log bytes.Buffer
-	if err := launch.Logs(context.Background(), p, "w", cluster, j, -1, false, &log); err != nil {
+}
+
+// --login runs the command under bash -lc: what ~/.profile sets is there,
+// for a command line and for a command's words alike.
+func TestLoginShell(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	if err := os.WriteFile(filepath.Join(w.sshd.Home, ".profile"), []byte("export FROM_PROFILE=yes\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var want strings.Builder
-	for _, a := range hostile {
-		fmt.Fprintf(&want, "[%s]", a)
-	}
-	fmt.Fprintf(&want, "{%s}{%s}", hostile[0]+hostile[4], wd)
-	if log.String() != want.String() {
-		t.Errorf("log:\n got %q\nwant %q", log.String(), want.String())
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("a hostile string ran as shell on the worker")
+	for i, c := range []struct {
+		argv  []string
+		shell bool
+	}{{[]string{`echo "[$FROM_PROFILE]"`}, true}, {[]string{"sh", "-c", `echo "[$FROM_PROFILE]"`}, false}} {
+		for _, login := range []bool{false, true} {
+			j := newJob(job.ID(30+2*i)+job.ID(map[bool]int{false: 0, true: 1}[login]), c.argv...)
+			j.Spec.Shell, j.Spec.Login = c.shell, login
+			j = start(t, p, j)
+			if st := waitEnd(t, p, j); st.State != job.Succeeded {
+				t.Fatalf("status %+v", st)
+			}
+			var log bytes.Buffer
+			if err := launch.Logs(context.Background(), p, "w", cluster, j, -1, false, &log); err != nil {
+				t.Fatal(err)
+			}
+			want := "[]\n"
+			if login {
+				want = "[yes]\n"
+			}
+			if log.String() != want {
+				t.Errorf("shell %v, login %v: log %q, want %q", c.shell, login, log.String(), want)
+			}
+		}
 	}
 }
 

@@ -36,6 +36,9 @@ type submitOptions struct {
 	after, afterAny, afterNotOK []string
 	hold                        bool
 	array                       string
+	export                      string
+	login                       bool
+	environ                     []string // the submitting environment, for --export
 	begin                       string
 	wait                        bool
 	interval                    time.Duration
@@ -69,7 +72,11 @@ The job runs as your SSH login user on the worker, in --workdir (default:
 the current directory, which must exist there too; a relative path is
 taken from the current directory, as sbatch does; '~' is the worker's
 home, '~user' that user's), with CUDA_VISIBLE_DEVICES set to its GPUs'
-UUIDs, GSSH_JOB_ID, and only the --env values of your environment. stdout
+UUIDs, GSSH_JOB_ID, and only the --env values of your environment
+(--export ALL or --export VAR,... passes this environment's, as sbatch
+does; it may not fit the worker: a PATH naming this machine's directories
+breaks the job there). --login runs the command under bash -lc on the
+worker, so ~/.profile set-ups (conda, venv, modules) apply. stdout
 and stderr go to one log (gssh logs). CUDA_VISIBLE_DEVICES is a
 convention, not enforcement.
 
@@ -132,6 +139,8 @@ reservation and when it is expected to start (as sbatch --test-only does).
 	fl.StringSliceVar(&opts.afterAny, "after-any", nil, "start after these jobs ended, however (afterany)")
 	fl.StringSliceVar(&opts.afterNotOK, "after-notok", nil, "start after these jobs failed, timed out or were lost (afternotok)")
 	fl.StringVar(&opts.array, "array", "", "a job array: one task per index, 0-31, 1,4,9, 0-99:2, with %N to run at most N at once")
+	fl.StringVar(&opts.export, "export", "NONE", "the submitting environment the job gets: NONE (only --env and GSSH_*), ALL, or VAR,VAR=value,...")
+	fl.BoolVar(&opts.login, "login", false, "run the command under a login shell on the worker (bash -lc), so ~/.profile set-ups (conda, venv, modules) apply")
 	fl.BoolVar(&opts.hold, "hold", false, "queue the job held: it starts only after gssh release")
 	fl.StringVar(&opts.begin, "begin", "", "start no earlier than this: now+2h, 14:00, 2026-12-24T09:00 (your time zone)")
 	fl.BoolVar(&opts.wait, "wait", false, "wait for the job to end and exit with its status (as gssh wait)")
@@ -206,10 +215,20 @@ func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Locat
 		}
 		s.Timeout = d
 	}
+	s.Login = o.login
+	exported, err := exportEnv(o.export, o.environ, warn)
+	if err != nil {
+		return s, err
+	}
+	s.Env = exported
 	for _, kv := range o.env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
 			return s, fmt.Errorf("--env %q: give KEY=VALUE", kv)
+		}
+		if i := slices.IndexFunc(s.Env, func(e job.EnvVar) bool { return e.Key == k }); i >= 0 && i < len(exported) {
+			s.Env[i].Value = v // --env wins over --export
+			continue
 		}
 		s.Env = append(s.Env, job.EnvVar{Key: k, Value: v})
 	}
@@ -234,6 +253,9 @@ func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Locat
 }
 
 func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
+	if opts.environ == nil {
+		opts.environ = a.environ
+	}
 	req, err := opts.request(func(w string) { fmt.Fprintln(a.stderr, "gssh: warning:", w) })
 	if err != nil {
 		return err
@@ -304,6 +326,83 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 		return err
 	}
 	return jobsStatus(jobs)
+}
+
+// sessionVars describe the submitting session, not the job: --export ALL
+// leaves them out (name them to pass one anyway).
+var sessionVars = map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "PWD": true, "OLDPWD": true, "SHLVL": true,
+	"_": true, "TERM": true, "DISPLAY": true, "MAIL": true, "HOSTNAME": true, "TMUX": true, "TMUX_PANE": true, "STY": true, "WINDOWID": true,
+	"SSH_AUTH_SOCK": true, "SSH_AGENT_PID": true, "SSH_CLIENT": true, "SSH_CONNECTION": true, "SSH_TTY": true, "PS1": true, "PROMPT_COMMAND": true}
+
+// exportEnv is --export over environ (KEY=VALUE lines): NONE, ALL (every
+// variable but gssh's own, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, the
+// session's (sessionVars, XDG_*) and names a shell cannot export), or a
+// list of VAR (from environ; one not set is a warning) and VAR=value;
+// ALL may be part of the list, as in Slurm.
+func exportEnv(spec string, environ []string, warn func(string)) ([]job.EnvVar, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" || strings.EqualFold(spec, "NONE") {
+		return nil, nil
+	}
+	env := map[string]string{}
+	var order []string
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if _, dup := env[k]; !dup {
+				order = append(order, k)
+			}
+			env[k] = v
+		}
+	}
+	var out []job.EnvVar
+	set := func(k, v string) {
+		if i := slices.IndexFunc(out, func(e job.EnvVar) bool { return e.Key == k }); i >= 0 {
+			out[i].Value = v
+			return
+		}
+		out = append(out, job.EnvVar{Key: k, Value: v})
+	}
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		k, v, hasValue := strings.Cut(item, "=")
+		switch {
+		case strings.EqualFold(item, "ALL"):
+			for _, k := range order {
+				if sessionVars[k] || strings.HasPrefix(k, "XDG_") || strings.HasPrefix(k, "GSSH_") || k == "CUDA_VISIBLE_DEVICES" || k == "CUDA_DEVICE_ORDER" || !shellName(k) {
+					continue
+				}
+				set(k, env[k])
+			}
+		case strings.EqualFold(item, "NONE"):
+			return nil, fmt.Errorf("--export %q: NONE stands alone (the default); give ALL or names", spec)
+		case !shellName(k):
+			return nil, fmt.Errorf("--export %q: %q is not a variable name (letters, digits and _, not starting with a digit)", spec, k)
+		case hasValue:
+			set(k, v)
+		default:
+			val, ok := env[k]
+			if !ok {
+				warn(fmt.Sprintf("--export %s: %s is not set here: the job gets no %s", spec, k, k))
+				continue
+			}
+			set(k, val)
+		}
+	}
+	return out, nil
+}
+
+// shellName reports whether k is a name sh can export.
+func shellName(k string) bool {
+	if k == "" || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // arraySummary says what became of an array's tasks: "array 12 (tasks
