@@ -528,18 +528,9 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 		if !j.State.Active() {
 			return j, fmt.Errorf("job %d %w (it is %s; requeue takes launching and running jobs)", j.ID, ErrNotRunning, j.State)
 		}
-		stop := j.State == job.Running
-		if j.State == job.Launching {
-			abandoned, err := c.workers.Abandon(ctx, j)
-			if err != nil {
-				return j, fmt.Errorf("job %d: %w", j.ID, err)
-			}
-			stop = !abandoned
-		}
-		if stop {
-			if _, err := c.workers.Stop(ctx, j, grace, job.Cancelled); err != nil {
-				return j, fmt.Errorf("job %d: %w", j.ID, err)
-			}
+		stop, err := c.stopOnWorker(ctx, j, grace)
+		if err != nil {
+			return j, err
 		}
 		now := c.now()
 		var ended, moved bool
@@ -578,6 +569,27 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 	return job.Job{}, fmt.Errorf("job %d: it changed state ten times while being requeued; try again", id)
 }
 
+// stopOnWorker ends what j runs on its worker (SIGTERM, grace, SIGKILL),
+// for Cancel and Requeue: a launching job's launch is resolved first
+// (abandoned, it never runs; started, it is stopped like a running one).
+// stopped reports whether something ran and was stopped.
+func (c *Controller) stopOnWorker(ctx context.Context, j job.Job, grace time.Duration) (stopped bool, err error) {
+	stop := j.State == job.Running
+	if j.State == job.Launching {
+		abandoned, err := c.workers.Abandon(ctx, j)
+		if err != nil {
+			return false, fmt.Errorf("job %d: %w", j.ID, err)
+		}
+		stop = !abandoned
+	}
+	if stop {
+		if _, err := c.workers.Stop(ctx, j, grace, job.Cancelled); err != nil {
+			return false, fmt.Errorf("job %d: %w", j.ID, err)
+		}
+	}
+	return stop, nil
+}
+
 // placementText is "host:0,1".
 func placementText(p job.Placement) string {
 	idx := make([]string, len(p.Indexes))
@@ -610,20 +622,8 @@ func (c *Controller) Cancel(ctx context.Context, id job.ID, grace time.Duration,
 		if j.State.Terminal() {
 			return j, fmt.Errorf("job %d %w (%s)", j.ID, ErrEnded, j.State)
 		}
-		stop := j.State == job.Running
-		if j.State == job.Launching {
-			// Resolve the launch first: abandoned, it never runs; started,
-			// it is killed like a running job.
-			abandoned, err := c.workers.Abandon(ctx, j)
-			if err != nil {
-				return j, fmt.Errorf("job %d: %w", j.ID, err)
-			}
-			stop = !abandoned
-		}
-		if stop {
-			if _, err := c.workers.Stop(ctx, j, grace, job.Cancelled); err != nil {
-				return j, fmt.Errorf("job %d: %w", j.ID, err)
-			}
+		if _, err := c.stopOnWorker(ctx, j, grace); err != nil {
+			return j, err
 		}
 		now := c.now()
 		var ended, moved bool

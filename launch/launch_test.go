@@ -150,26 +150,33 @@ func TestHostileStringsReachJobLiterally(t *testing.T) {
 		j.Spec.Workdir = wd
 		j.Spec.Name = "$(touch " + marker + ")"
 		j.Spec.Env = []job.EnvVar{{Key: "V", Value: hostile[0] + hostile[4]}}
-		j = start(t, p, j)
-		if st := waitEnd(t, p, j); st.State != job.Succeeded {
-			t.Fatalf("status %+v", st)
-		}
-		var log bytes.Buffer
-		if err := launch.Logs(context.Background(), p, "w", cluster, j, -1, false, &log); err != nil {
-			t.Fatal(err)
-		}
+		log := runToEnd(t, p, j)
 		var want strings.Builder
 		for _, a := range hostile {
 			fmt.Fprintf(&want, "[%s]", a)
 		}
 		fmt.Fprintf(&want, "{%s}{%s}", hostile[0]+hostile[4], wd)
-		if log.String() != want.String() {
-			t.Errorf("log:\n got %q\nwant %q", log.String(), want.String())
+		if log != want.String() {
+			t.Errorf("log:\n got %q\nwant %q", log, want.String())
 		}
 		if _, err := os.Stat(marker); err == nil {
 			t.Fatal("a hostile string ran as shell on the worker")
 		}
 	}
+}
+
+// runToEnd starts j, waits for it to succeed and returns its log.
+func runToEnd(t *testing.T, p *sshexec.Pool, j job.Job) string {
+	t.Helper()
+	j = start(t, p, j)
+	if st := waitEnd(t, p, j); st.State != job.Succeeded {
+		t.Fatalf("status %+v", st)
+	}
+	var log bytes.Buffer
+	if err := launch.Logs(context.Background(), p, "w", cluster, j, -1, false, &log); err != nil {
+		t.Fatal(err)
+	}
+	return log.String()
 }
 
 // --login runs the command under bash -lc: what ~/.profile sets is there,
@@ -187,20 +194,13 @@ func TestLoginShell(t *testing.T) {
 		for _, login := range []bool{false, true} {
 			j := newJob(job.ID(30+2*i)+job.ID(map[bool]int{false: 0, true: 1}[login]), c.argv...)
 			j.Spec.Shell, j.Spec.Login = c.shell, login
-			j = start(t, p, j)
-			if st := waitEnd(t, p, j); st.State != job.Succeeded {
-				t.Fatalf("status %+v", st)
-			}
-			var log bytes.Buffer
-			if err := launch.Logs(context.Background(), p, "w", cluster, j, -1, false, &log); err != nil {
-				t.Fatal(err)
-			}
+			log := runToEnd(t, p, j)
 			want := "[]\n"
 			if login {
 				want = "[yes]\n"
 			}
-			if log.String() != want {
-				t.Errorf("shell %v, login %v: log %q, want %q", c.shell, login, log.String(), want)
+			if log != want {
+				t.Errorf("shell %v, login %v: log %q, want %q", c.shell, login, log, want)
 			}
 		}
 	}

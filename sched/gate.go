@@ -90,7 +90,7 @@ func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom R
 	for _, d := range j.Spec.After {
 		dep, ok := states.get(d.Job)
 		if !ok {
-			return Reason{}, because(CodeDependencyNever, fmt.Sprintf("job %d is not in the state; %s needs it to %s", d.Job, DependencyFlag(d.Kind), depNeed(d.Kind)))
+			return Reason{}, because(CodeDependencyNever, fmt.Sprintf("job %d is not in the state; %s needs it to %s", d.Job, DependencyFlag(d.Kind), DependencyNeed(d.Kind)))
 		}
 		if r, never := DependencyNever(d, *dep); never {
 			return Reason{}, r
@@ -118,7 +118,7 @@ func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom R
 				if len(ids) > 1 {
 					word = "jobs"
 				}
-				parts = append(parts, fmt.Sprintf("%s %s to %s", word, idRanges(ids), depNeed([]job.DepKind{job.AfterOK, job.AfterAny, job.AfterNotOK}[k])))
+				parts = append(parts, fmt.Sprintf("%s %s to %s", word, idRanges(ids), DependencyNeed([]job.DepKind{job.AfterOK, job.AfterAny, job.AfterNotOK}[k])))
 			}
 		}
 		return because(CodeDependency, "waits for "+strings.Join(parts, "; ")), Reason{}
@@ -144,40 +144,28 @@ func DependencyNever(d job.Dependency, dep job.Job) (Reason, bool) {
 	if _, never := d.Met(dep.State); !never {
 		return Reason{}, false
 	}
-	return because(CodeDependencyNever, fmt.Sprintf("job %d %s; %s needs it to %s", d.Job, ended(&dep), DependencyFlag(d.Kind), depNeed(d.Kind))), true
+	return because(CodeDependencyNever, fmt.Sprintf("job %d %s; %s needs it to %s", d.Job, ended(&dep), DependencyFlag(d.Kind), DependencyNeed(d.Kind))), true
 }
 
-func kindIndex(k job.DepKind) int {
-	switch k {
-	case job.AfterAny:
-		return 1
-	case job.AfterNotOK:
-		return 2
-	}
-	return 0
+// depKinds are the words of each dependency kind: its flag, what it needs
+// of its job, and its place in a reason's list.
+var depKinds = map[job.DepKind]struct {
+	flag, need string
+	index      int
+}{
+	job.AfterOK:    {"--after", "succeed", 0},
+	job.AfterAny:   {"--after-any", "end", 1},
+	job.AfterNotOK: {"--after-notok", "fail, time out or be lost", 2},
 }
+
+func kindIndex(k job.DepKind) int { return depKinds[k].index }
 
 // DependencyFlag is the gssh submit flag of a dependency kind.
-func DependencyFlag(k job.DepKind) string {
-	switch k {
-	case job.AfterAny:
-		return "--after-any"
-	case job.AfterNotOK:
-		return "--after-notok"
-	}
-	return "--after"
-}
+func DependencyFlag(k job.DepKind) string { return depKinds[k].flag }
 
-// depNeed is what a dependency kind needs of its job, in words.
-func depNeed(k job.DepKind) string {
-	switch k {
-	case job.AfterAny:
-		return "end"
-	case job.AfterNotOK:
-		return "fail, time out or be lost"
-	}
-	return "succeed"
-}
+// DependencyNeed is what a dependency kind needs of its job: "succeed",
+// "end", "fail, time out or be lost".
+func DependencyNeed(k job.DepKind) string { return depKinds[k].need }
 
 // ended says how job j ended: "failed (exit status 3)", "was cancelled
 // (cancelled by bob)".

@@ -281,7 +281,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		lines = append(lines, [2]string{"array", fmt.Sprintf("%d_%d (task %d of the %d of array %d%s)", t.Job, t.Task, t.Task, t.Tasks, t.Job, limit)})
 	}
 	for _, d := range s.After {
-		lines = append(lines, [2]string{"after", fmt.Sprintf("job %d %s (%s)", d.Job, depWords(d.Kind), d.Kind)})
+		lines = append(lines, [2]string{"after", fmt.Sprintf("job %d, to %s (%s)", d.Job, sched.DependencyNeed(d.Kind), sched.DependencyFlag(d.Kind))})
 	}
 	if !s.Begin.IsZero() {
 		lines = append(lines, [2]string{"begin", timeCell(s.Begin)})
@@ -723,15 +723,4 @@ func where(p job.Placement) string {
 		idx[i] = strconv.Itoa(n)
 	}
 	return p.Host + ":" + strings.Join(idx, ",")
-}
-
-// depWords says what a dependency kind waits for.
-func depWords(k job.DepKind) string {
-	switch k {
-	case job.AfterAny:
-		return "ends"
-	case job.AfterNotOK:
-		return "fails, times out or is lost"
-	}
-	return "succeeds"
 }

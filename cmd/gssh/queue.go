@@ -30,6 +30,17 @@ started (a dependency that can never be met); 0 when all succeeded.
 exist, a bad flag), said on stderr. 130: interrupted (Ctrl-C); the jobs
 go on.`
 
+// needIDs refuses a command line without job ids, saying what they are
+// for.
+func needIDs(what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return fmt.Errorf("give the ids of the jobs to %s (gssh ps lists them)", what)
+		}
+		return nil
+	}
+}
+
 func newHoldCmd(a *app, release bool) *cobra.Command {
 	use, short, long := "hold ID...", "Keep queued jobs from starting until gssh release",
 		`Hold queued jobs: they stay in the queue, in their place, but are never
@@ -46,12 +57,7 @@ an error.`
 		Use:   use,
 		Short: short,
 		Long:  long + "\n\n" + exitCodesHelp,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return fmt.Errorf("give the ids of the jobs to %s (gssh ps lists them)", strings.Fields(use)[0])
-			}
-			return nil
-		},
+		Args:  needIDs(strings.Fields(use)[0]),
 		RunE: func(c *cobra.Command, args []string) error {
 			ids, err := a.service().Resolve(c.Context(), args)
 			if err != nil {
@@ -109,12 +115,7 @@ and their ends are recorded without a cron pass. It prints each job's end
 on stderr as it sees it (not with --quiet).
 
 ` + passThroughHelp,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return errors.New("give the ids of the jobs to wait for (gssh ps lists them)")
-			}
-			return nil
-		},
+		Args: needIDs("wait for"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkDuration("--interval", opts.interval, time.Second, time.Hour); err != nil {
 				return &reported{err: err, code: exitGssh, print: true}
@@ -248,12 +249,7 @@ cannot be changed. A --mem no host could ever give is refused, as at
 submit.
 
 ` + exitCodesHelp,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return errors.New("give the ids of the jobs to update (gssh ps lists them)")
-			}
-			return nil
-		},
+		Args: needIDs("update"),
 		RunE: func(c *cobra.Command, args []string) error {
 			fl := c.Flags()
 			r := service.UpdateRequest{}
@@ -337,12 +333,7 @@ once, anywhere it fits, as a new attempt. The time a job ran counts in
 fair-share. A queued or ended job cannot be requeued.
 
 ` + exitCodesHelp,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return errors.New("give the ids of the jobs to requeue (gssh ps lists them)")
-			}
-			return nil
-		},
+		Args: needIDs("requeue"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkDuration("--grace", grace, 0, time.Hour); err != nil {
 				return err
