@@ -70,7 +70,10 @@ func (w Walltime) of(d time.Duration) time.Duration {
 	case w.Fixed > 0:
 		return w.Fixed
 	case w.Times > 0:
-		return time.Duration(math.Ceil(float64(d) * w.Times))
+		if f := math.Ceil(float64(d) * w.Times); f < math.MaxInt64 {
+			return time.Duration(f)
+		}
+		return math.MaxInt64 // no walltime could be longer; Compare refuses such a replay
 	}
 	return 0
 }

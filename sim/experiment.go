@@ -2,10 +2,12 @@ package sim
 
 import (
 	"context"
+	"math"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/sim/trace"
@@ -59,8 +61,13 @@ type Setup struct {
 	Convert Convert
 }
 
+// ComparisonSchema names the JSON document of a Comparison (gssh sim
+// --json). Durations in it are nanoseconds (Go's time.Duration).
+const ComparisonSchema = "gssh.sim/v1"
+
 // Comparison is what Compare found.
 type Comparison struct {
+	Schema      string    `json:"schema"` // ComparisonSchema
 	Trace       string    `json:"trace"`
 	Lab         string    `json:"lab"`
 	GPUs        int       `json:"gpus"`
@@ -76,6 +83,26 @@ type Comparison struct {
 	Results     []*Result `json:"-"`
 }
 
+// MaxHorizon bounds a replay's virtual time: the last arrival plus every
+// job's run time and its walltime's slack, one after another, the worst
+// case. Far beyond any trace, and far within what time.Duration holds.
+const MaxHorizon = 100 * 365 * 24 * time.Hour
+
+// checkHorizon refuses a replay that could outrun MaxHorizon (an --load
+// of 1e-6 stretches arrivals over millennia; a run time of 200 years).
+func checkHorizon(name string, jobs []Job) error {
+	var last, runs float64 // seconds
+	for _, j := range jobs {
+		last = max(last, j.Submit.Seconds())
+		runs += max(j.Runtime, j.Walltime).Seconds()
+	}
+	if h := MaxHorizon.Seconds(); last+runs > h || math.IsNaN(last+runs) {
+		return fmt.Errorf("%s: the replay could run past %d years of virtual time (the last arrival %.0f days in, %.0f days of run time in all): give a higher --load or a trace of shorter jobs",
+			name, int(MaxHorizon.Hours()/24/365), last/86400, runs/86400)
+	}
+	return nil
+}
+
 // Compare runs s's policies, in parallel, each over its own copy of the
 // queue, and reports them side by side. s.Trace is left as it is.
 func Compare(ctx context.Context, s Setup) (*Comparison, error) {
@@ -83,13 +110,21 @@ func Compare(ctx context.Context, s Setup) (*Comparison, error) {
 	t.Jobs = slices.Clone(t.Jobs)
 	s.Trace = &t
 	gpus, largest := Capacity(s.Hosts)
-	c := &Comparison{Trace: s.Trace.Name, Lab: s.Lab, GPUs: gpus, Jobs: len(s.Trace.Jobs), UsersMadeUp: s.Trace.UsersMadeUp,
-		Walltime: s.Convert.Walltime.String(), Warnings: slices.Clone(s.Trace.Warnings), Scale: 1}
+	c := &Comparison{Schema: ComparisonSchema, Trace: s.Trace.Name, Lab: s.Lab, GPUs: gpus, Jobs: len(s.Trace.Jobs), UsersMadeUp: s.Trace.UsersMadeUp,
+		Walltime: s.Convert.Walltime.String(), Warnings: append([]string{}, s.Trace.Warnings...), Scale: 1}
 	users := map[string]bool{}
+	anonymous := 0
 	for _, j := range s.Trace.Jobs {
+		if j.User == "" {
+			anonymous++
+			continue
+		}
 		users[j.User] = true
 	}
 	c.Users = len(users)
+	if anonymous > 0 && len(users) > 0 {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("%s: %d jobs have no user: together they count as one more user, with no name", s.Trace.Name, anonymous))
+	}
 	c.NaturalLoad = s.Trace.Load(gpus, largest)
 	if s.Load > 0 {
 		f, err := s.Trace.ScaleToLoad(s.Load, gpus, largest)
@@ -101,6 +136,9 @@ func Compare(ctx context.Context, s Setup) (*Comparison, error) {
 	c.Load = s.Trace.Load(gpus, largest)
 	jobs, warnings, err := Jobs(s.Trace, s.Convert)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkHorizon(s.Trace.Name, jobs); err != nil {
 		return nil, err
 	}
 	c.Warnings = append(c.Warnings, warnings...)

@@ -27,8 +27,8 @@ func ParseLab(spec string, reservePct float64) ([]sched.Host, error) {
 	if strings.TrimSpace(spec) == "" {
 		return nil, fmt.Errorf("lab spec is empty: %s", help)
 	}
-	if reservePct < 0 || reservePct >= 100 {
-		return nil, fmt.Errorf("--reserve %g: give a percentage from 0 to 99", reservePct)
+	if !(reservePct >= 0 && reservePct < 100) { // NaN too
+		return nil, fmt.Errorf("--reserve %g: give a percentage from 0 up to (not including) 100", reservePct)
 	}
 	var hosts []sched.Host
 	total := 0
@@ -53,8 +53,13 @@ func ParseLab(spec string, reservePct float64) ([]sched.Host, error) {
 			return bad("the GPU " + strconv.Quote(f[2]) + " is not MODEL-MEM (such as A100-80G)")
 		}
 		model, memText := f[2][:cut], f[2][cut+1:]
-		if strings.ContainsAny(model, " \t/") {
-			return bad("the model " + strconv.Quote(model) + " has spaces or slashes")
+		if strings.IndexFunc(model, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '+' || r == '-')
+		}) >= 0 {
+			return bad("the model " + strconv.Quote(model) + " may have only letters, digits and . _ + - (groups are separated by commas)")
+		}
+		if last := memText[len(memText)-1]; last >= '0' && last <= '9' {
+			return bad("the memory " + strconv.Quote(memText) + " has no unit: give it as 80G or 24G")
 		}
 		mem, err := sched.ParseMem(memText)
 		if err != nil {
@@ -114,9 +119,20 @@ func LabOf(snaps []gpuinfo.Snapshot, reservePct func(host string) float64) ([]sc
 	var hosts []sched.Host
 	var warnings []string
 	total := 0
-	for _, s := range snaps {
+	seen := map[string]bool{}
+	for i, s := range snaps {
+		switch {
+		case strings.TrimSpace(s.Host) == "":
+			return nil, warnings, fmt.Errorf("host %d of the saved probe has no name", i+1)
+		case seen[s.Host]:
+			return nil, warnings, fmt.Errorf("host %s is listed twice in the saved probe", s.Host)
+		}
+		seen[s.Host] = true
 		if len(s.GPUs) == 0 {
 			why := string(s.State)
+			if s.State == gpuinfo.HostOK || why == "" {
+				why = "no GPU"
+			}
 			if s.Error != "" {
 				why += ": " + s.Error
 			}
@@ -127,11 +143,19 @@ func LabOf(snaps []gpuinfo.Snapshot, reservePct func(host string) float64) ([]sc
 			return nil, warnings, fmt.Errorf("more than %d GPUs in all", MaxLabGPUs)
 		}
 		r := reservePct(s.Host)
-		if r < 0 || r >= 100 {
-			return nil, warnings, fmt.Errorf("host %s: a memory reserve of %g%%: give 0 to 99", s.Host, r)
+		if !(r >= 0 && r < 100) {
+			return nil, warnings, fmt.Errorf("host %s: a memory reserve of %g%%: give a percentage from 0 up to (not including) 100", s.Host, r)
 		}
 		h := sched.Host{Name: s.Host, ReservePct: r, Snapshot: gpuinfo.Snapshot{Host: s.Host, State: gpuinfo.HostOK, Source: "simulated", GPUs: make([]gpuinfo.GPU, len(s.GPUs))}}
+		indexes := map[int]bool{}
 		for i, g := range s.GPUs {
+			if indexes[g.Index] {
+				return nil, warnings, fmt.Errorf("host %s: GPU %d is listed twice in the saved probe", s.Host, g.Index)
+			}
+			indexes[g.Index] = true
+			if g.MemTotal != nil && *g.MemTotal == 0 {
+				warnings = append(warnings, fmt.Sprintf("host %s: GPU %d has no memory in the probe: it takes only jobs without --mem", s.Host, g.Index))
+			}
 			g.MemUsed, g.MemFree, g.Procs, g.ProcsKnown = idle(g.MemTotal)
 			g.MIG = append([]gpuinfo.MIG(nil), g.MIG...)
 			for k := range g.MIG {

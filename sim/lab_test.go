@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gssh/gssh/gpuinfo"
 )
@@ -51,5 +53,43 @@ func TestLabOf(t *testing.T) {
 	}
 	if _, _, err := LabOf(snaps[:1], func(string) float64 { return 100 }); err == nil || !strings.Contains(err.Error(), "host a: a memory reserve of 100%") {
 		t.Errorf("reserve 100: %v", err)
+	}
+}
+
+// A saved probe with a nameless host, a host twice or a GPU twice is
+// refused, never replayed (a nameless host once made the replay spin).
+func TestLabOfRefuses(t *testing.T) {
+	u := func(v uint64) *uint64 { return &v }
+	g := func(i int) gpuinfo.GPU {
+		return gpuinfo.GPU{Index: i, UUID: "GPU-" + string(rune('a'+i)), Health: gpuinfo.HealthOK, MemTotal: u(1 << 34)}
+	}
+	zero := func(string) float64 { return 0 }
+	for want, snaps := range map[string][]gpuinfo.Snapshot{
+		"host 1 of the saved probe has no name":      {{Host: "", State: gpuinfo.HostOK, GPUs: []gpuinfo.GPU{g(0)}}},
+		"host a is listed twice in the saved probe":  {{Host: "a", GPUs: []gpuinfo.GPU{g(0)}}, {Host: "a", GPUs: []gpuinfo.GPU{g(0)}}},
+		"host a: GPU 0 is listed twice in the saved": {{Host: "a", GPUs: []gpuinfo.GPU{g(0), g(0)}}},
+	} {
+		if _, _, err := LabOf(snaps, zero); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v", want, err)
+		}
+	}
+	if _, _, err := LabOf([]gpuinfo.Snapshot{{Host: "a", GPUs: []gpuinfo.GPU{g(0)}}}, func(string) float64 { return math.NaN() }); err == nil {
+		t.Error("a NaN reserve was taken")
+	}
+}
+
+func TestCheckHorizon(t *testing.T) {
+	ok := []Job{{Submit: time.Hour, Runtime: time.Hour, Walltime: 2 * time.Hour}}
+	if err := checkHorizon("t", ok); err != nil {
+		t.Error(err)
+	}
+	for _, jobs := range [][]Job{
+		{{Submit: 101 * 365 * 24 * time.Hour, Runtime: time.Second}},
+		{{Runtime: 60 * 365 * 24 * time.Hour}, {Runtime: 60 * 365 * 24 * time.Hour}},
+		{{Runtime: time.Hour, Walltime: math.MaxInt64}},
+	} {
+		if err := checkHorizon("t", jobs); err == nil || !strings.Contains(err.Error(), "the replay could run past 100 years") {
+			t.Errorf("%+v: %v", jobs, err)
+		}
 	}
 }

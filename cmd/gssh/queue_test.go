@@ -2,7 +2,10 @@ package main
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gssh/gssh/job"
@@ -84,5 +87,33 @@ func TestExportEnv(t *testing.T) {
 		if _, err := exportEnv(bad, environ, warn); err == nil {
 			t.Errorf("exportEnv(%q) took it", bad)
 		}
+	}
+}
+
+// --plot writes through a symlink to its file, keeps an existing file's
+// mode, and refuses what is not a regular file.
+func TestPlotTarget(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "real.svg")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.svg")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	if target, mode, err := plotTarget(link); err != nil || target != file || mode != 0o600 {
+		t.Errorf("a symlink: %s %v %v", target, mode, err)
+	}
+	if target, mode, err := plotTarget(filepath.Join(dir, "new.svg")); err != nil || mode != 0o644 || filepath.Base(target) != "new.svg" {
+		t.Errorf("a new file: %s %v %v", target, mode, err)
+	}
+	for _, bad := range []string{dir, "/dev/null"} {
+		if _, _, err := plotTarget(bad); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+	if err := checkPlotPath(filepath.Join(dir, "nodir", "x.svg")); err == nil || !strings.Contains(err.Error(), "cannot write in") {
+		t.Errorf("a missing directory: %v", err)
 	}
 }

@@ -106,11 +106,15 @@ GPUs partly booked), and the demand left unplaced, per placement
 			case opts.lab == "":
 				return errors.New("--lab: give the lab, such as 4x8xA100-80G")
 			case c.Flags().Changed("load") && !(opts.load > 0 && opts.load <= 1000):
-				return fmt.Errorf("--load %v: give a load more than 0 (1.0: the lab's GPUs are asked for, on average, as many as it has)", opts.load)
+				return fmt.Errorf("--load %v: give a load above 0 and at most 1000 (1.0: the lab's GPUs are asked for, on average, as many as it has)", opts.load)
 			case c.Flags().Changed("fill") && !(opts.fill > 0 && opts.fill <= 100):
-				return fmt.Errorf("--fill %v: give a demand more than 0, as a multiple of the lab's GPUs (such as 1.3)", opts.fill)
+				return fmt.Errorf("--fill %v: give a demand above 0 and at most 100, as a multiple of the lab's GPUs (such as 1.3)", opts.fill)
 			case opts.plot != "" && opts.fill > 0:
 				return errors.New("--plot draws a replay over time; --fill places jobs with no clock: give one")
+			case opts.fill > 0 && fillIgnores(c) != "":
+				return fmt.Errorf("%s: --fill places jobs with no clock, no users and no policy order (only the two placements): leave it out", fillIgnores(c))
+			case a.inventoryPath != "" && !strings.HasSuffix(opts.lab, ".json"):
+				return fmt.Errorf("--inventory is read only for a saved lab (--lab FILE.json); a lab spec (%s) keeps no reserve and the default policy", opts.lab)
 			case opts.users != 0 && opts.usersFrom != "":
 				return errors.New("--users and --users-from: give one")
 			case opts.users < 0 || opts.users > trace.MaxMadeUpUsers:
@@ -139,7 +143,23 @@ GPUs partly booked), and the demand left unplaced, per placement
 	return cmd
 }
 
+// fillIgnores names the flags given that --fill does nothing with.
+func fillIgnores(c *cobra.Command) string {
+	var given []string
+	for _, f := range []string{"load", "policy", "walltime", "users", "users-from", "priority-map"} {
+		if c.Flags().Changed(f) {
+			given = append(given, "--"+f)
+		}
+	}
+	return strings.Join(given, ", ")
+}
+
 func simRun(ctx context.Context, a *app, opts *simOptions) error {
+	if opts.plot != "" {
+		if err := checkPlotPath(opts.plot); err != nil {
+			return err
+		}
+	}
 	hosts, own, err := a.simLab(opts)
 	if err != nil {
 		return err
@@ -191,6 +211,9 @@ func simRun(ctx context.Context, a *app, opts *simOptions) error {
 		for i := range policies {
 			if policies[i].Name == "gssh" {
 				policies[i].Policy, policies[i].About = own.Policy, "the policy: block of "+own.File
+				if d := own.Policy.DefaultTimeout; d > 0 {
+					policies[i].About += fmt.Sprintf(" (its default_timeout %s stops a job without --timeout; --walltime %s sets the others)", d, opts.walltime)
+				}
 			}
 		}
 	}
@@ -219,26 +242,64 @@ func writePlot(path string, c *sim.Comparison) error {
 	if err := simplot.SVG(&buf, c, 9*vg.Inch, 6*vg.Inch); err != nil {
 		return fmt.Errorf("--plot %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	target, mode, err := plotTarget(path)
 	if err != nil {
-		return fmt.Errorf("--plot: %w", err)
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".*")
+	if err != nil {
+		return fmt.Errorf("--plot %s: cannot write in %s: %w", path, filepath.Dir(target), errors.Unwrap(err))
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return fmt.Errorf("--plot %s: %w", path, err)
+	_, err = tmp.Write(buf.Bytes())
+	if err == nil {
+		err = tmp.Chmod(mode)
 	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("--plot %s: %w", path, err)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("--plot %s: %w", path, err)
+	if err == nil {
+		err = os.Rename(tmp.Name(), target)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("--plot: %w", err)
+	if err != nil {
+		return fmt.Errorf("--plot %s: %w", path, err)
 	}
 	return nil
+}
+
+// plotTarget is where --plot path writes (through a symlink, the file it
+// names) and the mode to give it (an existing file's, else 0644). A path
+// that is not a regular file (a directory, a device) is an error.
+func plotTarget(path string) (string, os.FileMode, error) {
+	target := path
+	if t, err := filepath.EvalSymlinks(path); err == nil {
+		target = t
+	}
+	fi, err := os.Stat(target)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return target, 0o644, nil
+	case err != nil:
+		return "", 0, fmt.Errorf("--plot %s: %w", path, err)
+	case !fi.Mode().IsRegular():
+		return "", 0, fmt.Errorf("--plot %s: not a regular file (%s): give the path of the SVG file to write", path, fi.Mode().Type())
+	}
+	return target, fi.Mode().Perm(), nil
+}
+
+// checkPlotPath finds a --plot that cannot be written before the replay
+// runs: its directory must exist and take a new file.
+func checkPlotPath(path string) error {
+	target, _, err := plotTarget(path)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".*")
+	if err != nil {
+		return fmt.Errorf("--plot %s: cannot write in %s: %w", path, filepath.Dir(target), errors.Unwrap(err))
+	}
+	tmp.Close()
+	return os.Remove(tmp.Name())
 }
 
 // simLab is the lab of --lab: a spec, or a saved `gssh gpus --json`
@@ -326,10 +387,17 @@ func simFill(a *app, opts *simOptions, hosts []sched.Host, t *trace.Trace, conv 
 	if err != nil {
 		return err
 	}
-	if opts.json {
-		return a.printJSON(res)
-	}
 	gpus, _ := sim.Capacity(hosts)
+	if opts.json {
+		return a.printJSON(struct {
+			Schema     string            `json:"schema"`
+			Trace      string            `json:"trace"`
+			Lab        string            `json:"lab"`
+			GPUs       int               `json:"gpus"`
+			Target     float64           `json:"target"`
+			Placements []sim.FillSummary `json:"placements"`
+		}{"gssh.sim.fill/v1", t.Name, opts.lab, gpus, opts.fill, res})
+	}
 	fmt.Fprintf(a.stdout, "fill of %s (%d GPUs) with jobs of %s, until their demand reaches %g × its GPUs; mean of %d seeds\n",
 		opts.lab, gpus, t.Name, opts.fill, res[0].Seeds)
 	rows := make([][]string, len(res))
@@ -344,10 +412,13 @@ func simFill(a *app, opts *simOptions, hosts []sched.Host, t *trace.Trace, conv 
 // the waits by job size and by user.
 func (a *app) printComparison(c *sim.Comparison) error {
 	users := fmt.Sprintf("%d users", c.Users)
+	if c.Users == 1 {
+		users = "1 user"
+	}
 	switch {
 	case c.UsersMadeUp:
 		users += " (made up: job i is user i mod N)"
-	case c.Users <= 1:
+	case c.Users == 0:
 		users = "no users (the trace has none: give --users or --users-from)"
 	}
 	fmt.Fprintf(a.stdout, "%s: %d jobs, %s; lab %s (%d GPUs); load %.2f as the trace is, %.2f replayed (arrivals × %.3g); walltime: %s\n",

@@ -104,7 +104,7 @@ func Panels(c *sim.Comparison) ([]*plot.Plot, error) {
 	gpus.Title.Text = fmt.Sprintf("GPUs booked (of %d)", c.GPUs)
 	gpus.Y.Label.Text = "GPUs"
 	gpus.X.Label.Text = "days after the first arrival"
-	gpus.Y.Min, gpus.Y.Max = 0, 1.04*float64(c.GPUs) // a full lab stays in sight
+	gpus.Y.Min, gpus.Y.Max = 0, float64(c.GPUs)
 	for _, p := range []*plot.Plot{queue, gpus} {
 		p.X.Min, p.X.Max = 0, end.Hours()/24
 		p.Legend.Top = true
