@@ -2,8 +2,8 @@ package sim
 
 import (
 	"context"
-	"math"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
