@@ -471,6 +471,8 @@ func (c *Controller) Hold(id job.ID, who string) (job.Job, error) {
 			return fmt.Errorf("job %d %w: it is %s (a hold keeps a queued job from starting; gssh cancel stops a running one)", id, ErrNotQueued, x.State)
 		case x.Hold == nil:
 			x.Hold = &job.Hold{By: who, At: now}
+			r := sched.HeldReason(x) // at once, not at the next pass
+			x.Reason, x.ReasonCode = r.Text, string(r.Code)
 		}
 		return nil
 	})
@@ -489,6 +491,7 @@ func (c *Controller) Release(id job.ID) (job.Job, error) {
 			return fmt.Errorf("job %d %w (it is %s)", id, ErrNotHeld, x.State)
 		}
 		x.Hold = nil
+		x.Reason, x.ReasonCode = "released; waiting for the next scheduling pass", ""
 		return nil
 	})
 }

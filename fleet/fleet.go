@@ -109,6 +109,9 @@ type Fleet struct {
 	ssh         Resolver
 	remote      *sshexec.Pool
 	local       Shell
+	// jobs runs the jobs of local hosts (Shell): with the environment an
+	// SSH login would give them, not gssh's own.
+	jobs Shell
 	memo        probe.FallbackMemo
 }
 
@@ -123,9 +126,10 @@ func New(opt Options) (*Fleet, error) {
 	if opt.Warn == nil {
 		opt.Warn = func(string) {}
 	}
-	f := &Fleet{opt: opt, local: opt.Local}
+	f := &Fleet{opt: opt, local: opt.Local, jobs: opt.Local}
 	if f.local == nil {
 		f.local = sshexec.Local{Env: withoutJobVars(opt.Environ)}
+		f.jobs = sshexec.Local{Env: loginEnv(opt.Environ)}
 	}
 	if opt.CacheDir != "" {
 		f.memo = NewFallbackFile(filepath.Join(opt.CacheDir, "helper-fallback.json"), opt.Now)
@@ -153,6 +157,26 @@ func New(opt Options) (*Fleet, error) {
 // inside a job must not lend that job's marks to what it runs on the local
 // host (its polls, its launches), or reaping that job would kill them.
 // nil stays nil (the process's own environment, which then has none).
+// loginEnv is what of environ an SSH login would give a command too (the
+// account's HOME, USER, LOGNAME, SHELL and PATH, the locale, the time
+// zone, TMPDIR): a job on a local host gets what a job over SSH gets,
+// never the variables of whichever gssh process ran the pass. nil stays
+// nil (the caller's environment).
+func loginEnv(environ []string) []string {
+	if environ == nil {
+		return nil
+	}
+	out := []string{}
+	for _, kv := range environ {
+		switch k, _, _ := strings.Cut(kv, "="); {
+		case k == "HOME", k == "USER", k == "LOGNAME", k == "SHELL", k == "PATH", k == "LANG", k == "LANGUAGE", k == "TZ", k == "TMPDIR",
+			strings.HasPrefix(k, "LC_"):
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 func withoutJobVars(environ []string) []string {
 	if environ == nil {
 		return nil
@@ -328,6 +352,9 @@ func (f *Fleet) Shell(name string) (Shell, error) {
 	h, ok := inv.Lookup(name)
 	if !ok {
 		return nil, unknown(inv, name)
+	}
+	if h.Local {
+		return f.jobs, nil
 	}
 	return f.Runner(h), nil
 }

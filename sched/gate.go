@@ -106,7 +106,7 @@ func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom R
 		if terse {
 			return because(CodeHeld, ""), Reason{}
 		}
-		return because(CodeHeld, fmt.Sprintf("held by %s since %s (gssh release %d)", j.Hold.By, j.Hold.At.UTC().Format("2006-01-02 15:04 UTC"), j.ID)), Reason{}
+		return HeldReason(j), Reason{}
 	case len(waiting[0])+len(waiting[1])+len(waiting[2]) > 0:
 		if terse {
 			return because(CodeDependency, ""), Reason{}
@@ -156,6 +156,12 @@ var depKinds = map[job.DepKind]struct {
 	job.AfterOK:    {"--after", "succeed", 0},
 	job.AfterAny:   {"--after-any", "end", 1},
 	job.AfterNotOK: {"--after-notok", "fail, time out or be lost", 2},
+}
+
+// HeldReason is the pending reason of held job j: "held by alice since
+// 2026-12-01 12:00 UTC (gssh release 7)".
+func HeldReason(j *job.Job) Reason {
+	return because(CodeHeld, fmt.Sprintf("held by %s since %s (gssh release %d)", j.Hold.By, j.Hold.At.UTC().Format("2006-01-02 15:04 UTC"), j.ID))
 }
 
 func kindIndex(k job.DepKind) int { return depKinds[k].index }

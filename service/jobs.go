@@ -167,6 +167,9 @@ func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Contro
 	changed := false
 	for i, id := range ids {
 		out[i].Job, out[i].Err = do(ctl, id)
+		if out[i].Job.ID == 0 {
+			out[i].Job.ID = id // the job is named even when nothing was done
+		}
 		if errors.Is(out[i].Err, state.ErrNotFound) {
 			out[i].Err = fmt.Errorf("%w (see gssh ps -a)", out[i].Err)
 		}
@@ -232,7 +235,8 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 			if r.Name != nil {
 				s.Name = *r.Name
 			}
-			return nil
+			_, err := CheckSpec(*s) // what submit refuses, update refuses
+			return err
 		})
 	}, true)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
@@ -386,11 +387,15 @@ func newLogsCmd(a *app, runF func(*logsOptions) error) *cobra.Command {
 		Long: `Print a job's log (stdout and stderr together, as sbatch does) from its
 worker. With -f, keep printing until the job ends, then say on stderr how it
 ended, and exit with its status, as gssh wait does; a queued job is waited
-for (running scheduling passes) until it starts.
+for (running scheduling passes) until it starts, and a job requeued
+meanwhile is followed into its next attempt.
 
-` + exitCodesHelp + `
+Without -f: ` + exitCodesHelp + `
 
-With -f: ` + passThroughHelp,
+With -f, the exit status is the job's: its exit status, 128 + the signal
+number, 124 at its walltime, 1 for one cancelled, lost or never started,
+0 when it succeeded; 255: gssh itself failed (said on stderr); 130:
+interrupted.`,
 		Args: oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
 			id, err := a.oneJob(c.Context(), args[0], runF != nil)
@@ -413,32 +418,49 @@ With -f: ` + passThroughHelp,
 }
 
 func logsRun(ctx context.Context, a *app, opts *logsOptions) error {
-	if opts.follow {
-		// A queued job has no log yet: wait for it to start, running the
-		// passes that start it.
+	if !opts.follow {
+		_, err := a.service().Logs(ctx, service.LogsRequest{ID: opts.id, Tail: opts.tail}, a.stdout)
+		return interrupted(ctx, err)
+	}
+	// -f: wait for a queued job to start (running the passes that start
+	// it), follow its log, and pass its exit status through, as gssh wait
+	// does; a job requeued meanwhile is followed into its next attempt.
+	tail := opts.tail
+	for {
 		if err := a.waitStart(ctx, opts.id); err != nil {
 			return err
 		}
+		j, err := a.service().Job(ctx, opts.id)
+		if err != nil {
+			return err
+		}
+		if j.State.Terminal() && j.Placement.Host == "" { // ended before it started: no log
+			fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", j.ID, j.State, j.Reason)
+			return jobsStatus([]job.Job{j})
+		}
+		res, err := a.service().Logs(ctx, service.LogsRequest{ID: opts.id, Tail: tail, Follow: true}, a.stdout)
+		if err != nil {
+			return interrupted(ctx, err)
+		}
+		now, err := a.service().Job(ctx, opts.id)
+		if err != nil {
+			return err
+		}
+		if now.Attempt != res.Job.Attempt || now.State == job.Queued {
+			fmt.Fprintf(a.stderr, "gssh: job %d was requeued; following its next attempt\n", opts.id)
+			tail = -1 // all of the next attempt's log
+			continue
+		}
+		end := res.Job
+		if s := res.Ended; s != nil {
+			fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", res.Job.ID, s.State, s.Reason)
+			end.State, end.ExitCode, end.Signal = s.State, s.ExitCode, s.Signal
+		}
+		if !end.State.Terminal() {
+			return nil
+		}
+		return jobsStatus([]job.Job{end})
 	}
-	res, err := a.service().Logs(ctx, service.LogsRequest{ID: opts.id, Tail: opts.tail, Follow: opts.follow}, a.stdout)
-	if err != nil {
-		return interrupted(ctx, err)
-	}
-	if res.Ended != nil {
-		fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", res.Job.ID, res.Ended.State, res.Ended.Reason)
-	}
-	if !opts.follow {
-		return nil
-	}
-	// -f passes the job's exit status through, as gssh wait does.
-	end := res.Job
-	if s := res.Ended; s != nil {
-		end.State, end.ExitCode, end.Signal = s.State, s.ExitCode, s.Signal
-	}
-	if !end.State.Terminal() {
-		return nil
-	}
-	return jobsStatus([]job.Job{end})
 }
 
 // waitStart waits while job id is queued, running a pass every 2 s, and
@@ -476,6 +498,18 @@ type cancelOptions struct {
 	yes      bool
 }
 
+// jobStateOf reads --job-state: queued or running, or Slurm's names for
+// them; "" for anything else.
+func jobStateOf(s string) string {
+	switch strings.ToLower(s) {
+	case "queued", "pending", "pd":
+		return "queued"
+	case "running", "r":
+		return "running"
+	}
+	return ""
+}
+
 // selecting reports whether the jobs are selected by user or state.
 func (o *cancelOptions) selecting() bool { return o.user != "" || o.mine || o.jobState != "" }
 
@@ -507,8 +541,8 @@ there are more than 10 (--yes does not ask).
 				return errors.New("give job ids or --user/--mine/--job-state, not both")
 			case opts.user != "" && opts.mine:
 				return errors.New("--user and --mine: give one")
-			case opts.jobState != "" && opts.jobState != "queued" && opts.jobState != "running":
-				return fmt.Errorf("--job-state %q: give queued or running (launching jobs count as running)", opts.jobState)
+			case opts.jobState != "" && jobStateOf(opts.jobState) == "":
+				return fmt.Errorf("--job-state %q: give queued or running (Slurm's PENDING, PD, RUNNING, R too; launching jobs count as running)", opts.jobState)
 			}
 			return nil
 		},
@@ -550,16 +584,17 @@ func (a *app) selectJobs(ctx context.Context, opts *cancelOptions) (ok bool, err
 		return false, err
 	}
 	opts.ids = nil
+	want := jobStateOf(opts.jobState)
 	for _, j := range doc.Jobs {
 		switch {
-		case opts.jobState == "queued" && j.State != job.Queued, opts.jobState == "running" && !j.State.Active():
+		case want == "queued" && j.State != job.Queued, want == "running" && !j.State.Active():
 			continue
 		}
 		opts.ids = append(opts.ids, j.ID)
 	}
 	kind, noun := "active", "jobs"
-	if opts.jobState != "" {
-		kind = opts.jobState
+	if want != "" {
+		kind = want
 	}
 	if len(opts.ids) == 1 {
 		noun = "job"
@@ -591,13 +626,15 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 			return err
 		}
 	}
+	var arrays map[job.ID]bool
 	if opts.ids == nil {
-		ids, err := a.service().Resolve(ctx, opts.names)
+		ids, inArrays, err := a.resolve(ctx, opts.names)
 		if err != nil {
 			return err // before anything is cancelled
 		}
-		opts.ids = ids
+		opts.ids, arrays = ids, inArrays
 	}
+	skipped := 0
 	var errs []error
 	code := exitOK
 	freed := false
@@ -611,6 +648,8 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 		case err != nil && ctx.Err() != nil:
 			fmt.Fprintf(a.stderr, "gssh: interrupted; job %d may still be running (see gssh show %d)\n", id, id)
 			return errInterrupted
+		case err != nil && arrays[id] && errors.Is(err, control.ErrEnded):
+			skipped++ // a task of an array named whole that ended already
 		case err != nil:
 			fmt.Fprintln(a.stderr, "gssh:", err)
 			errs = append(errs, err)
@@ -620,6 +659,9 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 		default:
 			fmt.Fprintf(a.stdout, "job %d cancelled\n", id)
 		}
+	}
+	if skipped > 0 {
+		fmt.Fprintf(a.stdout, "%d tasks of the arrays given had ended already\n", skipped)
 	}
 	if freed && ctx.Err() == nil {
 		// What waited for the freed GPUs starts now, not at the next cron

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
@@ -59,7 +61,7 @@ an error.`
 		Long:  long + "\n\n" + exitCodesHelp,
 		Args:  needIDs(strings.Fields(use)[0]),
 		RunE: func(c *cobra.Command, args []string) error {
-			ids, err := a.service().Resolve(c.Context(), args)
+			ids, arrays, err := a.resolve(c.Context(), args)
 			if err != nil {
 				return err
 			}
@@ -71,7 +73,7 @@ an error.`
 			if err != nil {
 				return interrupted(c.Context(), err)
 			}
-			return a.printHolds(res, func(j job.Job) string {
+			return a.printHolds(res, arrays, func(j job.Job) string {
 				switch {
 				case release && j.State == job.Running:
 					return fmt.Sprintf("job %d released, running on %s", j.ID, where(j.Placement))
@@ -179,6 +181,9 @@ func waitFor(ctx context.Context, a *app, ids []job.ID, interval time.Duration, 
 				ended(j)
 				continue
 			}
+			if first && j.Hold != nil {
+				fmt.Fprintf(a.stderr, "gssh: job %d is held: it waits for gssh release %d\n", j.ID, j.ID)
+			}
 			left++
 		}
 		if left == 0 {
@@ -276,7 +281,7 @@ submit.
 			if r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil {
 				return errors.New("nothing to update: give --priority, --timeout, --mem or --name")
 			}
-			ids, err := a.service().Resolve(c.Context(), args)
+			ids, arrays, err := a.resolve(c.Context(), args)
 			if err != nil {
 				return err
 			}
@@ -285,7 +290,7 @@ submit.
 			if err != nil {
 				return interrupted(c.Context(), err)
 			}
-			return a.printHolds(res, func(j job.Job) string {
+			return a.printHolds(res, arrays, func(j job.Job) string {
 				if j.State == job.Running {
 					return fmt.Sprintf("job %d updated, running on %s", j.ID, where(j.Placement))
 				}
@@ -301,12 +306,57 @@ submit.
 	return cmd
 }
 
-// printHolds prints what Hold, Release or Update did, a line per job
-// (line says it), errors on stderr; exit 1 if any job could not be done.
-func (a *app) printHolds(res []service.HoldResult, line func(job.Job) string) error {
+// resolve turns job names into ids, and says which came from naming a
+// whole array: a task of one that is in no state for the command is
+// skipped, as Slurm skips them, not an error.
+func (a *app) resolve(ctx context.Context, names []string) ([]job.ID, map[job.ID]bool, error) {
+	refs, err := service.ParseRefs(names)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ids []job.ID
+	arrays := map[job.ID]bool{}
+	for _, r := range refs {
+		got, err := a.service().Resolve(ctx, []string{r.String()})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, id := range got {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+			if len(got) > 1 {
+				arrays[id] = true
+			}
+		}
+	}
+	return ids, arrays, nil
+}
+
+// skippable reports whether err only says a job is in no state for the
+// command (ended, running, not held), which an array's task may be.
+func skippable(err error) bool {
+	return errors.Is(err, control.ErrNotQueued) || errors.Is(err, control.ErrNotHeld) || errors.Is(err, control.ErrNotRunning) || errors.Is(err, control.ErrEnded)
+}
+
+// printHolds prints what Hold, Release, Update or Requeue did, a line per
+// job (line says it), errors on stderr; exit 1 if any job could not be
+// done. A task of an array named whole (arrays) that is in no state for
+// it is skipped, and counted in one line.
+func (a *app) printHolds(res []service.HoldResult, arrays map[job.ID]bool, line func(job.Job) string) error {
 	var errs []error
 	code := exitOK
+	skipped := 0
+	defer func() {
+		if skipped > 0 {
+			fmt.Fprintf(a.stderr, "gssh: %d tasks of the arrays given were skipped: they were in no state for it (ended, running, or not held)\n", skipped)
+		}
+	}()
 	for _, r := range res {
+		if r.Err != nil && arrays[r.Job.ID] && skippable(r.Err) {
+			skipped++
+			continue
+		}
 		if r.Err != nil {
 			fmt.Fprintln(a.stderr, "gssh:", r.Err)
 			errs = append(errs, r.Err)
@@ -338,7 +388,7 @@ fair-share. A queued or ended job cannot be requeued.
 			if err := checkDuration("--grace", grace, 0, time.Hour); err != nil {
 				return err
 			}
-			ids, err := a.service().Resolve(c.Context(), args)
+			ids, arrays, err := a.resolve(c.Context(), args)
 			if err != nil {
 				return err
 			}
@@ -346,7 +396,7 @@ fair-share. A queued or ended job cannot be requeued.
 			if err != nil {
 				return interrupted(c.Context(), err)
 			}
-			return a.printHolds(res, func(j job.Job) string {
+			return a.printHolds(res, arrays, func(j job.Job) string {
 				if j.State == job.Running {
 					return fmt.Sprintf("job %d requeued, running on %s", j.ID, where(j.Placement))
 				}

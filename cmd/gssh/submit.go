@@ -105,10 +105,15 @@ reservation and when it is expected to start (as sbatch --test-only does).
 		Example: `  gssh submit --mem 8G -- python train.py --lr 3e-4
   gssh submit --host gpu01 --gpus 2 --timeout 12:00:00 -- ./run.sh
   gssh submit -- 'cd ~/proj && make train 2>&1 | tee out.txt'
-  gssh submit --array 0-31%8 -- python train.py --seed '$GSSH_ARRAY_TASK_ID'
+  gssh submit --array 0-31%8 -- 'python train.py --seed $GSSH_ARRAY_TASK_ID'
   gssh submit --after 12 --wait -- python evaluate.py`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.argv = args
+			for f, ids := range map[string][]string{"after": opts.after, "after-any": opts.afterAny, "after-notok": opts.afterNotOK} {
+				if c.Flags().Changed(f) && len(ids) == 0 {
+					return fmt.Errorf("--%s: no job id given (was a script's $id empty?); nothing was submitted", f)
+				}
+			}
 			if c.Flags().Changed("mem") && c.Flags().Changed("gpu-mem") {
 				return errors.New("--mem and --gpu-mem are the same flag: give one")
 			}
@@ -266,6 +271,9 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 	if opts.wait {
 		if err := checkDuration("--interval", opts.interval, time.Second, time.Hour); err != nil {
 			return err
+		}
+		if opts.hold {
+			return errors.New("--wait and --hold: a held job waits for gssh release, which this command would never give; leave one out")
 		}
 	}
 	res, err := a.service().Submit(ctx, req)
