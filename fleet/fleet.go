@@ -112,7 +112,7 @@ type Fleet struct {
 	// jobs runs the jobs of local hosts (Shell): with the environment an
 	// SSH login would give them, not gssh's own.
 	jobs Shell
-	memo        probe.FallbackMemo
+	memo probe.FallbackMemo
 }
 
 // New reads the inventory and ssh_config and returns the fleet, with an
