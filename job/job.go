@@ -91,10 +91,13 @@ const (
 	AfterNotOK DepKind = "afternotok" // --after-notok: it failed, timed out or was lost
 )
 
-// Dependency is one job another waits for.
+// Dependency is one job another waits for, or a whole job array: with
+// Tasks > 0, every task of the array Job (ids Job … Job+Tasks−1) must
+// end as Kind says (one entry, however large the array).
 type Dependency struct {
-	Kind DepKind `json:"kind"`
-	Job  ID      `json:"job"`
+	Kind  DepKind `json:"kind"`
+	Job   ID      `json:"job"`
+	Tasks int     `json:"tasks,omitempty"`
 }
 
 // Met says where a dependency on a job in state s stands: met (the

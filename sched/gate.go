@@ -41,6 +41,9 @@ type jobStates struct {
 	// tasks counts, per job array, its tasks that hold GPUs: running, or
 	// started by this plan (built on first use).
 	tasks map[job.ID]int
+	// arrays are the verdicts on whole-array dependencies (a task's end
+	// changes them only between plans).
+	arrays map[arrayKey]arrayVerdict
 }
 
 // arrayTasks is how many tasks of array id hold GPUs.
@@ -54,6 +57,54 @@ func (s *jobStates) arrayTasks(id job.ID) int {
 		}
 	}
 	return s.tasks[id]
+}
+
+// arrayDependency says where dependency d on a whole array stands: how
+// many of its tasks have yet to end, or why it can never be met (a task
+// ended as d.Kind does not allow, or is not in the state). Each array is
+// looked at once per plan, however many jobs wait for it.
+func (s *jobStates) arrayDependency(d job.Dependency) (left int, doom Reason) {
+	key := arrayKey{d.Job, d.Tasks, d.Kind}
+	if v, ok := s.arrays[key]; ok {
+		return v.left, v.doom
+	}
+	var v arrayVerdict
+	for k := range d.Tasks {
+		id := d.Job + job.ID(k)
+		t, ok := s.get(id)
+		if !ok {
+			v.doom = because(CodeDependencyNever, fmt.Sprintf("job %d, task %d of array %d, is not in the state; %s needs every task to %s", id, k, d.Job, DependencyFlag(d.Kind), DependencyNeed(d.Kind)))
+			break
+		}
+		met, never := (job.Dependency{Kind: d.Kind, Job: id}).Met(t.State)
+		if never {
+			name := fmt.Sprintf("job %d", id)
+			if a := t.Spec.Array; a != nil {
+				name = fmt.Sprintf("task %d_%d (job %d)", a.Job, a.Task, id)
+			}
+			v.doom = because(CodeDependencyNever, fmt.Sprintf("%s %s; %s needs every task of array %d to %s", name, ended(t), DependencyFlag(d.Kind), d.Job, DependencyNeed(d.Kind)))
+			break
+		}
+		if !met {
+			v.left++
+		}
+	}
+	if s.arrays == nil {
+		s.arrays = map[arrayKey]arrayVerdict{}
+	}
+	s.arrays[key] = v
+	return v.left, v.doom
+}
+
+type arrayKey struct {
+	id    job.ID
+	tasks int
+	kind  job.DepKind
+}
+
+type arrayVerdict struct {
+	left int
+	doom Reason
 }
 
 // started counts job j, just placed, if it is an array's task.
@@ -86,8 +137,20 @@ func (s *jobStates) get(id job.ID) (*job.Job, bool) {
 // the plan cancels it). A doomed job is doomed whatever else holds it;
 // then a hold, then unmet dependencies, then --begin.
 func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom Reason) {
-	var waiting [3][]job.ID // by kind: AfterOK, AfterAny, AfterNotOK
+	var waiting [3][]job.ID    // by kind: AfterOK, AfterAny, AfterNotOK
+	var arraysLeft [3][]string // the same, for whole arrays: "array 9 (5 of 8 tasks left)"
 	for _, d := range j.Spec.After {
+		if d.Tasks > 0 {
+			left, doom := states.arrayDependency(d)
+			switch {
+			case !doom.ok():
+				return Reason{}, doom
+			case left > 0:
+				k := kindIndex(d.Kind)
+				arraysLeft[k] = append(arraysLeft[k], fmt.Sprintf("array %d (%d of %d tasks left)", d.Job, left, d.Tasks))
+			}
+			continue
+		}
 		dep, ok := states.get(d.Job)
 		if !ok {
 			return Reason{}, because(CodeDependencyNever, fmt.Sprintf("job %d is not in the state; %s needs it to %s", d.Job, DependencyFlag(d.Kind), DependencyNeed(d.Kind)))
@@ -107,18 +170,22 @@ func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom R
 			return because(CodeHeld, ""), Reason{}
 		}
 		return HeldReason(j), Reason{}
-	case len(waiting[0])+len(waiting[1])+len(waiting[2]) > 0:
+	case len(waiting[0])+len(waiting[1])+len(waiting[2])+len(arraysLeft[0])+len(arraysLeft[1])+len(arraysLeft[2]) > 0:
 		if terse {
 			return because(CodeDependency, ""), Reason{}
 		}
 		var parts []string
 		for k, ids := range waiting {
-			if len(ids) > 0 {
-				word := "job"
-				if len(ids) > 1 {
-					word = "jobs"
-				}
-				parts = append(parts, fmt.Sprintf("%s %s to %s", word, idRanges(ids), DependencyNeed([]job.DepKind{job.AfterOK, job.AfterAny, job.AfterNotOK}[k])))
+			var what []string
+			switch {
+			case len(ids) == 1:
+				what = append(what, "job "+idRanges(ids))
+			case len(ids) > 1:
+				what = append(what, "jobs "+idRanges(ids))
+			}
+			what = append(what, arraysLeft[k]...)
+			if len(what) > 0 {
+				parts = append(parts, fmt.Sprintf("%s to %s", strings.Join(what, ", "), DependencyNeed([]job.DepKind{job.AfterOK, job.AfterAny, job.AfterNotOK}[k])))
 			}
 		}
 		return because(CodeDependency, "waits for "+strings.Join(parts, "; ")), Reason{}

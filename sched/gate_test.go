@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +170,60 @@ func TestArrayLimit(t *testing.T) {
 	d = Plan(Input{Now: t0, Hosts: hosts, Running: []job.Job{run}, Queue: queue[1:]})
 	if len(d.Starts) != 1 || d.Starts[0].Job != 11 {
 		t.Errorf("one running: starts %+v", d.Starts)
+	}
+}
+
+// A dependency on a whole array is one entry: met when every task ended
+// as its kind needs, cancelled at the first task that cannot.
+func TestArrayDependency(t *testing.T) {
+	hosts := []Host{host("a", gpus(4, 80*GiB)...)}
+	task := func(id job.ID, i int, s job.State, reason string) job.Job {
+		j := endedJob(id, s, reason)
+		j.Spec.Array = &job.ArrayTask{Job: 10, Task: i, Tasks: 3}
+		return j
+	}
+	dep := func(kind job.DepKind) job.Job {
+		j := queued(20, excl(1))
+		j.Spec.After = []job.Dependency{{Kind: kind, Job: 10, Tasks: 3}}
+		return j
+	}
+	pending := queued(12, excl(8)) // never fits: stays queued
+	pending.Spec.Array = &job.ArrayTask{Job: 10, Task: 2, Tasks: 3}
+	for _, c := range []struct {
+		name       string
+		kind       job.DepKind
+		tasks      []job.Job
+		start      bool
+		text, doom string
+	}{
+		{"two of three done", job.AfterOK, []job.Job{task(10, 0, job.Succeeded, "exit status 0"), task(11, 1, job.Succeeded, "exit status 0"), pending}, false, "waits for array 10 (1 of 3 tasks left) to succeed", ""},
+		{"all succeeded", job.AfterOK, []job.Job{task(10, 0, job.Succeeded, ""), task(11, 1, job.Succeeded, ""), task(12, 2, job.Succeeded, "")}, true, "", ""},
+		{"one failed", job.AfterOK, []job.Job{task(10, 0, job.Succeeded, ""), task(11, 1, job.Failed, "exit status 2"), pending}, false, "",
+			"task 10_1 (job 11) failed (exit status 2); --after needs every task of array 10 to succeed"},
+		{"after-any, one cancelled", job.AfterAny, []job.Job{task(10, 0, job.Cancelled, "cancelled by u"), task(11, 1, job.Failed, ""), task(12, 2, job.Succeeded, "")}, true, "", ""},
+		{"after-notok, one succeeded", job.AfterNotOK, []job.Job{task(10, 0, job.Failed, ""), task(11, 1, job.Succeeded, "exit status 0"), pending}, false, "",
+			"task 10_1 (job 11) succeeded (exit status 0); --after-notok needs every task of array 10 to fail, time out or be lost"},
+		{"a task missing", job.AfterAny, []job.Job{task(10, 0, job.Succeeded, ""), task(11, 1, job.Succeeded, "")}, false, "",
+			"job 12, task 2 of array 10, is not in the state; --after-any needs every task to end"},
+	} {
+		deps := map[job.ID]job.Job{}
+		queue := []job.Job{dep(c.kind)}
+		for _, tk := range c.tasks {
+			if tk.State == job.Queued {
+				queue = append(queue, tk)
+			} else {
+				deps[tk.ID] = tk
+			}
+		}
+		d := Plan(Input{Now: t0, Hosts: hosts, Queue: queue, Deps: deps})
+		started := slices.ContainsFunc(d.Starts, func(s Start) bool { return s.Job == 20 })
+		switch {
+		case started != c.start:
+			t.Errorf("%s: started %v (%+v)", c.name, started, d)
+		case c.doom != "" && (len(d.Cancels) != 1 || d.Cancels[0].Reason.Text != c.doom):
+			t.Errorf("%s: cancels %+v, want %q", c.name, d.Cancels, c.doom)
+		case c.text != "" && !slices.ContainsFunc(d.Pending, func(p Pending) bool { return p.Job == 20 && p.Reason.Text == c.text }):
+			t.Errorf("%s: pending %+v, want %q", c.name, d.Pending, c.text)
+		}
 	}
 }

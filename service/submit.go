@@ -95,6 +95,15 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		st = db
 	}
 	for _, d := range r.After {
+		if d.Ref.Task < 0 {
+			// A whole array is one dependency, however many its tasks.
+			if a, err := st.Get(d.Ref.Job); err == nil && a.Spec.Array != nil && a.Spec.Array.Job == a.ID && a.Spec.Array.Tasks > 1 {
+				if dep := (job.Dependency{Kind: d.Kind, Job: a.ID, Tasks: a.Spec.Array.Tasks}); !slices.Contains(s.After, dep) {
+					s.After = append(s.After, dep)
+				}
+				continue
+			}
+		}
 		ids, err := resolve(st, []Ref{d.Ref})
 		if err != nil {
 			switch {
@@ -131,7 +140,14 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		if err != nil {
 			return SubmitResult{}, err
 		}
-		trial, err := ctl.DryRun(ctx, job.Job{ID: dryRunID, User: l.opt.User, Spec: s})
+		dry := job.Job{ID: dryRunID, User: l.opt.User, Spec: s}
+		if r.Hold {
+			dry.Hold = &job.Hold{By: l.opt.User, At: time.Now()}
+		}
+		if len(r.Array) > 0 { // a dry run plans the array's first task
+			dry.Spec.Array = &job.ArrayTask{Job: dryRunID, Task: r.Array[0], Tasks: len(r.Array), Limit: r.ArrayLimit}
+		}
+		trial, err := ctl.DryRun(ctx, dry)
 		if err != nil {
 			return SubmitResult{}, err
 		}
@@ -198,7 +214,17 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 // under two kinds that cannot both be met. Its errors name the flag.
 func checkDeps(st control.Store, after []job.Dependency) error {
 	kinds := map[job.ID]job.DepKind{}
+	var flat []job.Dependency
 	for _, d := range after {
+		if d.Tasks == 0 {
+			flat = append(flat, d)
+			continue
+		}
+		for k := range d.Tasks {
+			flat = append(flat, job.Dependency{Kind: d.Kind, Job: d.Job + job.ID(k)})
+		}
+	}
+	for _, d := range flat {
 		if k, ok := kinds[d.Job]; ok && k != d.Kind && k != job.AfterAny && d.Kind != job.AfterAny {
 			return fmt.Errorf("job %d is named by %s and %s: it cannot both succeed and fail; nothing was submitted", d.Job, sched.DependencyFlag(k), sched.DependencyFlag(d.Kind))
 		}

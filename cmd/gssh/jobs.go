@@ -282,7 +282,11 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		lines = append(lines, [2]string{"array", fmt.Sprintf("%d_%d (task %d of the %d of array %d%s)", t.Job, t.Task, t.Task, t.Tasks, t.Job, limit)})
 	}
 	for _, d := range s.After {
-		lines = append(lines, [2]string{"after", fmt.Sprintf("job %d, to %s (%s)", d.Job, sched.DependencyNeed(d.Kind), sched.DependencyFlag(d.Kind))})
+		what := fmt.Sprintf("job %d", d.Job)
+		if d.Tasks > 0 {
+			what = fmt.Sprintf("array %d (its %d tasks)", d.Job, d.Tasks)
+		}
+		lines = append(lines, [2]string{"after", fmt.Sprintf("%s, to %s (%s)", what, sched.DependencyNeed(d.Kind), sched.DependencyFlag(d.Kind))})
 	}
 	if !s.Begin.IsZero() {
 		lines = append(lines, [2]string{"begin", timeCell(s.Begin)})

@@ -297,14 +297,14 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 	}
 	switch {
 	case res.DryRun && res.WouldRun:
-		fmt.Fprintf(a.stdout, "would run on %s\n", where(res.Placement))
+		fmt.Fprintf(a.stdout, "would run on %s%s\n", where(res.Placement), firstTask(req))
 		if ex := res.Explanation; ex != nil {
 			for _, r := range ex.Rejected {
 				fmt.Fprintf(a.stdout, "  not %s: %s\n", r.Host, printable(r.Reason.Text))
 			}
 		}
 	case res.DryRun:
-		fmt.Fprintf(a.stdout, "would be queued: %s\n", res.Reason)
+		fmt.Fprintf(a.stdout, "would be queued%s: %s\n", firstTask(req), res.Reason)
 		if ex := res.Explanation; ex != nil {
 			for _, l := range queueLines(ex, res.Reason) {
 				fmt.Fprintf(a.stdout, "  %-12s %s\n", l[0]+":", printable(l[1]))
@@ -411,6 +411,14 @@ func shellName(k string) bool {
 		}
 	}
 	return true
+}
+
+// firstTask is what a dry run of an array says it planned: its first task.
+func firstTask(r service.SubmitRequest) string {
+	if len(r.Array) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (task %d, the first of %d: a dry run plans one)", r.Array[0], len(r.Array))
 }
 
 // arraySummary says what became of an array's tasks: "array 12 (tasks
