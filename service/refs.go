@@ -10,6 +10,7 @@ import (
 
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/state"
 )
 
@@ -48,11 +49,26 @@ func (r Ref) String() string {
 }
 
 // ParseRefs reads job names: "12", "#12", "12_3", several per argument
-// comma-separated. Its error says which name is wrong.
+// comma-separated, and the folded form gssh ps prints, "12[3-31]" or
+// "12[4,9]" (those tasks of array 12). Its error says which name is
+// wrong.
 func ParseRefs(names []string) ([]Ref, error) {
 	var out []Ref
 	for _, arg := range names {
-		for _, s := range strings.Split(arg, ",") {
+		for _, s := range splitNames(arg) {
+			if id, tasks, ok := strings.Cut(s, "["); ok && strings.HasSuffix(tasks, "]") {
+				n, err := strconv.ParseUint(strings.TrimPrefix(id, "#"), 10, 64)
+				idx, _, aerr := sched.ParseArray(strings.TrimSuffix(tasks, "]"))
+				if err != nil || n == 0 || aerr != nil {
+					return nil, fmt.Errorf("%q is not a job id (a number as gssh ps shows it, ARRAY_TASK such as 12_3, or ARRAY[TASKS] such as 12[3-31])", s)
+				}
+				for _, t := range idx {
+					if r := (Ref{Job: job.ID(n), Task: t}); !slices.Contains(out, r) {
+						out = append(out, r)
+					}
+				}
+				continue
+			}
 			idText, taskText, isTask := strings.Cut(strings.TrimPrefix(strings.TrimSpace(s), "#"), "_")
 			n, err := strconv.ParseUint(idText, 10, 64)
 			r := Ref{Job: job.ID(n), Task: -1}
@@ -63,7 +79,7 @@ func ParseRefs(names []string) ([]Ref, error) {
 				}
 			}
 			if err != nil || n == 0 {
-				return nil, fmt.Errorf("%q is not a job id (a number as gssh ps shows it, or ARRAY_TASK such as 12_3)", s)
+				return nil, fmt.Errorf("%q is not a job id (a number as gssh ps shows it, ARRAY_TASK such as 12_3, or ARRAY[TASKS] such as 12[3-31])", s)
 			}
 			if !slices.Contains(out, r) {
 				out = append(out, r)
@@ -74,6 +90,27 @@ func ParseRefs(names []string) ([]Ref, error) {
 		return nil, errors.New("no job id given")
 	}
 	return out, nil
+}
+
+// splitNames splits an argument at the commas outside brackets:
+// "12[4,9],13" is "12[4,9]" and "13".
+func splitNames(arg string) []string {
+	var out []string
+	depth, from := 0, 0
+	for i, r := range arg {
+		switch r {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, arg[from:i])
+				from = i + 1
+			}
+		}
+	}
+	return append(out, arg[from:])
 }
 
 // resolve turns refs into job ids by st; see Resolve.

@@ -303,6 +303,9 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	for _, e := range s.Env {
 		lines = append(lines, [2]string{"env", e.Key + "=" + e.Value})
 	}
+	for _, u := range j.Runs {
+		lines = append(lines, [2]string{"earlier run", fmt.Sprintf("%s to %s (requeued)", timeCell(u.Started), timeCell(u.Ended))})
+	}
 	if j.ExitCode != nil {
 		lines = append(lines, [2]string{"exit code", strconv.Itoa(*j.ExitCode)})
 	}

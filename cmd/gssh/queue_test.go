@@ -47,12 +47,12 @@ func TestJobExit(t *testing.T) {
 }
 
 func TestParseRefs(t *testing.T) {
-	refs, err := service.ParseRefs([]string{"3,1", "3", "#2", "12_4"})
-	want := []service.Ref{{Job: 3, Task: -1}, {Job: 1, Task: -1}, {Job: 2, Task: -1}, {Job: 12, Task: 4}}
+	refs, err := service.ParseRefs([]string{"3,1", "3", "#2", "12_4", "12[4,6-7],13"})
+	want := []service.Ref{{Job: 3, Task: -1}, {Job: 1, Task: -1}, {Job: 2, Task: -1}, {Job: 12, Task: 4}, {Job: 12, Task: 6}, {Job: 12, Task: 7}, {Job: 13, Task: -1}}
 	if err != nil || !slices.Equal(refs, want) {
 		t.Errorf("ParseRefs: %v %v", refs, err)
 	}
-	for _, bad := range []string{"1,,2", "0", "x", "12_", "12_-1", "_3", "-2"} {
+	for _, bad := range []string{"1,,2", "0", "x", "12_", "12_-1", "_3", "-2", "12[", "12[]", "12[5-3]", "[3]", "12[x]"} {
 		if _, err := service.ParseRefs([]string{bad}); err == nil {
 			t.Errorf("%q was taken", bad)
 		}

@@ -385,6 +385,8 @@ func exportEnv(spec string, environ []string, warn func(string)) ([]job.EnvVar, 
 			return nil, fmt.Errorf("--export %q: NONE stands alone (the default); give ALL or names", spec)
 		case !shellName(k):
 			return nil, fmt.Errorf("--export %q: %q is not a variable name (letters, digits and _, not starting with a digit)", spec, k)
+		case strings.HasPrefix(k, "GSSH_") || k == "CUDA_VISIBLE_DEVICES" || k == "CUDA_DEVICE_ORDER":
+			return nil, fmt.Errorf("--export %q: gssh sets %s itself", spec, k)
 		case hasValue:
 			set(k, v)
 		default:
@@ -444,7 +446,11 @@ func arraySummary(tasks []job.Job) string {
 	if a.Limit > 0 {
 		limit = fmt.Sprintf(", at most %d at once", a.Limit)
 	}
-	return fmt.Sprintf("array %d (tasks %s, job ids %d-%d%s): %s", a.Job, ranges(idx), tasks[0].ID, tasks[len(tasks)-1].ID, limit, strings.Join(parts, ", "))
+	ids := fmt.Sprintf("job ids %d-%d", tasks[0].ID, tasks[len(tasks)-1].ID)
+	if len(tasks) == 1 {
+		ids = fmt.Sprintf("job id %d", tasks[0].ID)
+	}
+	return fmt.Sprintf("array %d (tasks %s, %s%s): %s", a.Job, ranges(idx), ids, limit, strings.Join(parts, ", "))
 }
 
 // ranges writes indexes as squeue does: "0-3,7,9-10".
