@@ -259,24 +259,6 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// expand lists each job after names, a whole array's tasks one by one.
-func expand(after []job.Dependency) []job.Dependency {
-	if !slices.ContainsFunc(after, func(d job.Dependency) bool { return d.Tasks > 0 }) {
-		return after
-	}
-	var out []job.Dependency
-	for _, d := range after {
-		if d.Tasks == 0 {
-			out = append(out, d)
-			continue
-		}
-		for k := range d.Tasks {
-			out = append(out, job.Dependency{Kind: d.Kind, Job: d.Job + job.ID(k)})
-		}
-	}
-	return out
-}
-
 // deps fills in.Deps with the ended jobs in.Queue depends on, read from
 // the store. A dependency the store does not hold is left out (the plan
 // cancels its dependents); one it cannot read is given as "unreadable"
@@ -285,7 +267,7 @@ func (c *Controller) deps(in *sched.Input) error {
 	var known map[job.ID]bool // queued or running: in the plan already
 	var errs []error
 	for _, j := range in.Queue {
-		for _, d := range expand(j.Spec.After) {
+		for _, d := range job.Flatten(j.Spec.After) {
 			if known == nil {
 				known = make(map[job.ID]bool, len(in.Queue)+len(in.Running))
 				for _, q := range in.Queue {

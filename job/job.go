@@ -100,6 +100,29 @@ type Dependency struct {
 	Tasks int     `json:"tasks,omitempty"`
 }
 
+// Flatten lists each job after names: a whole array's tasks one by one
+// (after itself when it names no array).
+func Flatten(after []Dependency) []Dependency {
+	whole := false
+	for _, d := range after {
+		whole = whole || d.Tasks > 0
+	}
+	if !whole {
+		return after
+	}
+	var out []Dependency
+	for _, d := range after {
+		if d.Tasks == 0 {
+			out = append(out, d)
+			continue
+		}
+		for k := range d.Tasks {
+			out = append(out, Dependency{Kind: d.Kind, Job: d.Job + ID(k)})
+		}
+	}
+	return out
+}
+
 // Met says where a dependency on a job in state s stands: met (the
 // dependent may start), or never (it never will be: s is an end state
 // other than the kind needs). Neither: the job has not ended yet.

@@ -214,17 +214,7 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 // under two kinds that cannot both be met. Its errors name the flag.
 func checkDeps(st control.Store, after []job.Dependency) error {
 	kinds := map[job.ID]job.DepKind{}
-	var flat []job.Dependency
-	for _, d := range after {
-		if d.Tasks == 0 {
-			flat = append(flat, d)
-			continue
-		}
-		for k := range d.Tasks {
-			flat = append(flat, job.Dependency{Kind: d.Kind, Job: d.Job + job.ID(k)})
-		}
-	}
-	for _, d := range flat {
+	for _, d := range job.Flatten(after) {
 		if k, ok := kinds[d.Job]; ok && k != d.Kind && k != job.AfterAny && d.Kind != job.AfterAny {
 			return fmt.Errorf("job %d is named by %s and %s: it cannot both succeed and fail; nothing was submitted", d.Job, sched.DependencyFlag(k), sched.DependencyFlag(d.Kind))
 		}

@@ -252,32 +252,11 @@ func (s *Bolt) ClusterID() (string, error) { return s.clusterID, nil }
 
 // Submit implements Store.
 func (s *Bolt) Submit(j job.Job) (job.Job, error) {
-	j, err := prepareSubmit(j, s.now)
+	out, err := s.SubmitAll([]job.Job{j}, nil)
 	if err != nil {
 		return job.Job{}, err
 	}
-	var out job.Job
-	err = s.update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket([]byte(bucketMeta))
-		seq, err := getUint(meta, keyJobSeq)
-		if err != nil {
-			return fmt.Errorf("submit: %w", err)
-		}
-		j.ID = job.ID(seq + 1)
-		if err := meta.Put([]byte(keyJobSeq), uint64Bytes(seq+1)); err != nil {
-			return fmt.Errorf("submit: %w", err)
-		}
-		data, back, err := encode(j)
-		if err != nil {
-			return fmt.Errorf("submit: %w", err)
-		}
-		if err := putJob(tx, back, data, nil); err != nil {
-			return fmt.Errorf("submit: %w", err)
-		}
-		out = back
-		return nil
-	})
-	return out, err
+	return out[0], nil
 }
 
 // SubmitAll implements Store.

@@ -44,21 +44,11 @@ func (m *Mem) ClusterID() (string, error) { return m.clusterID, nil }
 
 // Submit implements Store.
 func (m *Mem) Submit(j job.Job) (job.Job, error) {
-	j, err := prepareSubmit(j, m.now)
+	out, err := m.SubmitAll([]job.Job{j}, nil)
 	if err != nil {
 		return job.Job{}, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	j.ID = m.seq + 1
-	data, back, err := encode(j)
-	if err != nil {
-		return job.Job{}, fmt.Errorf("submit: %w", err)
-	}
-	m.seq = j.ID
-	m.ids = append(m.ids, j.ID)
-	m.put(j.ID, data, back.State)
-	return back, nil
+	return out[0], nil
 }
 
 // SubmitAll implements Store.
