@@ -157,7 +157,11 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 				continue
 			}
 			if !why.ok() {
-				out.Pending = append(out.Pending, Pending{Job: j.ID, Position: pos + 1, Reason: why})
+				p := Pending{Job: j.ID, Position: pos + 1, Reason: why}
+				if j.ID == in.Explain {
+					p.Rank = rankText(picks.picked, pos, pol)
+				}
+				out.Pending = append(out.Pending, p)
 				continue
 			}
 		}
