@@ -47,13 +47,17 @@ func newHoldCmd(a *app, release bool) *cobra.Command {
 	use, short, long := "hold ID...", "Keep queued jobs from starting until gssh release",
 		`Hold queued jobs: they stay in the queue, in their place, but are never
 placed until released (gssh release). gssh ps shows them as held, with who
-held them. A running job cannot be held (gssh cancel stops it).`
+held them. A running job cannot be held (gssh cancel stops it). An
+array's id holds every queued task of it (the others are skipped, and
+counted); 12_3 holds one task. A job named in the wrong state is an error
+(exit 1); the others given are still held.`
 	if release {
 		use, short, long = "release ID...", "Release held jobs, then run one scheduling pass",
 			`Take the holds off jobs (gssh hold, gssh submit --hold), then run one
 scheduling pass, so that they start at once where there is room. Their
 dependencies (--after) and --begin still apply. A job that is not held is
-an error.`
+an error (exit 1; the others given are still released); an array's id
+releases its held tasks, 12_3 one task.`
 	}
 	return &cobra.Command{
 		Use:   use,
