@@ -264,35 +264,59 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 // cancels its dependents); one it cannot read is given as "unreadable"
 // (not ended: its dependents wait) and reported.
 func (c *Controller) deps(in *sched.Input) error {
-	var known map[job.ID]bool // queued or running: in the plan already
-	var errs []error
-	for _, j := range in.Queue {
-		for _, d := range job.Flatten(j.Spec.After) {
-			if known == nil {
-				known = make(map[job.ID]bool, len(in.Queue)+len(in.Running))
-				for _, q := range in.Queue {
-					known[q.ID] = true
-				}
-				for _, r := range in.Running {
-					known[r.ID] = true
-				}
-			}
-			if _, ok := in.Deps[d.Job]; ok || known[d.Job] {
-				continue
-			}
-			dep, err := c.store.Get(d.Job)
-			switch {
-			case errors.Is(err, state.ErrNotFound):
-				continue
-			case err != nil:
-				errs = append(errs, fmt.Errorf("job %d: its dependency, job %d: %w", j.ID, d.Job, err))
-				dep = job.Job{ID: d.Job, State: "unreadable"}
-			}
-			if in.Deps == nil {
-				in.Deps = map[job.ID]job.Job{}
-			}
-			in.Deps[d.Job] = dep
+	// Every job some queued one waits for, once: a whole array named by
+	// many dependents is listed once, its tasks not materialized per
+	// dependent.
+	var need []job.ID
+	of := map[job.ID]job.ID{} // dependency → a job waiting for it (for errors)
+	arrays := map[job.Dependency]bool{}
+	add := func(dep, waiter job.ID) {
+		if _, ok := of[dep]; !ok {
+			of[dep] = waiter
+			need = append(need, dep)
 		}
+	}
+	for _, j := range in.Queue {
+		for _, d := range j.Spec.After {
+			if d.Tasks == 0 {
+				add(d.Job, j.ID)
+				continue
+			}
+			if key := (job.Dependency{Job: d.Job, Tasks: d.Tasks}); !arrays[key] {
+				arrays[key] = true
+				for k := range d.Tasks {
+					add(d.Job+job.ID(k), j.ID)
+				}
+			}
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	known := make(map[job.ID]bool, len(in.Queue)+len(in.Running)) // queued or running: in the plan already
+	for _, q := range in.Queue {
+		known[q.ID] = true
+	}
+	for _, r := range in.Running {
+		known[r.ID] = true
+	}
+	var errs []error
+	for _, id := range need {
+		if _, ok := in.Deps[id]; ok || known[id] {
+			continue
+		}
+		dep, err := c.store.Get(id)
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("job %d: its dependency, job %d: %w", of[id], id, err))
+			dep = job.Job{ID: id, State: "unreadable"}
+		}
+		if in.Deps == nil {
+			in.Deps = map[job.ID]job.Job{}
+		}
+		in.Deps[id] = dep
 	}
 	return errors.Join(errs...)
 }
