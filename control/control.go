@@ -76,6 +76,13 @@ type Workers interface {
 	Stop(ctx context.Context, j job.Job, grace time.Duration, why job.State) (int, error)
 }
 
+// Sessions tells whether the gssh run process that owns an interactive
+// job (job.Spec.Interactive) is still there; the real one asks the lock
+// file that process holds.
+type Sessions interface {
+	Alive(s job.Interactive) bool
+}
+
 // EventKind names what happened to a job.
 type EventKind string
 
@@ -105,9 +112,12 @@ type Options struct {
 	Store     Store
 	Snapshots Snapshots
 	Workers   Workers
-	Events    Events           // nil: changes are not reported
-	Now       func() time.Time // nil: time.Now
-	Policy    sched.Policy     // the zero value is sched.DefaultPolicy
+	Events    Events // nil: changes are not reported
+	// Sessions tells which gssh run processes are still there; nil: all
+	// are (no interactive job is ever ended for its owner's absence).
+	Sessions Sessions
+	Now      func() time.Time // nil: time.Now
+	Policy   sched.Policy     // the zero value is sched.DefaultPolicy
 	// Cluster is the state's cluster id: GPU processes carrying it (and a
 	// job's GSSH_JOB_ID) count against that job's booking.
 	Cluster string
@@ -142,6 +152,7 @@ type Controller struct {
 	snaps   Snapshots
 	workers Workers
 	events  Events
+	owners  Sessions
 	now     func() time.Time
 	policy  sched.Policy
 	cluster string
@@ -165,7 +176,7 @@ func New(opt Options) (*Controller, error) {
 	if err := opt.Policy.Check(); err != nil {
 		return nil, err
 	}
-	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events,
+	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events, owners: opt.Sessions,
 		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially}
 	if c.now == nil {
 		c.now = time.Now
@@ -175,6 +186,16 @@ func New(opt Options) (*Controller, error) {
 	}
 	return c, nil
 }
+
+// ownerGone reports whether j is interactive and the gssh run process
+// that owns it is gone.
+func (c *Controller) ownerGone(j *job.Job) bool {
+	return j.Spec.Interactive != nil && c.owners != nil && !c.owners.Alive(*j.Spec.Interactive)
+}
+
+// ownerGoneReason is the end of an interactive job whose gssh run went
+// away before the job started.
+const ownerGoneReason = "its gssh run went away before the job started"
 
 type noEvents struct{}
 
@@ -234,6 +255,7 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 		res.Errors = append(res.Errors, err) // the others still get their pass
 	}
 	active = c.reconcile(ctx, active, &res)
+	active = c.dropOrphanedRuns(active, &res)
 
 	in := c.input(active)
 	if err := ctx.Err(); err != nil {
@@ -257,6 +279,37 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	}
 	c.carryOut(ctx, sched.Plan(in), in.Queue, &res)
 	return res, nil
+}
+
+// dropOrphanedRuns ends the queued interactive jobs whose gssh run is
+// gone (nobody is there to attach them: placing one would hold GPUs for
+// no one) and returns the active jobs without them.
+func (c *Controller) dropOrphanedRuns(active []job.Job, res *Result) []job.Job {
+	out := active[:0]
+	for _, j := range active {
+		if j.State != job.Queued || !c.ownerGone(&j) {
+			out = append(out, j)
+			continue
+		}
+		now := c.now()
+		u, err := c.store.Update(j.ID, func(x *job.Job) error {
+			if x.State != job.Queued {
+				return errSkip
+			}
+			x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, ownerGoneReason, ""
+			return nil
+		})
+		switch {
+		case err == nil:
+			res.Finished = append(res.Finished, u)
+			c.emit(JobCancel, u)
+			continue
+		case !errors.Is(err, errSkip):
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: record it cancelled (%s): %w", j.ID, ownerGoneReason, err))
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 // deps fills in.Deps with the ended jobs in.Queue depends on, read from
@@ -555,6 +608,9 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 		if !j.State.Active() {
 			return j, fmt.Errorf("job %d %w (it is %s; requeue takes launching and running jobs)", j.ID, ErrNotRunning, j.State)
 		}
+		if j.Spec.Interactive != nil {
+			return j, fmt.Errorf("job %d is interactive (gssh run): it cannot go back to the queue; gssh cancel %d ends it", j.ID, j.ID)
+		}
 		stop, err := c.stopOnWorker(ctx, j, grace)
 		if err != nil {
 			return j, err
@@ -774,6 +830,21 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 	if err != nil {
 		return job.Job{}, fmt.Errorf("job %d: claim: %w", j.ID, err)
 	}
+	if claimed.Spec.Interactive != nil {
+		// Its gssh run launches it in the foreground (launch.Attach): the
+		// claim books the GPUs; run records it running.
+		u, err := c.store.Update(j.ID, func(x *job.Job) error {
+			if x.State != job.Launching || x.Attempt != claimed.Attempt {
+				return errSkip
+			}
+			x.Reason = "placed on " + placementText(p) + ": waiting for its gssh run to start it"
+			return nil
+		})
+		if err != nil {
+			return claimed, nil // cancelled meanwhile, or the reason unwritten: the claim stands
+		}
+		return u, nil
+	}
 	remote, lerr := c.workers.Start(ctx, claimed)
 	now := c.now()
 	unknown := errors.Is(lerr, job.ErrOutcomeUnknown)
@@ -982,6 +1053,21 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 				x.Reason = fmt.Sprintf("ran past the default walltime of %s (policy default_timeout): stopped", c.walltime(j))
 			}
 		})
+	case st.State == job.Running && c.ownerGone(&j):
+		// Its gssh run is gone (killed, its terminal closed) and the
+		// keeper did not stop it (the connection is still up, or the
+		// keeper was killed too): nobody is at it any more.
+		if _, err := c.workers.Stop(ctx, j, c.grace, job.Cancelled); err != nil {
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: its gssh run is gone: %w", j.ID, err))
+			return j, false
+		}
+		return update(func(x *job.Job) {
+			x.State, x.EndedAt, x.ReasonCode = job.Cancelled, now, ""
+			x.Reason = "its gssh run went away; its processes were stopped"
+		})
+	case j.Spec.Interactive != nil && j.State == job.Launching && (st.Missing || st.State == job.Launching) && !c.ownerGone(&j):
+		// Its gssh run is attaching it: leave it be.
+		return j, false
 	case st.State == job.Running && j.State == job.Launching:
 		// A launch whose outcome was unknown: it did start.
 		return update(func(x *job.Job) {
@@ -1015,6 +1101,12 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		why := fmt.Sprintf("attempt %d did not start on %s and was abandoned", j.Attempt, j.Placement.Host)
 		if st.Abandoned && st.Reason != "" {
 			why = fmt.Sprintf("attempt %d on %s: %s", j.Attempt, j.Placement.Host, st.Reason)
+		}
+		if j.Spec.Interactive != nil {
+			// Nobody waits for it to start again.
+			return update(func(x *job.Job) {
+				x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, ownerGoneReason+" ("+why+")", ""
+			})
 		}
 		return update(func(x *job.Job) {
 			x.State, x.Placement, x.Remote = job.Queued, job.Placement{}, job.Remote{}

@@ -927,3 +927,123 @@ func TestRequeue(t *testing.T) {
 		}
 	})
 }
+
+// owners is a fake control.Sessions: the sessions in alive are there.
+type owners struct {
+	mu    sync.Mutex
+	alive map[string]bool
+}
+
+func (o *owners) Alive(s job.Interactive) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.alive[s.Session]
+}
+
+func (o *owners) set(session string, alive bool) {
+	o.mu.Lock()
+	o.alive[session] = alive
+	o.mu.Unlock()
+}
+
+// Interactive jobs (gssh run): a pass places and claims one but never
+// launches it; it leaves it launching while its gssh run attaches it;
+// records it running once the worker runs it; stops and cancels it when
+// its gssh run is gone; a queued one whose gssh run is gone is cancelled,
+// never placed; one claimed but never attached is abandoned and
+// cancelled, not queued again; none is requeued.
+func TestInteractiveJobs(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	own := &owners{alive: map[string]bool{"a": true, "b": true, "c": true}}
+	ctl, err := control.New(control.Options{Store: r.store, Snapshots: r.lab, Workers: r.workers, Events: r.events, Sessions: own})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := func() control.Result {
+		t.Helper()
+		res, err := ctl.Pass(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	run := func(session string) job.Job {
+		return r.submitSpec(t, job.Spec{Argv: []string{"bash"}, Host: "auto", GPUs: 1, Workdir: "~", Priority: 5,
+			Interactive: &job.Interactive{Session: session, PTY: true}})
+	}
+	a := run("a")
+	pass()
+	got := r.get(t, a.ID)
+	if got.State != job.Launching || got.Attempt != 1 || !slices.Equal(got.Placement.Indexes, []int{3}) || !strings.Contains(got.Reason, "waiting for its gssh run to start it") {
+		t.Fatalf("placed: %s attempt %d on %v (%q)", got.State, got.Attempt, got.Placement.Indexes, got.Reason)
+	}
+	if len(r.workers.attempts) != 0 {
+		t.Fatalf("a pass launched an interactive job: attempts %v", r.workers.attempts)
+	}
+	// Its gssh run is attaching: the worker has no directory yet, or no pid.
+	pass()
+	r.workers.status[a.ID] = job.Status{State: job.Launching}
+	pass()
+	if got := r.get(t, a.ID); got.State != job.Launching || len(r.workers.abandons) != 0 {
+		t.Fatalf("while attaching: %s, abandons %v", got.State, r.workers.abandons)
+	}
+	// The GPU is booked meanwhile: an exclusive job waits.
+	other := r.submit(t, 0, "sleep", "100")
+	pass()
+	if got := r.get(t, other.ID); got.State != job.Queued {
+		t.Fatalf("a job took the GPU booked by an interactive one: %s", got.State)
+	}
+	// It runs.
+	r.workers.status[a.ID] = job.Status{State: job.Running, PID: 4242, StartTicks: 7, Dir: "/d"}
+	pass()
+	if got := r.get(t, a.ID); got.State != job.Running || got.Remote.PID != 4242 {
+		t.Fatalf("attached: %s pid %d", got.State, got.Remote.PID)
+	}
+	// Its gssh run went away: stopped, cancelled, the GPU free again.
+	own.set("a", false)
+	res := pass()
+	if got := r.get(t, a.ID); got.State != job.Cancelled || !strings.Contains(got.Reason, "its gssh run went away") || !slices.Contains(r.workers.cancelled, fmt.Sprintf("%d 10s", a.ID)) {
+		t.Fatalf("owner gone: %s %q, stops %v", got.State, got.Reason, r.workers.cancelled)
+	}
+	if !slices.Contains(ids(res.Finished), a.ID) {
+		t.Errorf("finished %v", ids(res.Finished))
+	}
+	r.pass(t) // the freed GPU goes to the queued job
+	if got := r.get(t, other.ID); got.State != job.Running {
+		t.Fatalf("after the interactive job: %s", got.State)
+	}
+
+	// Queued, its gssh run gone: cancelled, never placed.
+	b := run("b")
+	pass()
+	if got := r.get(t, b.ID); got.State != job.Queued {
+		t.Fatalf("b: %s", got.State)
+	}
+	own.set("b", false)
+	pass()
+	if got := r.get(t, b.ID); got.State != job.Cancelled || got.Reason != "its gssh run went away before the job started" || got.Placement.Host != "" {
+		t.Fatalf("b, owner gone while queued: %s %q on %q", got.State, got.Reason, got.Placement.Host)
+	}
+
+	// Claimed, then its gssh run gone before it attached: abandoned and
+	// cancelled, not queued again.
+	if _, err := ctl.Cancel(context.Background(), other.ID, time.Second, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c := run("c")
+	pass()
+	if got := r.get(t, c.ID); got.State != job.Launching {
+		t.Fatalf("c: %s (%s)", got.State, got.Reason)
+	}
+	if _, err := ctl.Requeue(context.Background(), c.ID, time.Second, "test"); err == nil || !strings.Contains(err.Error(), "cannot go back to the queue") {
+		t.Errorf("requeue of an interactive job: %v", err)
+	}
+	own.set("c", false)
+	pass()
+	if got := r.get(t, c.ID); got.State != job.Cancelled || !strings.HasPrefix(got.Reason, "its gssh run went away before the job started (attempt 1") || !slices.Contains(r.workers.abandons, fmt.Sprintf("%d 1 abandoned", c.ID)) {
+		t.Fatalf("c, owner gone before attach: %s %q, abandons %v", got.State, got.Reason, r.workers.abandons)
+	}
+	if len(r.workers.attempts) != 1 { // the exclusive job's only
+		t.Errorf("starts %v", r.workers.attempts)
+	}
+}

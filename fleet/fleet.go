@@ -41,11 +41,14 @@ type Resolver interface {
 	Resolve(alias string, ov sshconfig.Overrides) (sshconfig.Settings, error)
 }
 
-// Shell runs commands on a host and can stream their output
-// (*sshexec.Pool and sshexec.Local are both).
+// Shell runs commands on a host, can stream their output and can run
+// one interactively (*sshexec.Pool and sshexec.Local are all three).
 type Shell interface {
 	Run(ctx context.Context, host, cmd string, stdin io.Reader) (sshexec.Result, error)
 	Stream(ctx context.Context, host, cmd string, stdin io.Reader, stdout, stderr io.Writer) error
+	// Interact runs a command a person is at (gssh run), on a
+	// pseudo-terminal with tty: see sshexec.Pool.Interact.
+	Interact(ctx context.Context, host, cmd string, stdin io.Reader, stdout, stderr io.Writer, tty *sshexec.Terminal) error
 }
 
 // SourceFunc builds the probe of one host from its runner.

@@ -77,8 +77,24 @@ type Spec struct {
 	// of its own.
 	Array *ArrayTask `json:"array,omitempty"`
 	// Begin is the earliest time the job may start (--begin); zero: now.
-	Begin time.Time         `json:"begin,omitzero"`
-	Extra map[string]string `json:"extra,omitempty"` // for later fields without a schema bump
+	Begin time.Time `json:"begin,omitzero"`
+	// Interactive is set for a job of gssh run: no pass launches it. A
+	// pass places it and leaves it launching; the gssh run process that
+	// owns it (Session) then runs it in the foreground over its own SSH
+	// session. A pass ends it when that process is gone.
+	Interactive *Interactive      `json:"interactive,omitempty"`
+	Extra       map[string]string `json:"extra,omitempty"` // for later fields without a schema bump
+}
+
+// Interactive is what a job of gssh run carries.
+type Interactive struct {
+	// Session names the gssh run process that owns the job: a random
+	// token whose lock file that process holds (flock) for as long as it
+	// lives, so a pass can tell it went away (killed, terminal closed)
+	// without any clock.
+	Session string `json:"session"`
+	// PTY: the command runs on a pseudo-terminal (gssh run --pty).
+	PTY bool `json:"pty,omitempty"`
 }
 
 // DepKind is how a dependency must end, in Slurm's words.

@@ -31,6 +31,12 @@
 //	cancelled  present when gssh stopped the job: "cancelled" (gssh cancel)
 //	           or "timeout" (past its walltime)
 //
+// A job of gssh run (Spec.Interactive) is launched by Attach instead: the
+// same directory, files and start gate, but run.sh runs in the foreground
+// of an SSH session with the caller's streams (on a PTY for --pty), and a
+// second session, its keeper, stops the job when the first one's client
+// goes away (see Attach).
+//
 // run.sh and spec.json reach the worker on the session's stdin. run.sh is
 // started with no PTY, all three fds redirected and in its own session
 // (`setsid -f`), so closing the SSH connection neither hangs nor kills it
@@ -251,23 +257,37 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	w("  printf 'gssh: workdir %%s does not exist on %%s (or may not be entered)\\n' %s %s >&2\n", q(j.Spec.Workdir), q(cmp.Or(j.Placement.Host, "this host")))
 	w("  fin %s; exit 1\nfi\n", q("error workdir "+j.Spec.Workdir+" does not exist on the worker"))
 	b.WriteString(readU0)
+	in := " </dev/null" // a batch job reads nothing
+	if j.Spec.Interactive != nil {
+		// The command reads the terminal of gssh run. Signals that end
+		// the command (Ctrl-C, a hangup, gssh cancel's SIGTERM) only
+		// interrupt run.sh's wait, so it lives to write the exit file; a
+		// handler, not an ignored signal, so the command still gets the
+		// default actions.
+		in = ""
+		w("trap : INT HUP TERM QUIT\n")
+	}
 	switch {
 	case j.Spec.Login && j.Spec.Shell:
-		w("bash -lc %s </dev/null\n", q(j.Spec.Argv[0]))
+		w("bash -lc %s%s\n", q(j.Spec.Argv[0]), in)
 	case j.Spec.Login:
 		words := make([]string, len(j.Spec.Argv))
 		for i, a := range j.Spec.Argv {
 			words[i] = q(a)
 		}
-		w("bash -lc '\"$@\"' gssh-job %s </dev/null\n", strings.Join(words, " "))
+		w("bash -lc '\"$@\"' gssh-job %s%s\n", strings.Join(words, " "), in)
 	case j.Spec.Shell:
-		w("sh -c %s </dev/null\n", q(j.Spec.Argv[0]))
+		w("sh -c %s%s\n", q(j.Spec.Argv[0]), in)
 	default:
 		words := make([]string, len(j.Spec.Argv))
 		for i, a := range j.Spec.Argv {
 			words[i] = q(a)
 		}
-		w("%s </dev/null\n", strings.Join(words, " "))
+		w("%s%s\n", strings.Join(words, " "), in)
+	}
+	if j.Spec.Interactive != nil {
+		w("rc=$?; fin \"exit $rc\"; exit $rc\n") // gssh run's session ends with the command's status
+		return b.String(), nil
 	}
 	w("fin \"exit $?\"\n")
 	return b.String(), nil
@@ -344,15 +364,7 @@ func Start(ctx context.Context, run Runner, host, cluster string, j job.Job) (jo
 	}
 	n := strconv.Itoa(len(script))
 	cmd := jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
-unset GSSH_JOB_ID GSSH_CLUSTER_ID GSSH_ATTEMPT GSSH_ARRAY_JOB_ID GSSH_ARRAY_TASK_ID GSSH_ARRAY_TASK_COUNT # a gssh run inside a job: run.sh is not that job's
-umask 077
-jobdir ` + q(DirName(cluster, j.ID, j.Attempt)) + `
-mkdir -p "$HOME/.gssh/jobs" || fail "cannot make $HOME/.gssh/jobs"
-if ! mkdir "$d" 2>/dev/null; then
-  [ -e "$d" ] && fail "job directory $d exists already"
-  mkdir "$d" || fail "cannot make $d"
-fi
-head -c ` + n + ` >"$d/run.sh" || fail "cannot write $d/run.sh (disk full?)"
+` + makeDir(cluster, j, n) + `
 cat >"$d/spec.json" || fail "cannot write $d/spec.json (disk full?)"
 [ "$(wc -c <"$d/run.sh")" -eq ` + n + ` ] || fail "run.sh was cut short on the way (disk full?)"
 cd "$d" || fail "cannot enter $d"
@@ -531,8 +543,11 @@ func parsePoll(out []byte) map[job.ID]job.Status {
 			m[id] = st
 		case "stopped": // by gssh: cancelled, or past its walltime
 			st := job.Status{State: job.Cancelled, Reason: "cancelled"}
-			if len(f) > 3 && f[3] == string(job.Timeout) {
+			switch {
+			case len(f) > 3 && f[3] == string(job.Timeout):
 				st = job.Status{State: job.Timeout, Reason: "stopped: past its walltime"}
+			case len(f) > 3 && f[3] == markHangup:
+				st.Reason = hangupReason
 			}
 			if len(f) > 2 {
 				st.Orphans, _ = strconv.Atoi(f[2]) // a stop cut short
@@ -645,19 +660,33 @@ func Cancel(ctx context.Context, run Runner, host, cluster string, j job.Job, gr
 // (when the session leader is still the job: same start time) and to
 // every process whose environment carries the job's GSSH_JOB_ID and
 // GSSH_CLUSTER_ID (children that started their own session), then waits
-// up to grace and sends SIGKILL to what is left. With why Cancelled or
+// up to grace and sends SIGKILL to what is left (again, for a process forked meanwhile, until nothing is). With why Cancelled or
 // Timeout it first marks the job directory (`cancelled`, holding why), so
 // that Poll reports the job so and a run.sh not yet past its pid never
 // runs the command; with why "" (the leftovers of a job that ended) it
 // marks nothing. It returns the number of processes it signalled.
 func Stop(ctx context.Context, run Runner, host, cluster string, j job.Job, grace time.Duration, why job.State) (int, error) {
+	res, err := run.Run(ctx, host, aliveFn+procsFn+jobdirFn+`
+jobdir `+q(dirOf(cluster, j))+stopSteps(cluster, j, grace, string(why)), nil)
+	if err != nil {
+		return 0, &StepError{"cancel", host, err}
+	}
+	var n int
+	fmt.Sscanf(strings.TrimSpace(string(res.Stdout)), "signalled %d", &n)
+	return n, nil
+}
+
+// stopSteps is Stop's script after `jobdir` (aliveFn, procsFn and jobdirFn
+// defined): it writes mark (when not "") to the job's `cancelled` file,
+// signals the job's processes (its pid from the pid file when j has none
+// recorded) and prints "signalled N".
+func stopSteps(cluster string, j job.Job, grace time.Duration, why string) string {
 	mark := ""
 	if why != "" {
-		mark = `[ -d "$d" ] && printf '%s\n' ` + q(string(why)) + ` >"$d/cancelled"`
+		mark = `[ -d "$d" ] && printf '%s\n' ` + q(why) + ` >"$d/cancelled"`
 	}
 	steps := int(grace / (200 * time.Millisecond))
-	script := aliveFn + procsFn + jobdirFn + `
-jobdir ` + q(dirOf(cluster, j)) + `
+	return `
 pid=` + strconv.Itoa(j.Remote.PID) + `; st=` + strconv.FormatInt(j.Remote.StartTicks, 10) + `
 jid=` + q(strconv.FormatUint(uint64(j.ID), 10)) + `; cid=` + q(cluster) + `
 ` + mark + `
@@ -673,15 +702,12 @@ while [ $i -lt ` + strconv.Itoa(steps) + ` ]; do
   sleep 0.2; i=$((i+1))
 done
 left=$(members | sort -un | grep -vx "$$")
-[ -n "$left" ] && kill -KILL $left 2>/dev/null
+i=0 # a process forked just before the kill escapes the list: kill again what is left
+while [ -n "$left" ] && [ $i -lt 10 ]; do
+  kill -KILL $left 2>/dev/null; sleep 0.05
+  left=$(members | sort -un | grep -vx "$$"); i=$((i+1))
+done
 echo "signalled $n"`
-	res, err := run.Run(ctx, host, script, nil)
-	if err != nil {
-		return 0, &StepError{"cancel", host, err}
-	}
-	var n int
-	fmt.Sscanf(strings.TrimSpace(string(res.Stdout)), "signalled %d", &n)
-	return n, nil
 }
 
 // Logs writes the job's log to w: the last tail lines (all when tail < 0)

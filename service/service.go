@@ -47,6 +47,9 @@ type Service interface {
 	// Cancel stops one job and records it cancelled, then (when it held
 	// GPUs) runs a pass so that queued jobs start on them at once.
 	Cancel(ctx context.Context, r CancelRequest) (CancelResult, error)
+	// Run queues a job, waits for its placement and runs it in the
+	// foreground with the request's streams (gssh run).
+	Run(ctx context.Context, r RunRequest) (RunResult, error)
 	// Schedule runs one pass.
 	Schedule(ctx context.Context, r ScheduleRequest) (PassResult, error)
 	// Hold keeps queued jobs from being placed until released; Release
@@ -277,6 +280,7 @@ func (l *Local) controller(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 		Store:     st,
 		Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports},
 		Workers:   workers(f, cluster),
+		Sessions:  sessions{dir: l.sessionDir()},
 		Now:       l.opt.Now,
 		Policy:    f.Inventory().Policy,
 		Cluster:   cluster,

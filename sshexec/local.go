@@ -2,7 +2,6 @@ package sshexec
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os/exec"
 	"strconv"
@@ -42,28 +41,7 @@ func (l Local) Stream(ctx context.Context, host, cmd string, stdin io.Reader, st
 	if err := c.Start(); err != nil {
 		return &Error{Host: host, Detail: "start sh: " + err.Error(), Err: err}
 	}
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-		<-done
-		return commandCut(ctx, host)
-	}
-	var xe *exec.ExitError
-	if errors.As(err, &xe) {
-		e := &ExitError{Host: host, Cmd: cmd, Code: xe.ExitCode(), Stderr: kept.String()}
-		if ws, ok := xe.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			e.Code, e.Signal = -1, SignalName(int(ws.Signal()))
-		}
-		return e
-	}
-	if err != nil {
-		return &Error{Host: host, Detail: err.Error(), Err: err, Sent: true}
-	}
-	return nil
+	return l.wait(ctx, host, cmd, c, &kept, nil)
 }
 
 // SignalName gives the name of signal n without "SIG", as OpenSSH's

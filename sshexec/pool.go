@@ -338,6 +338,15 @@ func (p *Pool) Run(ctx context.Context, host, cmd string, stdin io.Reader) (Resu
 // *ExitError carrying up to 64 KiB of stderr. When ctx ends, Stream returns
 // at once and nothing more is written to the writers.
 func (p *Pool) Stream(ctx context.Context, host, cmd string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return p.withSession(ctx, host, func(sess *ssh.Session) error {
+		return runSession(ctx, host, cmd, sess, stdin, stdout, stderr)
+	})
+}
+
+// withSession opens a session on host's pooled connection (dialling it
+// when needed, waiting for a free session slot, redialling once when the
+// connection died under it) and runs fn on it.
+func (p *Pool) withSession(ctx context.Context, host string, fn func(*ssh.Session) error) error {
 	hc, err := p.host(host)
 	if err != nil {
 		return err
@@ -353,7 +362,7 @@ func (p *Pool) Stream(ctx context.Context, host, cmd string, stdin io.Reader, st
 		}
 		sess, err := c.NewSession()
 		if err == nil {
-			err = runSession(ctx, host, cmd, sess, stdin, stdout, stderr)
+			err = fn(sess)
 			hc.gate.release()
 			return err
 		}
@@ -424,6 +433,13 @@ func runSession(ctx context.Context, host, cmd string, sess *ssh.Session, stdin 
 		sess.Close()
 		return commandCut(ctx, host)
 	}
+	return exitOf(host, cmd, err, &kept)
+}
+
+// exitOf is the error of a session that ended with err: nil, an
+// *ExitError (with the stderr kept), or an *Error for a session that
+// ended without an exit status.
+func exitOf(host, cmd string, err error, kept *limitedBuffer) error {
 	if err == nil {
 		return nil
 	}

@@ -291,6 +291,13 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	if !s.Begin.IsZero() {
 		lines = append(lines, [2]string{"begin", timeCell(s.Begin)})
 	}
+	if in := s.Interactive; in != nil {
+		how := "gssh run: in the foreground of its gssh run, ended with it"
+		if in.PTY {
+			how = "gssh run --pty: on a terminal, in the foreground of its gssh run, ended with it"
+		}
+		lines = append(lines, [2]string{"interactive", how})
+	}
 	lines = append(lines, queueLines(ex, j.Reason)...)
 	lines = append(lines, [][2]string{
 		{"name", s.Name}, {"command", fmt.Sprintf("%q", s.Argv)}, {"shell", strconv.FormatBool(s.Shell)},

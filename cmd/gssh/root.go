@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -66,7 +67,7 @@ func passesStatus(cmd *cobra.Command) bool {
 	if cmd == nil {
 		return false
 	}
-	if cmd.Name() == "wait" {
+	if cmd.Name() == "wait" || cmd.Name() == "run" {
 		return true
 	}
 	if f := cmd.Flags().Lookup("follow"); cmd.Name() == "logs" && f != nil && f.Changed {
@@ -116,6 +117,25 @@ type app struct {
 	probeTimeout   time.Duration
 
 	svc service.Service // made on first use (see service); closed by Main
+
+	sigMu     sync.Mutex
+	intercept func(os.Signal) bool // see onSignal
+}
+
+// onSignal makes f see SIGINT and SIGTERM first (gssh run passes Ctrl-C
+// to its job): when f returns true the signal is taken, otherwise it
+// interrupts the command as usual. nil restores the usual.
+func (a *app) onSignal(f func(os.Signal) bool) {
+	a.sigMu.Lock()
+	a.intercept = f
+	a.sigMu.Unlock()
+}
+
+func (a *app) intercepted(s os.Signal) bool {
+	a.sigMu.Lock()
+	f := a.intercept
+	a.sigMu.Unlock()
+	return f != nil && f(s)
 }
 
 func (a *app) getenv(k string) string { return a.env[k] }
@@ -131,8 +151,18 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 	if f, ok := stdout.(*os.File); ok {
 		a.tty = term.IsTerminal(int(f.Fd()))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			if !a.intercepted(s) {
+				cancel() // Ctrl-C or SIGTERM: the command is interrupted (exit 130)
+			}
+		}
+	}()
 	root := a.newRootCmd()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
@@ -196,7 +226,7 @@ local host alone.
 		return checkDuration("--probe-timeout", a.probeTimeout, time.Second, time.Hour)
 	}
 	root.AddCommand(newGPUsCmd(a, nil), newHostsCmd(a, nil), newSubmitCmd(a, nil), newPsCmd(a, nil), newShowCmd(a, nil),
-		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, false), newHoldCmd(a, true), newUpdateCmd(a), newRequeueCmd(a), newWaitCmd(a),
+		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, false), newHoldCmd(a, true), newUpdateCmd(a), newRequeueCmd(a), newWaitCmd(a), newRunCmd(a),
 		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil))
 	return root
 }

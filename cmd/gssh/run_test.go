@@ -45,6 +45,10 @@ func (f *fakeService) Submit(_ context.Context, r service.SubmitRequest) (servic
 	f.requests = append(f.requests, r)
 	return f.submit, nil
 }
+func (f *fakeService) Run(_ context.Context, r service.RunRequest) (service.RunResult, error) {
+	f.requests = append(f.requests, r)
+	return service.RunResult{}, errors.New("fakeService runs nothing")
+}
 func (f *fakeService) Jobs(context.Context, service.JobQuery) (service.JobsDoc, error) {
 	return f.jobs, f.jobsErr
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
@@ -109,16 +110,8 @@ reservation and when it is expected to start (as sbatch --test-only does).
   gssh submit --after 12 --wait -- python evaluate.py`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.argv = args
-			for f, ids := range map[string][]string{"after": opts.after, "after-any": opts.afterAny, "after-notok": opts.afterNotOK} {
-				if c.Flags().Changed(f) && len(ids) == 0 {
-					return fmt.Errorf("--%s: no job id given (was a script's $id empty?); nothing was submitted", f)
-				}
-			}
-			if c.Flags().Changed("mem") && c.Flags().Changed("gpu-mem") {
-				return errors.New("--mem and --gpu-mem are the same flag: give one")
-			}
-			if opts.gpuMem != "" {
-				opts.mem = opts.gpuMem
+			if err := checkMemFlags(c, opts); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(opts)
@@ -130,6 +123,19 @@ reservation and when it is expected to start (as sbatch --test-only does).
 	// gssh's flags end where the command begins, as with ssh and sbatch:
 	// `gssh submit python train.py --gpus 8` gives --gpus to train.py.
 	fl.SetInterspersed(false)
+	addJobFlags(fl, opts)
+	fl.StringVar(&opts.array, "array", "", "a job array: one task per index, 0-31, 1,4,9, 0-99:2, with %N to run at most N at once")
+	fl.BoolVar(&opts.hold, "hold", false, "queue the job held: it starts only after gssh release")
+	fl.BoolVar(&opts.wait, "wait", false, "wait for the job to end and exit with its status (as gssh wait)")
+	fl.DurationVar(&opts.interval, "interval", 5*time.Second, "with --wait: time between scheduling passes while waiting")
+	fl.BoolVar(&opts.dryRun, "dry-run", false, "say where the job would start now, or why it would wait and when it should start, without queueing it")
+	fl.BoolVar(&opts.json, "json", false, "print the result as JSON")
+	return cmd
+}
+
+// addJobFlags adds the flags of a job that gssh submit and gssh run
+// share.
+func addJobFlags(fl *pflag.FlagSet, opts *submitOptions) {
 	fl.StringVar(&opts.host, "host", "auto", "host to run on, or auto")
 	fl.StringSliceVar(&opts.labels, "label", nil, "only hosts carrying every one of these labels")
 	fl.IntVar(&opts.gpus, "gpus", 1, "number of GPUs, all on one host")
@@ -143,16 +149,25 @@ reservation and when it is expected to start (as sbatch --test-only does).
 	fl.StringSliceVar(&opts.after, "after", nil, "start after these jobs succeeded (ID[,ID...]; Slurm's afterok)")
 	fl.StringSliceVar(&opts.afterAny, "after-any", nil, "start after these jobs ended, however (afterany)")
 	fl.StringSliceVar(&opts.afterNotOK, "after-notok", nil, "start after these jobs failed, timed out or were lost (afternotok)")
-	fl.StringVar(&opts.array, "array", "", "a job array: one task per index, 0-31, 1,4,9, 0-99:2, with %N to run at most N at once")
 	fl.StringVar(&opts.export, "export", "NONE", "the submitting environment the job gets: NONE (only --env and GSSH_*), ALL, or VAR,VAR=value,...")
 	fl.BoolVar(&opts.login, "login", false, "run the command under a login shell on the worker (bash -lc), so ~/.profile set-ups (conda, venv, modules) apply")
-	fl.BoolVar(&opts.hold, "hold", false, "queue the job held: it starts only after gssh release")
 	fl.StringVar(&opts.begin, "begin", "", "start no earlier than this: now+2h, 14:00, 2026-12-24T09:00 (your time zone)")
-	fl.BoolVar(&opts.wait, "wait", false, "wait for the job to end and exit with its status (as gssh wait)")
-	fl.DurationVar(&opts.interval, "interval", 5*time.Second, "with --wait: time between scheduling passes while waiting")
-	fl.BoolVar(&opts.dryRun, "dry-run", false, "say where the job would start now, or why it would wait and when it should start, without queueing it")
-	fl.BoolVar(&opts.json, "json", false, "print the result as JSON")
-	return cmd
+}
+
+// checkMemFlags refuses --mem with --gpu-mem and makes --gpu-mem --mem.
+func checkMemFlags(c *cobra.Command, opts *submitOptions) error {
+	if c.Flags().Changed("mem") && c.Flags().Changed("gpu-mem") {
+		return errors.New("--mem and --gpu-mem are the same flag: give one")
+	}
+	if opts.gpuMem != "" {
+		opts.mem = opts.gpuMem
+	}
+	for f, ids := range map[string][]string{"after": opts.after, "after-any": opts.afterAny, "after-notok": opts.afterNotOK} {
+		if c.Flags().Changed(f) && len(ids) == 0 {
+			return fmt.Errorf("--%s: no job id given (was a script's $id empty?); nothing was submitted", f)
+		}
+	}
+	return nil
 }
 
 // spec turns the flags into a job spec, or says what is wrong with them.

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/sshexec"
+)
+
+type runOptions struct {
+	submitOptions
+	pty   bool
+	quiet bool
+}
+
+func newRunCmd(a *app) *cobra.Command {
+	opts := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] [--pty] -- CMD [ARGS...]",
+		Short: "Run a job in the foreground, with your terminal, once it has GPUs (srun)",
+		Long: `Queue a job as gssh submit does, wait until a pass places it, then run it in
+the foreground on its worker, as srun does: its output comes to your
+terminal (not to a log), your input goes to it, Ctrl-C reaches it (three
+within two seconds cancel it), and gssh run exits with its exit status.
+
+  gssh run --gpus 1 --mem 8G -- python -c 'import torch; print(torch.cuda.is_available())'
+  gssh run --pty --gpus 1 -- bash          # a shell on a GPU, like srun --pty bash
+
+--pty runs it on a terminal of its own on the worker (interactive
+programs, shells, editors, progress bars); it needs a terminal here (stdin
+and stdout). Without --pty, stdin and stdout may be pipes and files, so
+gssh run fits scripts: out=$(gssh run -- nvidia-smi -L).
+
+The job is a job like any other: its GPUs are booked from its placement
+until it ends, it counts in fair-share, gssh ps lists it, gssh cancel ends
+it. It ends with this command: when gssh run is killed, its terminal
+closes or its connection drops, its processes on the worker are stopped
+(SIGTERM, then SIGKILL) and its GPUs freed, by a keeper on the worker and,
+failing that, by the next pass. While it waits for GPUs, it runs a
+scheduling pass every 2 s; Ctrl-C then cancels it.
+
+The flags are gssh submit's, less --array, --hold, --wait, --dry-run and
+--json. It says on stderr where the job runs and why it waits (not with
+--quiet).
+
+` + passThroughHelp,
+		Example: `  gssh run -- nvidia-smi
+  gssh run --pty --gpus 2 --mem 20G -- bash
+  gssh run --host gpu01 -- python eval.py < inputs.txt > scores.txt`,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.argv = args
+			if err := checkMemFlags(c, &opts.submitOptions); err != nil {
+				return &reported{err: err, code: exitGssh, print: true}
+			}
+			return runRun(c.Context(), a, opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false)
+	addJobFlags(fl, &opts.submitOptions)
+	fl.BoolVar(&opts.pty, "pty", false, "run the command on a terminal of its own (interactive programs, shells), as srun --pty does")
+	fl.BoolVarP(&opts.quiet, "quiet", "q", false, "say nothing on stderr but errors")
+	return cmd
+}
+
+// runRun is gssh run; see newRunCmd.
+func runRun(ctx context.Context, a *app, opts *runOptions) error {
+	fail := func(err error) error { return &reported{err: err, code: exitGssh, print: true} }
+	if opts.environ == nil {
+		opts.environ = a.environ
+	}
+	req, err := opts.request(func(w string) { fmt.Fprintln(a.stderr, "gssh: warning:", w) })
+	if err != nil {
+		return fail(err)
+	}
+	stdin, _ := a.stdin.(*os.File)
+	stdout, _ := a.stdout.(*os.File)
+	var tty *sshexec.Terminal
+	var resize chan sshexec.Size
+	if opts.pty {
+		if stdin == nil || stdout == nil || !term.IsTerminal(int(stdin.Fd())) || !term.IsTerminal(int(stdout.Fd())) {
+			return fail(errors.New("--pty needs a terminal: gssh run's stdin and stdout are not one (run it from a terminal, or leave --pty out to use pipes); nothing was submitted"))
+		}
+		cols, rows, err := term.GetSize(int(stdout.Fd()))
+		if err != nil {
+			cols, rows = 80, 24
+		}
+		resize = make(chan sshexec.Size, 1)
+		tty = &sshexec.Terminal{Term: a.getenv("TERM"), Rows: rows, Cols: cols, Resize: resize}
+	}
+	say := func(format string, args ...any) {
+		if !opts.quiet {
+			fmt.Fprintf(a.stderr, "gssh: "+format+"\n", args...)
+		}
+	}
+
+	// Ctrl-C while the job runs goes to the job; before, it cancels it.
+	var mu sync.Mutex
+	running, presses := false, []time.Time{}
+	signals := make(chan string, 4)
+	var restore func()
+	a.onSignal(func(s os.Signal) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if !running || s != os.Interrupt {
+			return false
+		}
+		now := time.Now()
+		presses = append(presses, now)
+		if n := len(presses); n >= 3 && now.Sub(presses[n-3]) < 2*time.Second {
+			return false // three in two seconds: cancel it
+		}
+		select {
+		case signals <- "INT":
+		default:
+		}
+		return true
+	})
+	defer a.onSignal(nil)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP, syscall.SIGWINCH)
+	defer signal.Stop(hup)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case s := <-hup:
+				if s == syscall.SIGHUP {
+					cancel() // the terminal is gone: so is the job
+					continue
+				}
+				if tty != nil {
+					if cols, rows, err := term.GetSize(int(stdout.Fd())); err == nil {
+						select {
+						case resize <- sshexec.Size{Rows: rows, Cols: cols}:
+						default:
+						}
+					}
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	res, err := a.service().Run(ctx, service.RunRequest{
+		Submit: req, Terminal: tty, Stdin: a.stdin, Stdout: a.stdout, Stderr: a.stderr, Signals: signals,
+		Waiting: func(j job.Job) {
+			if j.State == job.Queued {
+				say("job %d %s: %s; waiting for it to start", j.ID, stateWord(j), j.Reason)
+				return
+			}
+			say("job %d running on %s", j.ID, where(j.Placement))
+			mu.Lock()
+			running = true
+			mu.Unlock()
+			if tty != nil && restore == nil {
+				if old, err := term.MakeRaw(int(stdin.Fd())); err == nil {
+					restore = func() { term.Restore(int(stdin.Fd()), old) }
+				}
+			}
+		},
+	})
+	if restore != nil {
+		restore()
+	}
+	j := res.Job
+	switch {
+	case err != nil && j.ID == 0: // nothing was stored
+		if ctx.Err() != nil {
+			return errInterrupted
+		}
+		return fail(err)
+	case ctx.Err() != nil:
+		say("interrupted; job %d was stopped (%s)", j.ID, j.State)
+		return errInterrupted
+	case err != nil:
+		return fail(err)
+	}
+	code := runExit(res)
+	if code != 0 {
+		say("job %d %s: %s", j.ID, j.State, j.Reason)
+	}
+	if code == 0 {
+		return nil
+	}
+	return &reported{err: fmt.Errorf("job %d %s: %s", j.ID, j.State, j.Reason), code: code}
+}
+
+// runExit is what gssh run exits with: 124 for a job stopped at its
+// walltime (as timeout(1)), else the command's own exit status as its
+// session reported it (128 + N for a signal), else the recorded job's
+// (see jobExit), else 255 (nothing came).
+func runExit(res service.RunResult) int {
+	switch {
+	case res.Job.State == job.Timeout:
+		return 124
+	case res.Exit != nil:
+		return *res.Exit
+	case res.Job.State.Terminal():
+		return jobExit(res.Job)
+	}
+	return exitGssh
+}

@@ -1,0 +1,51 @@
+package service
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gssh/gssh/job"
+)
+
+// A gssh run's session is alive while its lock is held, and gone once
+// released or never made; a token gssh does not make is never a path.
+func TestSessions(t *testing.T) {
+	dir := t.TempDir()
+	l := New(Options{StatePath: filepath.Join(dir, "state.db")})
+	ss := sessions{dir: l.sessionDir()}
+	s, err := l.openSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sessionToken.MatchString(s.token) {
+		t.Fatalf("token %q", s.token)
+	}
+	if !ss.Alive(job.Interactive{Session: s.token}) {
+		t.Error("a held session is not alive")
+	}
+	if st, err := os.Stat(s.lock.Path()); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("lock file: %v %v", st, err)
+	}
+	s.close()
+	if ss.Alive(job.Interactive{Session: s.token}) {
+		t.Error("a closed session is alive")
+	}
+	// A lock file left by a process that died: not held, so gone (and
+	// the file removed).
+	stale := filepath.Join(ss.dir, "00000000000000000000000000000000.lock")
+	if err := os.WriteFile(stale, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ss.Alive(job.Interactive{Session: "00000000000000000000000000000000"}) {
+		t.Error("an unheld lock file is alive")
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale lock file left: %v", err)
+	}
+	for _, bad := range []string{"", "../state.db", "0000000000000000000000000000000g"} {
+		if ss.Alive(job.Interactive{Session: bad}) {
+			t.Errorf("token %q is alive", bad)
+		}
+	}
+}
