@@ -35,4 +35,9 @@ type HelperDoc struct {
 	// false, and gssh takes the processes from nvidia-smi instead.
 	ProcsBogus bool     `json:"processes_bogus,omitempty"`
 	Warnings   []string `json:"warnings"`
+
+	// HostInfo is the host's CPUs and memory, read by the helper from
+	// /proc/meminfo and /proc/self/status (ParseHostInfo); nil when none
+	// could be read. Filled whether or not NVML answered.
+	HostInfo *HostInfo `json:"host,omitempty"`
 }

@@ -45,6 +45,9 @@ type Snapshot struct {
 	CUDA      string    `json:"cuda_version,omitempty"`
 	Warnings  []string  `json:"warnings"`
 	GPUs      []GPU     `json:"gpus"`
+	// HostInfo is the host's own CPUs and memory (/proc/meminfo,
+	// /proc/self/status); nil when the probe could not read any of them.
+	HostInfo *HostInfo `json:"host,omitempty"`
 
 	// ProcsBogus: the helper dropped NVML's process records (HelperDoc.ProcsBogus);
 	// probe.Fallback fills them from nvidia-smi. Not part of the JSON output.

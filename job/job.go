@@ -62,6 +62,14 @@ type Spec struct {
 	MemPerGPU uint64   `json:"mem_per_gpu_bytes,omitempty"`
 	Workdir   string   `json:"workdir"` // "~" means the worker's home
 	Env       []EnvVar `json:"env,omitempty"`
+
+	// CPUs is how many of the host's CPUs the job books (--cpus, Slurm's
+	// --cpus-per-task); 0: none booked, and the job is not pinned.
+	CPUs int `json:"cpus,omitempty"`
+	// HostMem is the host memory (RAM) in bytes the job books (--host-mem,
+	// Slurm's --mem; rounded up to whole MiB); 0: none booked.
+	HostMem uint64 `json:"host_mem_bytes,omitempty"`
+
 	// Login runs the command under a login shell on the worker (bash -lc,
 	// --login), so that what ~/.profile and ~/.bash_profile set up (conda,
 	// a venv, module loads) is there.
@@ -193,6 +201,11 @@ type Placement struct {
 	// (8 GiB on an 80 GiB GPU: 0.1). 0 for placements made before shares
 	// were recorded (then the planner counts one per GPU).
 	Share float64 `json:"gpu_share,omitempty"`
+	// CPUs are the ids of the host CPUs the job is pinned to (taskset -c),
+	// ascending: as many as Spec.CPUs, none held by another gssh job
+	// there. Empty for a job without --cpus, or on a host whose CPU ids
+	// are not known (it then runs unpinned).
+	CPUs []int `json:"cpus,omitempty"`
 }
 
 // ErrOutcomeUnknown marks a launch whose outcome is unknown: the session

@@ -40,7 +40,7 @@ const hangupReason = "its gssh run went away (terminal closed, killed, or the co
 // makes the attempt's directory (failing when it exists) and writes
 // run.sh, its first n bytes of stdin.
 func makeDir(cluster string, j job.Job, n string) string {
-	return `unset GSSH_JOB_ID GSSH_CLUSTER_ID GSSH_ATTEMPT GSSH_ARRAY_JOB_ID GSSH_ARRAY_TASK_ID GSSH_ARRAY_TASK_COUNT # a gssh run inside a job: run.sh is not that job's
+	return `unset GSSH_JOB_ID GSSH_CLUSTER_ID GSSH_ATTEMPT GSSH_ARRAY_JOB_ID GSSH_ARRAY_TASK_ID GSSH_ARRAY_TASK_COUNT GSSH_CPUS # a gssh run inside a job: run.sh is not that job's
 umask 077
 jobdir ` + q(DirName(cluster, j.ID, j.Attempt)) + `
 mkdir -p "$HOME/.gssh/jobs" || fail "cannot make $HOME/.gssh/jobs"

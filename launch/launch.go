@@ -63,6 +63,7 @@ import (
 
 	"al.essio.dev/pkg/shellescape"
 
+	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sshexec"
 )
@@ -230,6 +231,12 @@ func CheckSpec(s job.Spec) error {
 // Runtime 0). The two readings live in GSSH_U0 and GSSH_U1, unset first
 // so never exported to the command; the GSSH_ prefix is gssh's own
 // (CheckSpec), so they cannot clash with an --env variable.
+//
+// A job with --cpus N gets GSSH_CPUS=N. When its placement pins it to CPU
+// ids (Placement.CPUs) the command runs under `taskset -c LIST` (so do
+// its children, a login shell's included); where taskset is missing, or
+// refuses the list, the command runs unpinned and one line in the log
+// says so. A job without --cpus gets the script it always did.
 func RunScript(cluster string, j job.Job) (string, error) {
 	if err := CheckSpec(j.Spec); err != nil {
 		return "", err
@@ -249,8 +256,21 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	if a := j.Spec.Array; a != nil {
 		w("export GSSH_ARRAY_JOB_ID=%s GSSH_ARRAY_TASK_ID=%s GSSH_ARRAY_TASK_COUNT=%s\n", q(strconv.FormatUint(uint64(a.Job), 10)), q(strconv.Itoa(a.Task)), q(strconv.Itoa(a.Tasks)))
 	}
+	if j.Spec.CPUs > 0 {
+		w("export GSSH_CPUS=%s\n", q(strconv.Itoa(j.Spec.CPUs)))
+	}
 	for _, e := range j.Spec.Env {
 		w("export %s=%s\n", e.Key, q(e.Value))
+	}
+	run := "" // what the command line starts with: the pinning wrapper, if any
+	if len(j.Placement.CPUs) > 0 {
+		run = "gssh_run "
+		list := gpuinfo.FormatCPUList(j.Placement.CPUs)
+		w("unset GSSH_PIN\n")
+		w("if ! command -v taskset >/dev/null 2>&1; then echo %s >&2\n", q("gssh: taskset not found on this host: the job runs unpinned, not on its CPUs "+list))
+		w("elif ! taskset -c %s true >/dev/null 2>&1; then echo %s >&2\n", q(list), q("gssh: taskset -c "+list+" refused: the job runs unpinned"))
+		w("else GSSH_PIN=%s; fi\n", q(list))
+		w("gssh_run() { if [ -n \"$GSSH_PIN\" ]; then taskset -c \"$GSSH_PIN\" \"$@\"; else \"$@\"; fi; }\n")
 	}
 	wd := workdir(j.Spec.Workdir)
 	w("if ! cd %s 2>/dev/null; then\n", wd)
@@ -269,21 +289,21 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	}
 	switch {
 	case j.Spec.Login && j.Spec.Shell:
-		w("bash -lc %s%s\n", q(j.Spec.Argv[0]), in)
+		w("%sbash -lc %s%s\n", run, q(j.Spec.Argv[0]), in)
 	case j.Spec.Login:
 		words := make([]string, len(j.Spec.Argv))
 		for i, a := range j.Spec.Argv {
 			words[i] = q(a)
 		}
-		w("bash -lc '\"$@\"' gssh-job %s%s\n", strings.Join(words, " "), in)
+		w("%sbash -lc '\"$@\"' gssh-job %s%s\n", run, strings.Join(words, " "), in)
 	case j.Spec.Shell:
-		w("sh -c %s%s\n", q(j.Spec.Argv[0]), in)
+		w("%ssh -c %s%s\n", run, q(j.Spec.Argv[0]), in)
 	default:
 		words := make([]string, len(j.Spec.Argv))
 		for i, a := range j.Spec.Argv {
 			words[i] = q(a)
 		}
-		w("%s%s\n", strings.Join(words, " "), in)
+		w("%s%s%s\n", run, strings.Join(words, " "), in)
 	}
 	if j.Spec.Interactive != nil {
 		w("rc=$?; fin \"exit $rc\"; exit $rc\n") // gssh run's session ends with the command's status

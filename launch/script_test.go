@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sshexec"
 )
@@ -299,5 +300,130 @@ func TestPollExitFiles(t *testing.T) {
 				t.Errorf("exit file %.80q: job %d: %s %.80q runtime %v ended %v, want %s %.80q runtime %v", c.file, id, st.State, st.Reason, st.Runtime, st.EndedAt, c.state, c.reason, c.runtime)
 			}
 		}
+	}
+}
+
+// runLog runs script as run.sh with sh and PATH path ("" keeps this
+// process's), and returns what it wrote (the job's log) and its exit file.
+func runLog(t *testing.T, sh, script, path string) (log, exit string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append(strings.Fields(sh), "run.sh")
+	bin, err := exec.LookPath(args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args[1:]...)
+	cmd.Dir = dir
+	// Inherited: neither is the job's (Start unsets GSSH_CPUS before run.sh).
+	cmd.Env = append(os.Environ(), "GSSH_CPUS=99", "GSSH_PIN=0")
+	if path != "" {
+		cmd.Env = append(cmd.Env, "PATH="+path)
+	}
+	out, _ := cmd.CombinedOutput()
+	b, err := os.ReadFile(filepath.Join(dir, "exit"))
+	if err != nil {
+		t.Fatalf("%s: no exit file: %v\n%s", sh, err, out)
+	}
+	return string(out), string(b)
+}
+
+// allowedCPUs is this process's Cpus_allowed_list, as ids.
+func allowedCPUs(t *testing.T) []int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^Cpus_allowed_list:\s*(\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Skip("no Cpus_allowed_list")
+	}
+	ids, err := gpuinfo.ParseCPUList(string(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// TestRunScriptCPUs: --cpus exports GSSH_CPUS and pins the command, in
+// each of its forms, to the placement's CPUs with taskset; without
+// taskset (or when taskset refuses) it runs unpinned and the log says so;
+// without --cpus neither appears.
+func TestRunScriptCPUs(t *testing.T) {
+	ids := allowedCPUs(t)
+	pin := ids[len(ids)-1:] // one CPU: the job's affinity then differs from ours wherever we have two
+	want := gpuinfo.FormatCPUList(pin)
+	probe := `printf 'cpus=%s\n' "$GSSH_CPUS"; grep '^Cpus_allowed_list:' /proc/self/status; echo "pin=${GSSH_PIN-unset}"`
+	_, hasTaskset := exec.LookPath("taskset")
+	if hasTaskset != nil && os.Getenv("CI") == "true" {
+		t.Fatal("taskset not found: .ci/run installs util-linux")
+	}
+	forms := map[string]job.Spec{
+		"shell": {Argv: []string{probe}, Shell: true},
+		"argv":  {Argv: []string{"sh", "-c", probe}},
+	}
+	if _, err := exec.LookPath("bash"); err == nil {
+		forms["login shell"] = job.Spec{Argv: []string{probe}, Shell: true, Login: true}
+		forms["login argv"] = job.Spec{Argv: []string{"sh", "-c", probe}, Login: true}
+	}
+	for name, spec := range forms {
+		spec.CPUs, spec.Workdir = 1, "/"
+		j := job.Job{ID: 3, Spec: spec, Placement: job.Placement{GPUs: []string{"GPU-1"}, CPUs: pin}}
+		script, err := RunScript("c0ffee", j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sh := range shells(t) {
+			log, exit := runLog(t, sh, script, "")
+			if !strings.HasPrefix(exit, "exit 0") || !strings.Contains(log, "cpus=1\n") || !strings.Contains(log, "pin=unset") {
+				t.Errorf("%s, %s: exit %q, log:\n%s", name, sh, exit, log)
+			}
+			if hasTaskset == nil && !regexp.MustCompile(`Cpus_allowed_list:\s*`+regexp.QuoteMeta(want)+"\n").MatchString(log) {
+				t.Errorf("%s, %s: not pinned to CPU %s:\n%s", name, sh, want, log)
+			}
+		}
+	}
+
+	// No taskset on PATH: unpinned, one line in the log.
+	bin := t.TempDir()
+	for _, tool := range []string{"sh", "sed", "cut", "mkdir", "mv", "grep", "cat"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(p, filepath.Join(bin, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := job.Job{ID: 3, Spec: job.Spec{Argv: []string{probe}, Shell: true, Workdir: "/", CPUs: 1}, Placement: job.Placement{CPUs: pin}}
+	script, _ := RunScript("c0ffee", j)
+	log, exit := runLog(t, "sh", script, bin)
+	if !strings.HasPrefix(exit, "exit 0") || strings.Count(log, "gssh: taskset not found on this host: the job runs unpinned, not on its CPUs "+want+"\n") != 1 || !strings.Contains(log, "cpus=1") {
+		t.Errorf("without taskset: exit %q, log:\n%s", exit, log)
+	}
+	// A taskset that refuses the list.
+	if err := os.WriteFile(filepath.Join(bin, "taskset"), []byte("#!/bin/sh\necho 'taskset: failed to set pid 0 affinity: Invalid argument' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log, exit = runLog(t, "sh", script, bin)
+	if !strings.HasPrefix(exit, "exit 0") || !strings.Contains(log, "gssh: taskset -c "+want+" refused: the job runs unpinned\n") || strings.Contains(log, "Invalid argument") {
+		t.Errorf("taskset refuses: exit %q, log:\n%s", exit, log)
+	}
+
+	// --cpus without CPU ids (the host's are unknown): GSSH_CPUS, no pinning.
+	j.Placement.CPUs = nil
+	script, _ = RunScript("c0ffee", j)
+	if strings.Contains(script, "taskset") || !strings.Contains(script, "export GSSH_CPUS=1\n") {
+		t.Errorf("unpinned --cpus:\n%s", script)
+	}
+	// Without --cpus: nothing of either.
+	j.Spec.CPUs = 0
+	script, _ = RunScript("c0ffee", j)
+	if strings.Contains(script, "taskset") || strings.Contains(script, "export GSSH_CPUS") || strings.Contains(script, "gssh_run") {
+		t.Errorf("no --cpus:\n%s", script)
 	}
 }

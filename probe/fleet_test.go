@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -287,11 +288,41 @@ func TestFleetFixtures(t *testing.T) {
 				t.Errorf("host %q source %q", s.Host, s.Source)
 			}
 			want(t, s, err)
+			if name != "hang" {
+				liveHost(t, &s)
+			}
 			if name != "bin-missing" { // its error is the shell's message, which varies
 				golden(t, "fleet/"+name, s)
 			}
 		})
 	}
+}
+
+// liveHost checks the host facts SMIScript read of this machine (its
+// CPUs and memory: as the Go runtime sees them on Linux) and replaces them
+// with fixed ones, so that snapshots compare across machines and runs
+// (MemAvailable moves while the tests run).
+func liveHost(t *testing.T, s *Snapshot) {
+	t.Helper()
+	h := s.HostInfo
+	if runtime.GOOS != "linux" {
+		if h != nil {
+			t.Errorf("host facts %+v on %s, which has no /proc", h, runtime.GOOS)
+		}
+		return
+	}
+	switch {
+	case h == nil:
+		t.Fatalf("no host facts from /proc (warnings %q)", s.Warnings)
+	case h.CPUs == nil || *h.CPUs != runtime.NumCPU() || len(h.CPUIDs) != *h.CPUs:
+		t.Errorf("CPUs %v ids %v; want %d (runtime.NumCPU, this process's affinity)", show(h.CPUs), h.CPUIDs, runtime.NumCPU())
+	case h.MemTotal == nil || *h.MemTotal < 64<<20 || *h.MemTotal%1024 != 0:
+		t.Errorf("MemTotal %v", show(h.MemTotal))
+	case h.MemAvailable == nil || *h.MemAvailable > *h.MemTotal:
+		t.Errorf("MemAvailable %v of MemTotal %v", show(h.MemAvailable), *h.MemTotal)
+	}
+	cpus, total, avail := 4, uint64(16<<30), uint64(8<<30)
+	s.HostInfo = &HostInfo{CPUs: &cpus, CPUIDs: []int{0, 1, 2, 3}, MemTotal: &total, MemAvailable: &avail}
 }
 
 // wantState checks a snapshot's state and GPU count.
@@ -352,6 +383,7 @@ func TestSMIScriptShells(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	liveHost(t, &want)
 	for _, sh := range [][]string{{"dash"}, {"bash"}, {"bash", "--posix"}, {"zsh"}, {"ksh"}, {"mksh"}, {"busybox", "sh"}} {
 		path, err := exec.LookPath(sh[0])
 		if err != nil {
@@ -360,6 +392,7 @@ func TestSMIScriptShells(t *testing.T) {
 		t.Run(strings.Join(sh, " "), func(t *testing.T) {
 			r := fleetHost(t, "a100x4")
 			got, err := SMI(shellRunner{r, append([]string{path}, sh[1:]...)}, "a100x4").Snapshot(context.Background())
+			liveHost(t, &got)
 			if err != nil || !reflect.DeepEqual(got, want) {
 				t.Errorf("error %v\n got %+v\nwant %+v", err, got, want)
 			}

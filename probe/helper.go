@@ -275,7 +275,7 @@ func (h *helperSource) fromDoc(doc HelperDoc) (Snapshot, error) {
 		return Snapshot{}, h.unusable(why, retryAfter)
 	}
 	s := Snapshot{Host: h.host, State: HostOK, Source: SourceNVML, Driver: doc.Driver, CUDA: doc.CUDA,
-		Warnings: append([]string{}, doc.Warnings...), GPUs: doc.GPUs, ProcsBogus: doc.ProcsBogus}
+		Warnings: append([]string{}, doc.Warnings...), GPUs: doc.GPUs, ProcsBogus: doc.ProcsBogus, HostInfo: doc.HostInfo}
 	if s.GPUs == nil {
 		s.GPUs = []GPU{}
 	}

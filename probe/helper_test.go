@@ -93,6 +93,9 @@ func TestHelperPushOnceThenReuse(t *testing.T) {
 	if s.Source != SourceNVML || s.State != HostOK || len(s.GPUs) != 1 || *s.GPUs[0].MemTotal != 80<<30 || s.Driver != "535.161.08" {
 		t.Fatalf("snapshot %+v", s)
 	}
+	if h := s.HostInfo; h == nil || !eqInt(h.CPUs, 3) || len(h.CPUIDs) != 3 || h.CPUIDs[2] != 5 || !eqU64(h.MemTotal, 64<<30) || !eqU64(h.MemAvailable, 60<<30) {
+		t.Errorf("host facts %+v, want the helper's", h)
+	}
 	path := filepath.Join(home, ".cache", "gssh", "helper-"+bin.SHA256)
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o755 {

@@ -31,6 +31,10 @@ const (
 // where a WSL2 or non-login SSH session can miss it) and runs, with
 // LC_ALL=C and stderr merged into stdout:
 //
+//	host  the host's CPUs and memory: the MemTotal and MemAvailable lines
+//	      of /proc/meminfo, the Cpus_allowed_list line of /proc/self/status
+//	      (the login's affinity, which its jobs inherit) and
+//	      "online: $(getconf _NPROCESSORS_ONLN)" (gpuinfo.ParseHostInfo)
 //	gpu   nvidia-smi --query-gpu=<smiGPUFields> --format=csv,noheader,nounits
 //	list  nvidia-smi -L                            (MIG devices and their UUIDs)
 //	apps  nvidia-smi --query-compute-apps=<smiProcFields> --format=csv,noheader,nounits
@@ -53,6 +57,8 @@ const (
 const SMIScript = `exec 2>&1; LC_ALL=C; export LC_ALL
 N=$(command -v nvidia-smi) || for N in /usr/lib/wsl/lib/nvidia-smi /usr/bin/nvidia-smi nvidia-smi; do [ -x "$N" ] && break; done
 q() { echo "@@gssh section=$1@@"; s=$1; shift; o=$("$@"); r=$?; printf '\n@@gssh section=%s rc=%d@@\n' "$s" $r; printf '%s\n' "$o" | sed 's/^@/ @/'; return $r; }
+h() { grep -E '^(MemTotal|MemAvailable):' /proc/meminfo; grep '^Cpus_allowed_list:' /proc/self/status; echo "online: $(getconf _NPROCESSORS_ONLN)"; }
+q host h
 q gpu "$N" --query-gpu=` + smiGPUFields + ` --format=csv,noheader,nounits
 case $r,$o in 0,*|*,*,*)
 q list "$N" -L

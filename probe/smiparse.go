@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gssh/gssh/gpuinfo"
 )
 
 // ErrUnparsable is wrapped by ParseSMI's error when the output could not be
@@ -59,6 +61,7 @@ func (p *smiParse) parse(out []byte) {
 	secs := splitSections(out)
 	p.outside(secs.outside)
 	sifted := map[string]sifted{}
+	p.host(secs.byName["host"])
 	for _, name := range []string{"gpu", "list", "apps", "ps"} {
 		if s := secs.byName[name]; s != nil {
 			sifted[name] = p.sift(s)
@@ -219,6 +222,28 @@ func (p *smiParse) sift(s *section) sifted {
 // ("WARNING: infoROM is corrupted at gpu 0000:04:00.0").
 func isWarning(s string) bool {
 	return strings.HasPrefix(strings.ToLower(s), "warning")
+}
+
+// host reads the host section (the host's CPUs and memory) into
+// Snapshot.HostInfo, whatever became of nvidia-smi. Facts it lacks (no
+// /proc: not Linux) are warnings, never a probe error. An output without
+// the section (one not of SMIScript) leaves HostInfo nil, silently.
+func (p *smiParse) host(s *section) {
+	if s == nil {
+		return
+	}
+	lines := make([]string, len(s.stdout))
+	for i, l := range s.stdout {
+		lines[i] = l.text
+	}
+	info, warns := gpuinfo.ParseHostInfo(lines)
+	p.snap.HostInfo = info
+	for _, w := range warns {
+		p.warn(w)
+	}
+	if !s.done {
+		p.warn("the host section ends before its exit status: host facts may be missing")
+	}
 }
 
 // gpus reads the --query-gpu section. It reports false when the host has

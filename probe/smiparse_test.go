@@ -367,3 +367,61 @@ func TestParseSMIBounds(t *testing.T) {
 		t.Errorf("%d warnings, last %q", len(s.Warnings), s.Warnings[len(s.Warnings)-1])
 	}
 }
+
+// TestParseSMIHost: the host section gives the host's CPUs and memory,
+// whatever nvidia-smi did; missing /proc facts are warnings, not a probe
+// error; an output without the section has no host facts and no warning.
+func TestParseSMIHost(t *testing.T) {
+	host := sec{name: "host", stdout: "MemTotal:       16318012 kB\nMemAvailable:    8159006 kB\nCpus_allowed_list:\t0-3\nonline: 4"}
+	s, err := ParseSMI("h", script(append([]sec{host}, healthy()...)...))
+	wantState(t, s, err, HostOK, 2)
+	h := s.HostInfo
+	if h == nil || !eqInt(h.CPUs, 4) || len(h.CPUIDs) != 4 || !eqU64(h.MemTotal, 16318012*1024) || !eqU64(h.MemAvailable, 8159006*1024) || len(s.Warnings) != 0 {
+		t.Errorf("host %+v, warnings %q", h, s.Warnings)
+	}
+
+	// A broken driver is still a host with CPUs.
+	s, err = ParseSMI("h", script(host, sec{name: "gpu", rc: 9, stdout: "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."}))
+	wantState(t, s, err, HostDriverNotLoaded, 0)
+	if s.HostInfo == nil || !eqInt(s.HostInfo.CPUs, 4) {
+		t.Errorf("driver not loaded: host %+v", s.HostInfo)
+	}
+
+	// No /proc: grep's complaints on stderr, getconf answers.
+	noProc := sec{name: "host", stderr: "grep: /proc/meminfo: No such file or directory\ngrep: /proc/self/status: No such file or directory", stdout: "online: 8"}
+	s, err = ParseSMI("h", script(append([]sec{noProc}, healthy()...)...))
+	wantState(t, s, err, HostOK, 2)
+	if s.HostInfo == nil || !eqInt(s.HostInfo.CPUs, 8) || s.HostInfo.MemTotal != nil || s.HostInfo.MemAvailable != nil || s.HostInfo.CPUIDs != nil {
+		t.Errorf("no /proc: host %+v", s.HostInfo)
+	}
+	wantWarning(t, s, "host memory unknown: no MemTotal line")
+	wantWarning(t, s, "CPU ids unknown")
+
+	// Nothing readable at all: no host facts, one warning.
+	s, err = ParseSMI("h", script(append([]sec{{name: "host", stdout: "online: "}}, healthy()...)...))
+	wantState(t, s, err, HostOK, 2)
+	if s.HostInfo != nil || len(s.Warnings) != 1 {
+		t.Errorf("nothing readable: host %+v, warnings %q", s.HostInfo, s.Warnings)
+	}
+
+	// Garbage in the section: no zeros, warnings name the line.
+	s, err = ParseSMI("h", script(append([]sec{{name: "host", stdout: "MemTotal: 12 MB\nMemAvailable: -3 kB\nCpus_allowed_list: 0-x\nonline: 2"}}, healthy()...)...))
+	wantState(t, s, err, HostOK, 2)
+	if h := s.HostInfo; h == nil || h.MemTotal != nil || h.MemAvailable != nil || !eqInt(h.CPUs, 2) || h.CPUIDs != nil {
+		t.Errorf("garbage: host %+v", s.HostInfo)
+	}
+	wantWarning(t, s, `MemTotal "12 MB"`)
+	wantWarning(t, s, `Cpus_allowed_list "0-x"`)
+
+	// The section cut short.
+	s, err = ParseSMI("h", append([]byte("@@gssh section=host@@\nMemTotal: 1 kB\n"), script(healthy()...)...))
+	if err != nil || s.HostInfo != nil {
+		t.Errorf("cut short: error %v, host %+v", err, s.HostInfo)
+	}
+
+	// No host section (an output of another script): nothing, silently.
+	s, err = ParseSMI("h", script(healthy()...))
+	if err != nil || s.HostInfo != nil || len(s.Warnings) != 0 {
+		t.Errorf("no section: error %v host %+v warnings %q", err, s.HostInfo, s.Warnings)
+	}
+}

@@ -21,6 +21,7 @@ type (
 	Health    = gpuinfo.Health
 	HostState = gpuinfo.HostState
 	HelperDoc = gpuinfo.HelperDoc
+	HostInfo  = gpuinfo.HostInfo
 )
 
 // Host states and GPU health, as in gpuinfo.

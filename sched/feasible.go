@@ -17,6 +17,8 @@ type Request struct {
 	Labels    []string // the host must carry all of them
 	GPUs      int      // on one host, >= 1
 	MemPerGPU uint64   // bytes per GPU; 0 = the GPUs are taken exclusively
+	CPUs      int      // host CPUs to book (--cpus); 0 = none
+	HostMem   uint64   // host memory to book, bytes (--host-mem); 0 = none
 }
 
 // want is one job as the checks see it: what it asks for and who it is
@@ -53,7 +55,7 @@ type unitCheck func(u *unit, w *want, n *node) Reason
 // now (the ledger and the live free memory).
 var (
 	constraints  = []hostCheck{checkHost, checkLabels}
-	hostChecks   = []hostCheck{checkDrain, checkState}
+	hostChecks   = []hostCheck{checkDrain, checkState, checkCPUs, checkHostMem}
 	eligibility  = []unitCheck{checkHealth, checkUnitShape}
 	availability = []unitCheck{checkExclusive, checkShared, checkReserved}
 )

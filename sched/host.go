@@ -75,6 +75,13 @@ type Holder struct {
 	// walltime, or the policy's backfill estimate): what reservations are
 	// worked out from. Zero: unknown.
 	Ends time.Time
+	// CPUs and HostMem are what the job books of the host itself
+	// (Spec.CPUs, Spec.HostMem: a CPU count, bytes of RAM); CPUIDs the
+	// CPUs it is pinned to (Placement.CPUs). The same on each GPU it
+	// holds: the host's ledger counts a job once.
+	CPUs    int
+	CPUIDs  []int
+	HostMem uint64
 }
 
 // Booking is what gssh jobs hold on one GPU (or MIG device): each holder
@@ -150,7 +157,8 @@ func isIndex(id string, index int) bool {
 
 // HolderOf is the Holder record of job j.
 func HolderOf(j job.Job) Holder {
-	return Holder{Job: j.ID, User: j.User, Priority: j.Spec.Priority, Mem: j.Spec.MemPerGPU, Session: j.Remote.PID}
+	return Holder{Job: j.ID, User: j.User, Priority: j.Spec.Priority, Mem: j.Spec.MemPerGPU, Session: j.Remote.PID,
+		CPUs: j.Spec.CPUs, CPUIDs: j.Placement.CPUs, HostMem: j.Spec.HostMem}
 }
 
 // Bookings returns what active (launching or running) jobs hold, by host
@@ -292,7 +300,7 @@ func (n *node) whatIf(gone map[job.ID]bool) *node {
 
 // book records a job just placed at p on n.
 func (n *node) book(p job.Placement, who Holder) {
-	who.Planned = true
+	who.Planned, who.CPUIDs = true, p.CPUs
 	addHolder(n.held, p, who)
 	n.changed()
 }

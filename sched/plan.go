@@ -346,9 +346,13 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 // mayFit is false when n cannot take w once the holders in gone are gone,
 // by the ledger alone: too few of its units are left with no gssh job
 // (w exclusive), or with room for w's booking beside the jobs left (w
-// shared). It is only a quick "no" before the feasibility chain, which
-// alone says yes.
+// shared), or too few of the host's CPUs or too little of its memory
+// beside the jobs left (mayFitHost). It is only a quick "no" before the
+// feasibility chain, which alone says yes.
 func mayFit(n *node, w *want, gone map[job.ID]bool) bool {
+	if !mayFitHost(n, w, gone) {
+		return false
+	}
 	need, room := max(w.GPUs, 1), 0
 	for i := range n.units {
 		u := &n.units[i]
@@ -617,6 +621,8 @@ type shape struct {
 	host, labels string
 	gpus         int
 	mem          uint64
+	cpus         int
+	hostMem      uint64
 	// inTime is all the checks read of the job's end: whether it ends
 	// before the plan's reservation (1) or not (2); 0 while there is
 	// none. (The exact end would make every job a shape of its own.)
@@ -626,7 +632,7 @@ type shape struct {
 
 // shape is the memo key of w.
 func (w *want) shape() shape {
-	k := shape{host: w.Host, gpus: w.GPUs, mem: w.MemPerGPU, quiet: w.quiet}
+	k := shape{host: w.Host, gpus: w.GPUs, mem: w.MemPerGPU, cpus: w.CPUs, hostMem: w.HostMem, quiet: w.quiet}
 	if len(w.Labels) > 0 {
 		k.labels = strings.Join(w.Labels, "\x00")
 	}
@@ -636,5 +642,5 @@ func (w *want) shape() shape {
 
 // RequestOf is the placement request of a job spec.
 func RequestOf(s job.Spec) Request {
-	return Request{Host: s.Host, Labels: s.Labels, GPUs: s.GPUs, MemPerGPU: s.MemPerGPU}
+	return Request{Host: s.Host, Labels: s.Labels, GPUs: s.GPUs, MemPerGPU: s.MemPerGPU, CPUs: s.CPUs, HostMem: s.HostMem}
 }

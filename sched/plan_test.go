@@ -83,7 +83,8 @@ func running(id job.ID, host string, mem uint64, ids ...string) job.Job {
 
 // queued is job id asking for req.
 func queued(id job.ID, req Request) job.Job {
-	return job.Job{ID: id, User: "u", State: job.Queued, Spec: job.Spec{Host: req.Host, Labels: req.Labels, GPUs: req.GPUs, MemPerGPU: req.MemPerGPU, Priority: 5}}
+	return job.Job{ID: id, User: "u", State: job.Queued, Spec: job.Spec{Host: req.Host, Labels: req.Labels, GPUs: req.GPUs, MemPerGPU: req.MemPerGPU,
+		CPUs: req.CPUs, HostMem: req.HostMem, Priority: 5}}
 }
 
 // plan1 plans one queued job (id 100) for req.

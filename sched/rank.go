@@ -132,6 +132,7 @@ func placement(n *node, us []*unit, w *want) job.Placement {
 		p.GPUs[i], p.Indexes[i] = u.id, u.index
 		p.Share += u.share(w.MemPerGPU)
 	}
+	p.CPUs = pinCPUs(n, w)
 	return p
 }
 

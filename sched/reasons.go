@@ -33,13 +33,15 @@ const (
 	CodeNoFreeGPU   Code = "no_free_gpu"  // the GPUs are held by gssh jobs (waiting, or preempting them, frees them)
 	CodeForeign     Code = "foreign"      // exclusive job: processes gssh did not start use the GPUs (or may: unreadable)
 	CodeMem         Code = "mem"          // shared job: not enough GPU memory, or memory unknown
+	CodeCPUs        Code = "cpus"         // --cpus: not enough of the host's CPUs left (gssh jobs booked them), or the host's CPUs unknown
+	CodeHostMem     Code = "host_mem"     // --host-mem: not enough host memory left (booked by gssh jobs, or not available now), or it is unknown
 	CodeBlocked     Code = "blocked"      // for a job: behind a job that must start first (backfill none)
 	CodeReserved    Code = "reserved"     // the GPUs are reserved for a job ahead (EASY backfill) and this job would not end before
 )
 
 // codeRank breaks ties between codes given by as many hosts: the one a
 // user can most likely act on (wait, ask for less memory) first.
-var codeRank = []Code{CodeNoFreeGPU, CodeMem, CodeReserved, CodeForeign, CodeDrained, CodeUnhealthy, CodeHostDown, CodeNotProbed,
+var codeRank = []Code{CodeNoFreeGPU, CodeMem, CodeCPUs, CodeHostMem, CodeReserved, CodeForeign, CodeDrained, CodeUnhealthy, CodeHostDown, CodeNotProbed,
 	CodeMIG, CodeTooFewGPUs, CodeNoGPUs, CodeLabel, CodeHost}
 
 // Exhausted reports whether a host turned a job down with c because what
@@ -50,7 +52,7 @@ var codeRank = []Code{CodeNoFreeGPU, CodeMem, CodeReserved, CodeForeign, CodeDra
 // (and, later, get reservations).
 func (c Code) Exhausted() bool {
 	switch c {
-	case CodeNoFreeGPU, CodeForeign, CodeMem, CodeReserved:
+	case CodeNoFreeGPU, CodeForeign, CodeMem, CodeCPUs, CodeHostMem, CodeReserved:
 		return true
 	}
 	return false

@@ -14,8 +14,10 @@ import (
 // for the user, not a pending reason. It turns down a GPU count of less than
 // 1, an unknown host, labels no (requested) host carries, more GPUs than any
 // matching host has, and more memory per GPU than any matching GPU can give
-// (its total less the host's reserve); each error names the largest there
-// is. What may pass (drain, busy GPUs, a host down) is the planner's business: a
+// (its total less the host's reserve), and more CPUs (--cpus) or host
+// memory (--host-mem, against MemTotal) than any matching host has or
+// reports; each error names the largest there is and what to give
+// instead. What may pass (drain, busy GPUs, a host down) is the planner's business: a
 // host whose GPUs are not known now (unreachable, degraded) could fit, so
 // it lets the request pass.
 func Validate(hosts []Host, req Request) error {
@@ -49,7 +51,51 @@ func Validate(hosts []Host, req Request) error {
 			return nil
 		}
 	}
-	return capacityError(cands, req)
+	if err := capacityError(cands, req); err != nil {
+		return err
+	}
+	return hostCapacityError(cands, req)
+}
+
+// hostCapacityError checks --cpus and --host-mem against the CPU count and
+// MemTotal of hosts whose snapshots are complete; nil when some host has
+// enough of each (not necessarily the same one: the planner decides).
+func hostCapacityError(cands []*node, req Request) error {
+	where := "any host"
+	if !auto(req.Host) {
+		where = req.Host
+	}
+	if req.CPUs > 0 {
+		most, mostHost := -1, ""
+		for _, n := range cands {
+			if hi := n.Snapshot.HostInfo; hi != nil && hi.CPUs != nil && *hi.CPUs > most {
+				most, mostHost = *hi.CPUs, n.Name
+			}
+		}
+		switch {
+		case most < 0:
+			return fmt.Errorf("--cpus %d: %s reports no CPU count (the probe reads /proc/self/status and getconf _NPROCESSORS_ONLN; see gssh gpus --json); leave --cpus out", req.CPUs, where)
+		case most < req.CPUs:
+			return fmt.Errorf("--cpus %d: more CPUs than %s has (the most is %d, on %s); give --cpus %d or less", req.CPUs, where, most, mostHost, most)
+		}
+	}
+	if req.HostMem > 0 {
+		var most uint64
+		mostHost := ""
+		for _, n := range cands {
+			if hi := n.Snapshot.HostInfo; hi != nil && hi.MemTotal != nil && (mostHost == "" || *hi.MemTotal > most) {
+				most, mostHost = *hi.MemTotal, n.Name
+			}
+		}
+		switch {
+		case mostHost == "":
+			return fmt.Errorf("--host-mem %s: %s reports no memory size (the probe reads /proc/meminfo; see gssh gpus --json); leave --host-mem out", FormatMem(req.HostMem), where)
+		case most < req.HostMem:
+			return fmt.Errorf("--host-mem %s: more host memory than %s has (the most is %s, on %s); give --host-mem %dM or less",
+				FormatMem(req.HostMem), where, FormatMem(most), mostHost, most>>20)
+		}
+	}
+	return nil
 }
 
 // gpusKnown reports whether n's snapshot lists all its GPUs.

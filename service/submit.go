@@ -243,6 +243,8 @@ func CheckSpec(s job.Spec) (job.Spec, error) {
 	switch wd := s.Workdir; {
 	case s.GPUs < 1:
 		return s, fmt.Errorf("--gpus %d: a job needs at least 1 GPU", s.GPUs)
+	case s.CPUs < 0:
+		return s, fmt.Errorf("--cpus %d: give a whole number of CPUs, 1 or more (leave --cpus out to book none)", s.CPUs)
 	case s.Priority < 0 || s.Priority > 10:
 		return s, fmt.Errorf("--priority %d: give 0 (first) to 10 (last)", s.Priority)
 	case wd == "":

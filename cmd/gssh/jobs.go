@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gssh/gssh/control"
+	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
@@ -307,6 +308,16 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		{"attempt", pidCell(j.Attempt)}, {"job dir", j.Remote.Dir}, {"pid", pidCell(j.Remote.PID)},
 		{"submitted", timeCell(j.SubmittedAt)}, {"started", timeCell(j.StartedAt)}, {"ended", timeCell(j.EndedAt)},
 	}...)
+	if s.CPUs > 0 {
+		cpus := strconv.Itoa(s.CPUs)
+		if len(j.Placement.CPUs) > 0 {
+			cpus += " (pinned to CPUs " + gpuinfo.FormatCPUList(j.Placement.CPUs) + ")"
+		}
+		lines = append(lines, [2]string{"cpus", cpus})
+	}
+	if s.HostMem > 0 {
+		lines = append(lines, [2]string{"host mem", sched.FormatMem(s.HostMem)})
+	}
 	for _, e := range s.Env {
 		lines = append(lines, [2]string{"env", e.Key + "=" + e.Value})
 	}

@@ -43,6 +43,8 @@ type submitOptions struct {
 	begin                       string
 	wait                        bool
 	interval                    time.Duration
+	// Host CPUs and memory (--cpus, --host-mem).
+	cpus, hostMem string
 }
 
 func newSubmitCmd(a *app, runF func(*submitOptions) error) *cobra.Command {
@@ -61,7 +63,13 @@ ssh HOST 'cmd' would).
 --mem (alias --gpu-mem) is GPU memory per GPU (not host RAM, unlike
 Slurm's --mem): a bare number is MiB; K, M, G, T (optionally followed by B
 or iB) are binary multiples; fractions are allowed (0.5G = 512 MiB).
-Without --mem the job gets its GPUs exclusively. --timeout is the
+Without --mem the job gets its GPUs exclusively. Host resources are
+apart: --cpus N books N of the host's CPUs (Slurm's --cpus-per-task; the
+job gets GSSH_CPUS=N and, where taskset exists, runs pinned to N CPUs no
+other gssh job has), and --host-mem SIZE books host RAM (what Slurm's
+--mem means; the same sizes as --mem); each is booked like GPU memory,
+against what the host has (gssh gpus --json shows it). Without them
+nothing is booked or pinned. --timeout is the
 walltime: 90m, 2h30m, or Slurm's [D-]HH:MM:SS (a bare number is minutes).
 --env cannot set CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER or GSSH_*: gssh
 sets them.
@@ -139,8 +147,10 @@ func addJobFlags(fl *pflag.FlagSet, opts *submitOptions) {
 	fl.StringVar(&opts.host, "host", "auto", "host to run on, or auto")
 	fl.StringSliceVar(&opts.labels, "label", nil, "only hosts carrying every one of these labels")
 	fl.IntVar(&opts.gpus, "gpus", 1, "number of GPUs, all on one host")
-	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU, e.g. 8G, 8000M, 0.5G (default: whole GPUs, exclusively)")
+	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU, e.g. 8G, 8000M, 0.5G; not host RAM, unlike Slurm's --mem: that is --host-mem (default: whole GPUs, exclusively)")
 	fl.StringVar(&opts.gpuMem, "gpu-mem", "", "alias of --mem")
+	fl.StringVar(&opts.cpus, "cpus", "", "host CPUs to book, a whole number; the job is pinned to them (Slurm's --cpus-per-task) (default: none booked)")
+	fl.StringVar(&opts.hostMem, "host-mem", "", "host memory (RAM) to book, e.g. 64G: Slurm's --mem (gssh's --mem is GPU memory) (default: none booked)")
 	fl.StringVar(&opts.name, "name", "", "job name (default: the command's first word)")
 	fl.StringVar(&opts.workdir, "workdir", "", "directory the job runs in on the worker (default: the current directory; '~' = the worker's home)")
 	fl.StringArrayVar(&opts.env, "env", nil, "K=V to set in the job's environment (repeatable)")
@@ -227,6 +237,23 @@ func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Locat
 			warn(fmt.Sprintf("--mem %s means %s (a bare number is MiB, as in Slurm); did you mean %sG?", o.mem, sched.FormatMem(m), o.mem))
 		}
 		s.MemPerGPU = m
+	}
+	if o.cpus != "" {
+		n, err := strconv.Atoi(o.cpus)
+		if err != nil || n < 1 {
+			return s, fmt.Errorf("--cpus %q: give a whole number of CPUs, 1 or more (leave --cpus out to book none)", o.cpus)
+		}
+		s.CPUs = n
+	}
+	if o.hostMem != "" {
+		m, err := sched.ParseMem(o.hostMem)
+		if err != nil {
+			return s, fmt.Errorf("--host-mem: %w", err)
+		}
+		if m < 256*sched.MiB && strings.IndexFunc(o.hostMem, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
+			warn(fmt.Sprintf("--host-mem %s means %s (a bare number is MiB, as in Slurm); did you mean %sG?", o.hostMem, sched.FormatMem(m), o.hostMem))
+		}
+		s.HostMem = m
 	}
 	if o.timeout != "" {
 		d, err := sched.ParseWalltime(o.timeout)

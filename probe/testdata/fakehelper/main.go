@@ -23,7 +23,8 @@ func main() {
 		"name": "NVIDIA A100-SXM4-80GB", "memory_total_bytes": total, "memory_used_bytes": used, "memory_free_bytes": free,
 		"utilization_pct": 5, "temperature_c": 40, "health": "ok", "processes": []any{}, "processes_known": true}
 	doc := map[string]any{"schema": "gssh.helper/v1", "helper_sha256": hex.EncodeToString(sum[:]), "driver_version": "535.161.08",
-		"cuda_version": "12.2", "gpus": []any{gpu}, "warnings": []string{}}
+		"cuda_version": "12.2", "gpus": []any{gpu}, "warnings": []string{},
+		"host": map[string]any{"cpus": 3, "cpu_ids": []int{0, 2, 5}, "memory_total_bytes": 64 << 30, "memory_available_bytes": 60 << 30}}
 	switch os.Getenv("FAKE_HELPER_MODE") {
 	case "nolib":
 		doc = map[string]any{"schema": "gssh.helper/v1", "helper_sha256": hex.EncodeToString(sum[:]),
