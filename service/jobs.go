@@ -189,12 +189,17 @@ func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Contro
 	return out, interrupted(ctx)
 }
 
-// Update implements Service. A new --mem is checked against the hosts
-// (probed) as submit checks it: a job no host could ever take is refused.
+// Update implements Service. A new --mem, --cpus or --host-mem is checked
+// against the hosts (probed) as submit checks it: a job no host could
+// ever take is refused.
 func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, error) {
 	switch {
-	case r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil:
-		return nil, errors.New("nothing to update: give --priority, --timeout, --mem or --name")
+	case r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil && r.CPUs == nil && r.HostMem == nil:
+		return nil, errors.New("nothing to update: give --priority, --timeout, --mem, --cpus, --host-mem or --name")
+	case r.CPUs != nil && *r.CPUs < 1:
+		return nil, fmt.Errorf("--cpus %d: give 1 or more", *r.CPUs)
+	case r.HostMem != nil && *r.HostMem == 0:
+		return nil, errors.New("--host-mem 0: give the host memory to book, such as 64G")
 	case r.Priority != nil && (*r.Priority < 0 || *r.Priority > 10):
 		return nil, fmt.Errorf("--priority %d: give 0 (first) to 10 (last)", *r.Priority)
 	case r.Timeout != nil && *r.Timeout <= 0:
@@ -205,7 +210,7 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 		return nil, errors.New("--name is empty: give the job a name")
 	}
 	var hosts []sched.Host
-	if r.Mem != nil {
+	if r.Mem != nil || r.CPUs != nil || r.HostMem != nil {
 		f, err := l.hosts()
 		if err != nil {
 			return nil, err
@@ -218,13 +223,24 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 	}
 	return l.holds(ctx, r.IDs, func(c *control.Controller, id job.ID) (job.Job, error) {
 		return c.Update(id, func(s *job.Spec) error {
-			if r.Mem != nil {
+			if r.Mem != nil || r.CPUs != nil || r.HostMem != nil {
 				next := *s
-				next.MemPerGPU = *r.Mem
-				if err := sched.Validate(hosts, sched.RequestOf(next)); err != nil {
-					return fmt.Errorf("job %d: --mem %s: %w", id, sched.FormatMem(*r.Mem), err)
+				if r.Mem != nil {
+					next.MemPerGPU = *r.Mem
+					if err := sched.Validate(hosts, sched.RequestOf(next)); err != nil {
+						return fmt.Errorf("job %d: --mem %s: %w", id, sched.FormatMem(*r.Mem), err)
+					}
 				}
-				s.MemPerGPU = *r.Mem
+				if r.CPUs != nil {
+					next.CPUs = *r.CPUs
+				}
+				if r.HostMem != nil {
+					next.HostMem = *r.HostMem
+				}
+				if err := sched.Validate(hosts, sched.RequestOf(next)); err != nil {
+					return fmt.Errorf("job %d: %w", id, err) // names --cpus or --host-mem
+				}
+				s.MemPerGPU, s.CPUs, s.HostMem = next.MemPerGPU, next.CPUs, next.HostMem
 			}
 			if r.Priority != nil {
 				s.Priority = *r.Priority

@@ -109,6 +109,8 @@ type UpdateRequest struct {
 	Timeout  *time.Duration
 	Mem      *uint64 // bytes per GPU, > 0
 	Name     *string
+	CPUs     *int    // host CPUs, > 0
+	HostMem  *uint64 // host memory in bytes, > 0
 }
 
 // HoldResult is what Hold, Release or Update did to one job: Job as recorded, or

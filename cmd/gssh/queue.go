@@ -242,20 +242,21 @@ func signalNumber(name string) int {
 }
 
 type updateOptions struct {
-	priority     int
-	timeout, mem string
-	name         string
+	priority      int
+	timeout, mem  string
+	cpus, hostMem string
+	name          string
 }
 
 func newUpdateCmd(a *app) *cobra.Command {
 	opts := &updateOptions{}
 	cmd := &cobra.Command{
-		Use:   "update ID... [--priority N] [--timeout D] [--mem SIZE] [--name NAME]",
-		Short: "Change queued jobs: priority, walltime, GPU memory, name (as scontrol update)",
+		Use:   "update ID... [--priority N] [--timeout D] [--mem SIZE] [--cpus N] [--host-mem SIZE] [--name NAME]",
+		Short: "Change queued jobs: priority, walltime, GPU memory, host CPUs and memory, name (as scontrol update)",
 		Long: `Change queued jobs, then run one scheduling pass (a job may start at
 once). An array's id changes every task of it. Running and ended jobs
-cannot be changed. A --mem no host could ever give is refused, as at
-submit.
+cannot be changed. A --mem, --cpus or --host-mem no host could ever give
+is refused, as at submit.
 
 ` + exitCodesHelp,
 		Args: needIDs("update"),
@@ -273,17 +274,31 @@ submit.
 				r.Timeout = &d
 			}
 			if fl.Changed("mem") {
-				m, err := sched.ParseMem(opts.mem)
+				m, err := memFlag("--mem", opts.mem, a.warnf)
 				if err != nil {
-					return fmt.Errorf("--mem: %w", err)
+					return err
 				}
 				r.Mem = &m
 			}
 			if fl.Changed("name") {
 				r.Name = &opts.name
 			}
-			if r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil {
-				return errors.New("nothing to update: give --priority, --timeout, --mem or --name")
+			if fl.Changed("cpus") {
+				n, err := cpusFlag(opts.cpus)
+				if err != nil {
+					return err
+				}
+				r.CPUs = &n
+			}
+			if fl.Changed("host-mem") {
+				m, err := memFlag("--host-mem", opts.hostMem, a.warnf)
+				if err != nil {
+					return err
+				}
+				r.HostMem = &m
+			}
+			if r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil && r.CPUs == nil && r.HostMem == nil {
+				return errors.New("nothing to update: give --priority, --timeout, --mem, --cpus, --host-mem or --name")
 			}
 			ids, arrays, err := a.resolve(c.Context(), args)
 			if err != nil {
@@ -307,6 +322,8 @@ submit.
 	fl.StringVar(&opts.timeout, "timeout", "", "walltime: 90m, 2h, or [D-]HH:MM:SS")
 	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU, such as 8G")
 	fl.StringVar(&opts.name, "name", "", "job name")
+	fl.StringVar(&opts.cpus, "cpus", "", "host CPUs to book (Slurm's --cpus-per-task)")
+	fl.StringVar(&opts.hostMem, "host-mem", "", "host memory to book, such as 64G (Slurm's --mem)")
 	return cmd
 }
 

@@ -317,6 +317,9 @@ func (a *app) printJSON(v any) error {
 }
 
 // warn prints each problem as a warning on stderr.
+// warnf prints one warning on stderr.
+func (a *app) warnf(w string) { fmt.Fprintln(a.stderr, "gssh: warning:", w) }
+
 func (a *app) warn(problems []error) {
 	for _, e := range problems {
 		fmt.Fprintln(a.stderr, "gssh: warning:", e)

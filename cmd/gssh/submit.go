@@ -180,6 +180,35 @@ func checkMemFlags(c *cobra.Command, opts *submitOptions) error {
 	return nil
 }
 
+// memFlag reads a size flag (--mem, --host-mem): 0 when not given; a
+// bare number below 256 MiB is taken as MiB, as Slurm does, with a
+// warning that it may have meant GiB.
+func memFlag(flag, v string, warn func(string)) (uint64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	m, err := sched.ParseMem(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", flag, err)
+	}
+	if m < 256*sched.MiB && strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
+		warn(fmt.Sprintf("%s %s means %s (a bare number is MiB, as in Slurm); did you mean %sG?", flag, v, sched.FormatMem(m), v))
+	}
+	return m, nil
+}
+
+// cpusFlag reads --cpus: 0 when not given, else a whole number from 1.
+func cpusFlag(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("--cpus %q: give a whole number of CPUs, 1 or more (leave --cpus out to book none)", v)
+	}
+	return n, nil
+}
+
 // spec turns the flags into a job spec, or says what is wrong with them.
 // A relative --workdir (and the default, the current directory) is made
 // absolute here, where it was given.
@@ -228,32 +257,15 @@ func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Locat
 	if len(o.argv) == 0 {
 		return s, errors.New("empty command: give it after --, e.g. gssh submit --mem 8G -- python train.py")
 	}
-	if o.mem != "" {
-		m, err := sched.ParseMem(o.mem)
-		if err != nil {
-			return s, fmt.Errorf("--mem: %w", err)
-		}
-		if m < 256*sched.MiB && strings.IndexFunc(o.mem, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
-			warn(fmt.Sprintf("--mem %s means %s (a bare number is MiB, as in Slurm); did you mean %sG?", o.mem, sched.FormatMem(m), o.mem))
-		}
-		s.MemPerGPU = m
+	var err error
+	if s.MemPerGPU, err = memFlag("--mem", o.mem, warn); err != nil {
+		return s, err
 	}
-	if o.cpus != "" {
-		n, err := strconv.Atoi(o.cpus)
-		if err != nil || n < 1 {
-			return s, fmt.Errorf("--cpus %q: give a whole number of CPUs, 1 or more (leave --cpus out to book none)", o.cpus)
-		}
-		s.CPUs = n
+	if s.CPUs, err = cpusFlag(o.cpus); err != nil {
+		return s, err
 	}
-	if o.hostMem != "" {
-		m, err := sched.ParseMem(o.hostMem)
-		if err != nil {
-			return s, fmt.Errorf("--host-mem: %w", err)
-		}
-		if m < 256*sched.MiB && strings.IndexFunc(o.hostMem, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
-			warn(fmt.Sprintf("--host-mem %s means %s (a bare number is MiB, as in Slurm); did you mean %sG?", o.hostMem, sched.FormatMem(m), o.hostMem))
-		}
-		s.HostMem = m
+	if s.HostMem, err = memFlag("--host-mem", o.hostMem, warn); err != nil {
+		return s, err
 	}
 	if o.timeout != "" {
 		d, err := sched.ParseWalltime(o.timeout)
