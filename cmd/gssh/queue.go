@@ -29,7 +29,7 @@ its exit status, 128 + the signal number for a job killed by a signal,
 124 for one stopped at its walltime, 1 for one cancelled, lost or never
 started (a dependency that can never be met); 0 when all succeeded.
 255: gssh itself failed (the state could not be read, a job does not
-exist, a bad flag), said on stderr. 130: interrupted (Ctrl-C); the jobs
+exist, a bad flag), said on stderr. 130: interrupted (Ctrl-C), 143: terminated (SIGTERM); the jobs
 go on.`
 
 // needIDs refuses a command line without job ids, saying what they are

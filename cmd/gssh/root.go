@@ -33,7 +33,8 @@ const (
 	exitUsage   = 1   // usage or input error
 	exitPartial = 2   // some hosts could not be reached or probed
 	exitState   = 3   // state busy or unreadable, or the pass lock held
-	exitSignal  = 130 // interrupted (SIGINT/SIGTERM), as shells report 128+2
+	exitSignal  = 130 // interrupted (SIGINT), as shells report 128+2
+	exitTerm    = 143 // terminated (SIGTERM), 128+15
 )
 
 // errInterrupted ends a command cut short by Ctrl-C or SIGTERM: nothing
@@ -47,7 +48,7 @@ const exitCodesHelp = `Exit status:
      logs, cancel: the job's host; schedule: a host or job had a problem
   3  job state busy (another gssh holds it), missing, damaged or unreadable;
      or another scheduling pass holds the pass lock (gssh schedule)
-  130 interrupted (Ctrl-C)`
+  130 interrupted (Ctrl-C); 143 terminated (SIGTERM)`
 
 // reported is an error whose words were printed already (as warnings):
 // Main prints nothing more, and exits with code.
@@ -120,6 +121,7 @@ type app struct {
 
 	sigMu     sync.Mutex
 	intercept func(os.Signal) bool // see onSignal
+	stoppedBy os.Signal            // the first signal that interrupted the command
 }
 
 // onSignal makes f see SIGINT and SIGTERM first (gssh run passes Ctrl-C
@@ -159,7 +161,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 	go func() {
 		for s := range sigs {
 			if !a.intercepted(s) {
-				cancel() // Ctrl-C or SIGTERM: the command is interrupted (exit 130)
+				a.sigMu.Lock()
+				if a.stoppedBy == nil {
+					a.stoppedBy = s
+				}
+				a.sigMu.Unlock()
+				cancel() // Ctrl-C or SIGTERM: the command is interrupted (exit 130 or 143)
 			}
 		}
 	}()
@@ -177,7 +184,14 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 	if passesStatus(cmd) && err != nil && rep == nil && !errors.Is(err, errInterrupted) && !errors.Is(err, context.Canceled) {
 		return exitGssh // a job's status was to come out; gssh's own failure is 255
 	}
-	return exitCode(err)
+	code := exitCode(err)
+	a.sigMu.Lock()
+	term := a.stoppedBy == syscall.SIGTERM
+	a.sigMu.Unlock()
+	if code == exitSignal && term {
+		return exitTerm // as a shell reports a process SIGTERM ended
+	}
+	return code
 }
 
 func (a *app) newRootCmd() *cobra.Command {
