@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
@@ -507,25 +508,10 @@ func arraySummary(tasks []job.Job) string {
 	return fmt.Sprintf("array %d (tasks %s, %s%s): %s", a.Job, ranges(idx), ids, limit, strings.Join(parts, ", "))
 }
 
-// ranges writes indexes as squeue does: "0-3,7,9-10".
+// ranges writes indexes as squeue does: "0-3,7,9-10" (the notation of a
+// Linux CPU list).
 func ranges(idx []int) string {
-	s := slices.Sorted(slices.Values(idx))
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		k := i
-		for k+1 < len(s) && s[k+1] == s[k]+1 {
-			k++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(s[i]))
-		if k > i {
-			b.WriteString("-" + strconv.Itoa(s[k]))
-		}
-		i = k + 1
-	}
-	return b.String()
+	return gpuinfo.FormatCPUList(slices.Sorted(slices.Values(idx)))
 }
 
 // stateWord is a job's state as gssh ps shows it: "held" for a held
