@@ -1102,7 +1102,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		if st.Abandoned && st.Reason != "" {
 			why = fmt.Sprintf("attempt %d on %s: %s", j.Attempt, j.Placement.Host, st.Reason)
 		}
-		if j.Spec.Interactive != nil {
+		if c.ownerGone(&j) {
 			// Nobody waits for it to start again.
 			return update(func(x *job.Job) {
 				x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, ownerGoneReason+" ("+why+")", ""

@@ -1038,9 +1038,17 @@ func TestInteractiveJobs(t *testing.T) {
 	if _, err := ctl.Requeue(context.Background(), c.ID, time.Second, "test"); err == nil || !strings.Contains(err.Error(), "cannot go back to the queue") {
 		t.Errorf("requeue of an interactive job: %v", err)
 	}
+	// Its attempt abandoned while its gssh run is there (its session
+	// failed): queued again for another attempt, as a batch job is.
+	r.workers.status[c.ID] = job.Status{State: job.Lost, Abandoned: true, Reason: "the launch attempt was abandoned before it started"}
+	pass()
+	if got := r.get(t, c.ID); got.State != job.Launching || got.Attempt != 2 {
+		t.Fatalf("c, abandoned with its gssh run there: %s attempt %d (%s), want placed again", got.State, got.Attempt, got.Reason)
+	}
+	delete(r.workers.status, c.ID)
 	own.set("c", false)
 	pass()
-	if got := r.get(t, c.ID); got.State != job.Cancelled || !strings.HasPrefix(got.Reason, "its gssh run went away before the job started (attempt 1") || !slices.Contains(r.workers.abandons, fmt.Sprintf("%d 1 abandoned", c.ID)) {
+	if got := r.get(t, c.ID); got.State != job.Cancelled || !strings.HasPrefix(got.Reason, "its gssh run went away before the job started (attempt 2") || !slices.Contains(r.workers.abandons, fmt.Sprintf("%d 2 abandoned", c.ID)) {
 		t.Fatalf("c, owner gone before attach: %s %q, abandons %v", got.State, got.Reason, r.workers.abandons)
 	}
 	if len(r.workers.attempts) != 1 { // the exclusive job's only

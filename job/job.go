@@ -103,6 +103,11 @@ type Interactive struct {
 	Session string `json:"session"`
 	// PTY: the command runs on a pseudo-terminal (gssh run --pty).
 	PTY bool `json:"pty,omitempty"`
+	// PID and StartTicks are the gssh run process on the controller
+	// (/proc/PID/stat starttime): its lock file removed from under it
+	// (a tmp cleaner), it is still taken for alive while it runs.
+	PID        int   `json:"pid,omitempty"`
+	StartTicks int64 `json:"start_ticks,omitempty"`
 }
 
 // DepKind is how a dependency must end, in Slurm's words.

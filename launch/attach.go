@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,33 +56,66 @@ head -c ` + n + ` >"$d/run.sh" || fail "cannot write $d/run.sh (disk full?)"`
 // started: nothing ran, and the attempt never will.
 var ErrNotStarted = errors.New("the interactive job did not start")
 
+// Default timings of Attach (see Session).
+const (
+	DefaultPidWait    = 60 * time.Second
+	DefaultBeatEvery  = 5 * time.Second
+	DefaultStaleAfter = 60 * time.Second
+)
+
+// Session is the person's side of an interactive job: its streams, its
+// terminal (nil: none), and what Attach tells of the job's start.
+type Session struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	TTY            *sshexec.Terminal
+	// Started is called with what the worker recorded once run.sh has
+	// started (the caller records the job running); an error from it
+	// stops the job.
+	Started func(job.Remote) error
+	// PidWait is how long Attach waits for run.sh to record its pid once
+	// the job's session is open (its login shell's start-up included)
+	// before it abandons the attempt (0: DefaultPidWait). BeatEvery is how
+	// often Attach tells the keeper that gssh run is still there;
+	// StaleAfter, how long the keeper goes without a word before it takes
+	// gssh run for cut off (a connection gone silent, gssh run stopped
+	// with Ctrl-Z) and stops the job (0: the defaults; whole seconds).
+	PidWait, BeatEvery, StaleAfter time.Duration
+}
+
 // Attach runs attempt j.Attempt of the interactive job j (gssh run: j has
 // Spec.Interactive, and is claimed: launching, placed on host) in the
 // foreground, over two sessions of host's shell:
 //
 //   - the keeper makes the attempt's directory and writes run.sh and
 //     spec.json there as Start does; once run.sh has recorded its pid it
-//     reports it (started is called with what the worker recorded: the
-//     caller records the job running), and then it stays, reading its
-//     stdin. When that ends (Attach returns, or the gssh run process died
-//     and took its connection with it) and the job has written no exit
-//     status, the keeper stops the job as Stop does, marked "hangup"
-//     (Poll reports it cancelled, saying why): a dropped connection never
-//     leaves the job's processes, nor so its GPUs, behind.
-//   - the job itself, `exec sh run.sh` in the directory, with the
-//     caller's stdin, stdout and stderr, on a pseudo-terminal when tty is
-//     non-nil. run.sh is then the session leader of its SSH session (sshd
+//     reports it (s.Started is called with what the worker recorded);
+//     then it stays. Attach writes it a line every s.BeatEvery, and "end" once the job's session has ended
+//     with an exit status. When its stdin ends (Attach returns, or the
+//     gssh run process died and took its connection with it), or no line
+//     came for s.StaleAfter (the connection went silent), and the job has
+//     written no exit status, the keeper stops the job as Stop does,
+//     marked "hangup" (Poll reports it cancelled, saying why; SIGHUP
+//     first, as a closed terminal gives): a dropped connection never
+//     leaves the job's processes, nor so its GPUs, behind. After "end" it
+//     only stops what the job left behind (Poll then finds it lost, as
+//     any job whose run.sh was killed). What the command leaves running
+//     when run.sh ends is stopped too, so that the session ends with it.
+//   - the job itself, `exec sh run.sh` in the directory, with s's
+//     streams, on a pseudo-terminal when s.TTY is non-nil. run.sh is then the session leader of its SSH session (sshd
 //     starts each session's command with setsid; sshexec.Local too).
 //
 // It returns the job session's outcome: nil (exit status 0), an
 // *sshexec.ExitError with the command's exit status (or, when run.sh was
 // killed, the signal), or an error. An error wrapping ErrNotStarted means
 // nothing ran: the directory could not be made (an attempt abandoned by a
-// pass, a cancel), run.sh did not record its pid within 10 s (the keeper
-// then abandoned the attempt), or started returned an error (the job was
-// cancelled meanwhile: the keeper stops it). Attach returns after the
-// keeper is done, so a job that outlived its session is stopped by then.
-func Attach(ctx context.Context, sh Interactor, host, cluster string, j job.Job, stdin io.Reader, stdout, stderr io.Writer, tty *sshexec.Terminal, started func(job.Remote) error) error {
+// pass, a cancel), the job's session could not start (a terminal refused,
+// the host unreachable), run.sh did not record its pid within s.PidWait
+// (the keeper then abandoned the attempt), or s.Started returned an error
+// (the job was cancelled meanwhile: the keeper stops it). Attach returns
+// after the keeper is done, so a job that outlived its session is stopped
+// by then.
+func Attach(ctx context.Context, sh Interactor, host, cluster string, j job.Job, s Session) error {
 	if j.Spec.Interactive == nil {
 		return fmt.Errorf("job %d is not interactive: a pass launches it", j.ID)
 	}
@@ -94,24 +128,10 @@ func Attach(ctx context.Context, sh Interactor, host, cluster string, j job.Job,
 		return fmt.Errorf("attach: %w", err)
 	}
 	spec = append(spec, '\n')
-	n, m := strconv.Itoa(len(script)), strconv.Itoa(len(spec))
-	keeper := aliveFn + procsFn + jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
-` + makeDir(cluster, j, n) + `
-head -c ` + m + ` >"$d/spec.json" || fail "cannot write $d/spec.json (disk full?)"
-[ "$(wc -c <"$d/run.sh")" -eq ` + n + ` ] || fail "run.sh was cut short on the way (disk full?)"
-printf 'gssh: job %s is interactive (gssh run): its output went to the terminal of gssh run\n' ` + q(strconv.FormatUint(uint64(j.ID), 10)) + ` >"$d/log"
-printf 'dir %s\n' "$d"
-i=0; while [ ! -s "$d/pid" ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
-if [ ! -s "$d/pid" ] && mkdir "$d/go" 2>/dev/null; then : >"$d/abandoned"; echo abandoned; exit 0; fi
-i=0; while [ ! -s "$d/pid" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
-printf 'pid %s\n' "$(cat "$d/pid")"
-trap '' HUP PIPE INT TERM
-exec 3<&0 </dev/null >/dev/null 2>&1
-( read -r lpid lst <"$d/pid"
-  while alive "$lpid" "$lst"; do sleep 0.2; done` + stopSteps(cluster, j, orphanGrace, "") + `
-) 3<&- &
-cat <&3 >/dev/null
-[ -s "$d/exit" ] && exit 0` + stopSteps(cluster, j, DefaultGrace, markHangup)
+	s.PidWait = cmp.Or(s.PidWait, DefaultPidWait)
+	s.BeatEvery = cmp.Or(s.BeatEvery, DefaultBeatEvery)
+	s.StaleAfter = cmp.Or(s.StaleAfter, DefaultStaleAfter)
+	keeper := keeperScript(cluster, j, len(script), len(spec), s.StaleAfter)
 
 	// The keeper outlives ctx by its stop at most: it must stop the job
 	// when gssh run gives up too.
@@ -126,51 +146,162 @@ cat <&3 >/dev/null
 		kerr = sh.Stream(kctx, host, keeper, inR, outW, &syncWriter{w: &kstderr})
 		outW.Close()
 	})
-	finish := func() {
-		inW.Close() // the keeper's cue: the job's session is over
-		t := time.AfterFunc(DefaultGrace+30*time.Second, kcancel)
-		defer t.Stop()
-		wg.Wait()
+	lines := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
 		io.Copy(io.Discard, outR)
+	}()
+	stopBeats := make(chan struct{})
+	var once sync.Once
+	keeperWait := DefaultGrace + 30*time.Second // it may have the job to stop
+	finish := func() {
+		once.Do(func() {
+			close(stopBeats)
+			inW.Close() // the keeper's cue: the job's session is over
+			t := time.AfterFunc(keeperWait, kcancel)
+			defer t.Stop()
+			wg.Wait()
+		})
 	}
 	defer finish()
 	go func() {
-		inW.Write([]byte(script))
-		inW.Write(spec)
+		if _, err := inW.Write(append([]byte(script), spec...)); err != nil {
+			return
+		}
+		tick := time.NewTicker(s.BeatEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				if _, err := inW.Write([]byte("beat\n")); err != nil {
+					return
+				}
+			case <-stopBeats:
+				return
+			}
+		}
 	}()
-	lines := bufio.NewScanner(outR)
-	dir, ok := "", lines.Scan()
-	if ok {
-		dir, ok = strings.CutPrefix(lines.Text(), "dir ")
-	}
-	if !ok {
+	notStarted := func(err error) error {
 		finish()
-		return fmt.Errorf("%w: %w", ErrNotStarted, &StepError{"attach", host, keeperErr(kerr, kstderr.String())})
+		return fmt.Errorf("%w: %w", ErrNotStarted, &StepError{"attach", host, err})
+	}
+	line, ok := <-lines
+	dir, isDir := strings.CutPrefix(line, "dir ")
+	if !ok || !isDir {
+		finish()
+		return notStarted(keeperErr(kerr, kstderr.String()))
 	}
 	jerr := make(chan error, 1)
 	cmd := "cd " + q(dir) + " && exec sh ./run.sh"
-	go func() { jerr <- sh.Interact(ctx, host, cmd, stdin, stdout, stderr, tty) }()
+	go func() { jerr <- sh.Interact(ctx, host, cmd, s.Stdin, s.Stdout, s.Stderr, s.TTY) }()
 	var r job.Remote
-	if lines.Scan() {
-		if pidLine, ok := strings.CutPrefix(lines.Text(), "pid "); ok {
-			r, err = parseStarted([]byte("dir " + dir + "\n" + pidLine))
-		} else {
-			err = errors.New(lines.Text())
+	pidOf := func(line string, ok bool) (job.Remote, error) {
+		pidLine, isPid := strings.CutPrefix(line, "pid ")
+		switch {
+		case !ok:
+			return job.Remote{}, keeperErr(kerr, kstderr.String())
+		case !isPid:
+			return job.Remote{}, errors.New(line)
 		}
-	} else {
-		err = keeperErr(kerr, kstderr.String())
+		return parseStarted([]byte("dir " + dir + "\n" + pidLine))
+	}
+	var res error
+	done := false // the job's session has ended: res
+	select {
+	case line, ok := <-lines:
+		r, err = pidOf(line, ok)
+	case res = <-jerr:
+		// The job's session ended first: a short job (its pid is on the
+		// keeper's way), or one whose run.sh never started (a terminal
+		// refused, a session refused; the keeper takes the start gate as
+		// its stdin ends).
+		done = true
+		select {
+		case line, ok := <-lines:
+			r, err = pidOf(line, ok)
+		case <-time.After(2 * time.Second):
+			err = res
+			if err == nil {
+				err = errors.New("the job's session ended before run.sh started")
+			}
+		}
+	case <-time.After(s.PidWait):
+		err = fmt.Errorf("run.sh recorded no pid within %s of its session opening: this attempt is abandoned", s.PidWait)
 	}
 	if err == nil {
-		err = started(r)
+		err = s.Started(r)
 	}
 	if err != nil {
 		// The job's session ends by itself: run.sh finds the gate taken,
 		// or the keeper stops it.
 		finish()
-		<-jerr
-		return fmt.Errorf("%w: %w", ErrNotStarted, &StepError{"attach", host, err})
+		if !done {
+			<-jerr
+		}
+		return notStarted(err)
 	}
-	return <-jerr
+	if !done {
+		res = <-jerr
+	}
+	var xe *sshexec.ExitError
+	if res == nil || errors.As(res, &xe) {
+		// Ended with an exit status: what is left is the job's leftovers,
+		// not a hangup.
+		wrote := make(chan struct{})
+		go func() { inW.Write([]byte("end\n")); close(wrote) }()
+		select {
+		case <-wrote:
+		case <-time.After(5 * time.Second):
+		}
+		keeperWait = orphanGrace + 10*time.Second // at most the leftovers to stop
+	}
+	return res
+}
+
+// keeperScript is the keeper's script for job j (see Attach): run.sh is
+// the first n bytes of its stdin, spec.json the next m.
+func keeperScript(cluster string, j job.Job, n, m int, stale time.Duration) string {
+	return `trap '' HUP PIPE INT TERM
+` + aliveFn + procsFn + jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
+` + makeDir(cluster, j, strconv.Itoa(n)) + `
+head -c ` + strconv.Itoa(m) + ` >"$d/spec.json" || fail "cannot write $d/spec.json (disk full?)"
+[ "$(wc -c <"$d/run.sh")" -eq ` + strconv.Itoa(n) + ` ] || fail "run.sh was cut short on the way (disk full?)"
+printf 'gssh: job %s is interactive (gssh run): its output went to the terminal of gssh run\n' ` + q(strconv.FormatUint(uint64(j.ID), 10)) + ` >"$d/log"
+: >"$d/beat"
+printf 'dir %s\n' "$d"
+exec 3<&0 </dev/null
+(
+  exec 3<&-
+  while [ ! -s "$d/pid" ]; do [ -e "$d/abandoned" ] && exit 0; sleep 0.05; done
+  printf 'pid %s\n' "$(cat "$d/pid")"
+  exec >/dev/null 2>&1
+  read -r lpid lst <"$d/pid"
+  k=0
+  while alive "$lpid" "$lst"; do
+    k=$((k+1))
+    if [ $((k % 5)) = 0 ]; then
+      b=$(stat -c %Y "$d/beat" 2>/dev/null) && [ $(( $(date +%s) - b )) -gt ` + strconv.Itoa(int(max(stale/time.Second, 1))) + ` ] && {` + stopSteps(cluster, j, DefaultGrace, markHangup) + `
+        kill -KILL $$ # the keeper's reader: its connection is gone too
+        exit 0
+      }
+    fi
+    sleep 0.2
+  done` + stopSteps(cluster, j, orphanGrace, "") + `
+) &
+ended=
+while read -r word <&3; do
+  case $word in end) ended=1 ;; *) : >"$d/beat" ;; esac
+done
+exec >/dev/null 2>&1
+if [ ! -s "$d/pid" ] && mkdir "$d/go" 2>/dev/null; then : >"$d/abandoned"; exit 0; fi
+[ -s "$d/exit" ] && exit 0
+if [ -n "$ended" ]; then :` + stopSteps(cluster, j, orphanGrace, "") + `
+else :` + stopSteps(cluster, j, DefaultGrace, markHangup) + `
+fi`
 }
 
 // keeperErr is why the keeper ended early: its own error, or its stderr.
@@ -194,6 +325,14 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// Hangup stops interactive job j on host as its keeper does when its
+// gssh run went away (Stop, marked so that Poll says why, SIGHUP first):
+// for a gssh run whose session dropped while the host can still be
+// reached.
+func Hangup(ctx context.Context, run Runner, host, cluster string, j job.Job) (int, error) {
+	return Stop(ctx, run, host, cluster, j, DefaultGrace, markHangup)
 }
 
 // Signal sends signal sig (a name without SIG: "INT", "TERM") to the

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,10 +49,10 @@ func TestAttach(t *testing.T) {
 	j := interactive(41, "sh", "-c", `read x; echo "in:$x"; echo err >&2; echo "$CUDA_VISIBLE_DEVICES $1"; exit 3`, "gssh-job", `$(touch /tmp/pwned-attach); 'x'`)
 	var out, errb lockedBuffer
 	var remote job.Remote
-	err := launch.Attach(context.Background(), p, "w", cluster, j, strings.NewReader("hello\n"), &out, &errb, nil, func(r job.Remote) error {
+	err := launch.Attach(context.Background(), p, "w", cluster, j, launch.Session{Stdin: strings.NewReader("hello\n"), Stdout: &out, Stderr: &errb, Started: func(r job.Remote) error {
 		remote = r
 		return nil
-	})
+	}})
 	var xe *sshexec.ExitError
 	if !errors.As(err, &xe) || xe.Code != 3 {
 		t.Fatalf("Attach: %v (stderr %q)", err, errb.String())
@@ -87,11 +89,11 @@ func TestAttachKeeper(t *testing.T) {
 	var remote job.Remote
 	done := make(chan error, 1)
 	go func() {
-		done <- launch.Attach(ctx, p, "w", cluster, j, nil, &lockedBuffer{}, &lockedBuffer{}, nil, func(r job.Remote) error {
+		done <- launch.Attach(ctx, p, "w", cluster, j, launch.Session{Stdout: &lockedBuffer{}, Stderr: &lockedBuffer{}, Started: func(r job.Remote) error {
 			remote = r
 			cancel()
 			return nil
-		})
+		}})
 	}()
 	select {
 	case err := <-done:
@@ -110,7 +112,7 @@ func TestAttachKeeper(t *testing.T) {
 	bg := interactive(43, "sh", "-c", "sleep 301 & echo started")
 	var out lockedBuffer
 	start := time.Now()
-	err := launch.Attach(context.Background(), p, "w", cluster, bg, nil, &out, &lockedBuffer{}, nil, func(r job.Remote) error { bg.Remote = r; return nil })
+	err := launch.Attach(context.Background(), p, "w", cluster, bg, launch.Session{Stdout: &out, Stderr: &lockedBuffer{}, Started: func(r job.Remote) error { bg.Remote = r; return nil }})
 	if err != nil || out.String() != "started\n" {
 		t.Fatalf("a job leaving a process behind: %v, %q", err, out.String())
 	}
@@ -132,20 +134,20 @@ func TestAttachAbandoned(t *testing.T) {
 		t.Fatalf("abandon: %v %v", ok, err)
 	}
 	var out lockedBuffer
-	err := launch.Attach(context.Background(), p, "w", cluster, j, nil, &out, &lockedBuffer{}, nil, func(job.Remote) error {
+	err := launch.Attach(context.Background(), p, "w", cluster, j, launch.Session{Stdout: &out, Stderr: &lockedBuffer{}, Started: func(job.Remote) error {
 		t.Error("started called for an abandoned attempt")
 		return nil
-	})
+	}})
 	if !errors.Is(err, launch.ErrNotStarted) || !strings.Contains(err.Error(), "exists already") || out.String() != "" {
 		t.Errorf("Attach of an abandoned attempt: %v, %q", err, out.String())
 	}
 	// started refusing (the job was cancelled meanwhile): stopped at once.
 	k := interactive(45, "sleep", "300")
 	start := time.Now()
-	err = launch.Attach(context.Background(), p, "w", cluster, k, nil, &out, &lockedBuffer{}, nil, func(r job.Remote) error {
+	err = launch.Attach(context.Background(), p, "w", cluster, k, launch.Session{Stdout: &out, Stderr: &lockedBuffer{}, Started: func(r job.Remote) error {
 		k.Remote = r
 		return errors.New("job 45 was cancelled meanwhile")
-	})
+	}})
 	if !errors.Is(err, launch.ErrNotStarted) || time.Since(start) > 20*time.Second {
 		t.Errorf("started refused: %v after %v", err, time.Since(start))
 	}
@@ -164,5 +166,108 @@ func TestSignal(t *testing.T) {
 	}
 	if sent, err := launch.Signal(context.Background(), sshexec.Local{}, "w", j, "INT"); err != nil || sent {
 		t.Errorf("a pid whose start time differs was signalled: %v %v", sent, err)
+	}
+}
+
+// silent is a shell whose keeper session goes silent after its first
+// beat: its stdin neither brings more nor ends, as over a connection cut
+// without a close. failJob makes the job's session fail at once.
+type silent struct {
+	*sshexec.Pool
+	failJob error
+}
+
+func (s silent) Stream(ctx context.Context, host, cmd string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return s.Pool.Stream(ctx, host, cmd, &untilBeat{r: stdin, ctx: ctx}, stdout, stderr)
+}
+
+func (s silent) Interact(ctx context.Context, host, cmd string, stdin io.Reader, stdout, stderr io.Writer, tty *sshexec.Terminal) error {
+	if s.failJob != nil {
+		return s.failJob
+	}
+	return s.Pool.Interact(ctx, host, cmd, stdin, stdout, stderr, tty)
+}
+
+type untilBeat struct {
+	r   io.Reader
+	ctx context.Context
+	mu  sync.Mutex
+	cut bool
+}
+
+func (u *untilBeat) Read(p []byte) (int, error) {
+	u.mu.Lock()
+	cut := u.cut
+	u.mu.Unlock()
+	if cut {
+		<-u.ctx.Done()
+		return 0, u.ctx.Err()
+	}
+	n, err := u.r.Read(p)
+	if string(p[:n]) == "beat\n" {
+		u.mu.Lock()
+		u.cut = true
+		u.mu.Unlock()
+	}
+	return n, err
+}
+
+// A keeper that hears nothing for StaleAfter stops the job, as a hangup:
+// a connection gone silent holds no GPU for the hours TCP takes to notice.
+func TestAttachStale(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := interactive(47, "sleep", "300")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := launch.Attach(ctx, silent{Pool: p}, "w", cluster, j, launch.Session{Stdout: &lockedBuffer{}, Stderr: &lockedBuffer{},
+		BeatEvery: 200 * time.Millisecond, StaleAfter: 2 * time.Second, Started: func(r job.Remote) error { j.Remote = r; return nil }})
+	var xe *sshexec.ExitError
+	if !errors.As(err, &xe) || time.Since(start) > 20*time.Second {
+		t.Fatalf("Attach %v after %v: want the job stopped within seconds", err, time.Since(start))
+	}
+	if st := waitEnd(t, p, j); st.State != job.Cancelled || !strings.Contains(st.Reason, "its gssh run went away") {
+		t.Errorf("after the keeper lost its beats: %+v", st)
+	}
+}
+
+// A job session that fails before run.sh starts: its error, at once, and
+// the attempt abandoned (never starts later).
+func TestAttachSessionFails(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := interactive(48, "sh", "-c", "echo ran")
+	refused := errors.New("the server refused a terminal")
+	start := time.Now()
+	err := launch.Attach(context.Background(), silent{Pool: p, failJob: refused}, "w", cluster, j, launch.Session{Stdout: &lockedBuffer{}, Stderr: &lockedBuffer{},
+		Started: func(job.Remote) error { t.Error("started called"); return nil }})
+	if !errors.Is(err, launch.ErrNotStarted) || !errors.Is(err, refused) || time.Since(start) > 8*time.Second {
+		t.Fatalf("Attach: %v after %v", err, time.Since(start))
+	}
+	m, _ := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
+	if !m[j.ID].Abandoned {
+		t.Errorf("after a failed session: %+v, want abandoned", m[j.ID])
+	}
+}
+
+// run.sh killed (the OOM killer, kill -9) while gssh run is there: the
+// job is lost, as any job whose run.sh was killed, not a hangup.
+func TestAttachRunShKilled(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := interactive(49, "sleep", "300")
+	err := launch.Attach(context.Background(), p, "w", cluster, j, launch.Session{Stdout: &lockedBuffer{}, Stderr: &lockedBuffer{},
+		Started: func(r job.Remote) error {
+			j.Remote = r
+			go func() { time.Sleep(200 * time.Millisecond); syscall.Kill(-r.PID, syscall.SIGKILL) }()
+			return nil
+		}})
+	var xe *sshexec.ExitError
+	if !errors.As(err, &xe) {
+		t.Fatalf("Attach: %v", err)
+	}
+	if st := waitEnd(t, p, j); st.State != job.Lost {
+		t.Errorf("after kill -9 of run.sh: %+v, want lost", st)
 	}
 }

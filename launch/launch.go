@@ -697,12 +697,23 @@ jobdir `+q(dirOf(cluster, j))+stopSteps(cluster, j, grace, string(why)), nil)
 }
 
 // stopSteps is Stop's script after `jobdir` (aliveFn, procsFn and jobdirFn
-// defined): it writes mark (when not "") to the job's `cancelled` file,
+// defined): it writes why (when not "") to the job's `cancelled` file,
 // signals the job's processes (its pid from the pid file when j has none
-// recorded) and prints "signalled N".
+// recorded) and prints "signalled N". For markHangup (an interactive
+// job's keeper) it leaves a `cancelled` file already there as it is, and
+// sends SIGHUP and SIGCONT a second before SIGTERM.
 func stopSteps(cluster string, j job.Job, grace time.Duration, why string) string {
-	mark := ""
-	if why != "" {
+	mark, hup := "", ""
+	switch why {
+	case "":
+	case markHangup:
+		// A gssh cancel or a walltime that stopped the job first keeps
+		// its word; the job's processes get the hangup a closed terminal
+		// gives (SIGHUP, SIGCONT: editors save, shells write history)
+		// and a second before SIGTERM.
+		mark = `[ -d "$d" ] && [ ! -e "$d/cancelled" ] && printf '%s\n' ` + q(why) + ` >"$d/cancelled"`
+		hup = `[ -n "$list" ] && kill -HUP $list 2>/dev/null && kill -CONT $list 2>/dev/null && sleep 1`
+	default:
 		mark = `[ -d "$d" ] && printf '%s\n' ` + q(why) + ` >"$d/cancelled"`
 	}
 	steps := int(grace / (200 * time.Millisecond))
@@ -714,6 +725,7 @@ if [ "$pid" = 0 ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
 members() { procs "$pid" "$st" "$jid" "$cid"; }
 list=$(members | sort -un | grep -vx "$$")
 n=$(printf '%s\n' $list | grep -c .)
+` + hup + `
 [ -n "$list" ] && kill -TERM $list 2>/dev/null
 i=0
 while [ $i -lt ` + strconv.Itoa(steps) + ` ]; do

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,7 +118,7 @@ func (l *Local) Cancel(ctx context.Context, r CancelRequest) (CancelResult, erro
 		return CancelResult{}, err
 	}
 	before, _ := st.Get(r.ID)
-	j, err := ctl.Cancel(ctx, r.ID, r.Grace, l.opt.User)
+	j, err := ctl.Cancel(ctx, r.ID, r.Grace, cmp.Or(r.By, l.opt.User))
 	if errors.Is(err, state.ErrNotFound) {
 		return CancelResult{Job: j}, fmt.Errorf("%w (see gssh ps -a)", err)
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +43,9 @@ type RunRequest struct {
 	// Waiting is told of the job each time Run sees it wait with a new
 	// reason (queued, or placed and being started); nil: not told.
 	Waiting func(job.Job)
+	// Detached is called once the job's session is over, before its end
+	// is recorded (a terminal in raw mode is restored then); nil: not.
+	Detached func()
 	// Interval is the time between scheduling passes while the job waits
 	// to be placed (0: 2 s).
 	Interval time.Duration
@@ -62,14 +68,21 @@ type RunResult struct {
 // stopped there (its keeper, or the next pass, does it).
 var ErrLostSession = errors.New("the connection to the job was lost")
 
-// Run implements gssh run: it holds a session lock for as long as it
-// runs (see sessions), submits r.Submit marked interactive, runs a pass
-// every r.Interval while the job is queued, and once a pass has placed
-// it, runs it in the foreground (launch.Attach) with r's streams,
-// records it running, passes r.Signals on, and when it ends runs passes
-// until its end is recorded. Errors: Submit's (nothing stored), an error
-// wrapping ErrLostSession, or ctx's (the job is then stopped on its
-// worker by its keeper, and recorded by the next pass).
+// maxRunAttempts is how many launch attempts a gssh run makes of its job
+// when one does not start (a host unreachable since its probe, a
+// terminal refused) before it gives up.
+const maxRunAttempts = 3
+
+// Run implements gssh run: it holds a session lock for as long as its job
+// may run (see sessions), submits r.Submit marked interactive, runs a
+// pass every r.Interval while the job is queued, and once a pass has
+// placed it, runs it in the foreground (launch.Attach) with r's streams,
+// records it running and passes r.Signals on. An attempt that did not
+// start is queued again, up to maxRunAttempts. When the job's session
+// ends, Run tells r.Detached, lets go of its lock and runs a pass to
+// record the end. Errors: Submit's (nothing stored), an error wrapping
+// ErrLostSession, or ctx's (the job is then cancelled: stopped on its
+// worker, recorded cancelled by the user).
 func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 	switch {
 	case len(r.Submit.Array) > 0:
@@ -84,7 +97,7 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 		return RunResult{}, err
 	}
 	defer sess.close()
-	r.Submit.Spec.Interactive = &job.Interactive{Session: sess.token, PTY: r.Terminal != nil}
+	r.Submit.Spec.Interactive = &job.Interactive{Session: sess.token, PTY: r.Terminal != nil, PID: sess.pid, StartTicks: sess.ticks}
 	sub, err := l.Submit(ctx, r.Submit)
 	if err != nil {
 		return RunResult{}, err
@@ -94,6 +107,11 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 	interval := r.Interval
 	if interval <= 0 {
 		interval = 2 * time.Second
+	}
+	cancelled := func() (RunResult, error) {
+		l.Cancel(context.WithoutCancel(ctx), CancelRequest{ID: id, Grace: DefaultGrace, By: l.opt.User + " (gssh run interrupted)", NoPass: true})
+		res.Job, _ = l.Job(context.WithoutCancel(ctx), id)
+		return res, interrupted(ctx)
 	}
 	said := ""
 	for {
@@ -106,7 +124,30 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 		case j.State.Terminal():
 			return res, nil // ended before it started: cancelled, a dependency never met
 		case j.State == job.Launching && j.Remote.PID == 0 && j.Placement.Host != "":
-			return l.attach(ctx, r, res)
+			var aerr error
+			res, aerr = l.attach(ctx, r, res)
+			switch {
+			case ctx.Err() != nil:
+				return cancelled()
+			case !errors.Is(aerr, launch.ErrNotStarted):
+				return res, aerr
+			}
+			// Nothing ran. Unless it was ended meanwhile (a cancel), try
+			// another attempt, as a pass does after a failed launch.
+			got, err := l.requeueRun(j, aerr)
+			res.Job = got
+			if err != nil || got.State.Terminal() || got.Attempt >= maxRunAttempts {
+				if !got.State.Terminal() {
+					l.Cancel(context.WithoutCancel(ctx), CancelRequest{ID: id, Grace: DefaultGrace, By: "gssh run (" + aerr.Error() + ")", NoPass: true})
+					res.Job, _ = l.Job(context.WithoutCancel(ctx), id)
+				}
+				return res, aerr
+			}
+			said = got.Reason
+			if r.Waiting != nil {
+				r.Waiting(got)
+			}
+			continue
 		case j.State != job.Queued:
 			return res, fmt.Errorf("job %d is %s without its gssh run: it is no longer this run's", j.ID, j.State)
 		}
@@ -116,8 +157,7 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 		}
 		select {
 		case <-ctx.Done():
-			l.Cancel(context.WithoutCancel(ctx), CancelRequest{ID: id, Grace: DefaultGrace})
-			return res, interrupted(ctx)
+			return cancelled()
 		case <-time.After(interval):
 		}
 		if _, err := l.Schedule(ctx, ScheduleRequest{}); err != nil && !errors.Is(err, ErrPassBusy) && ctx.Err() == nil && r.Waiting != nil {
@@ -126,6 +166,28 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 			r.Waiting(j)
 		}
 	}
+}
+
+// requeueRun puts j, whose attempt did not start (why), back in the queue
+// for another attempt: one short state transaction, when it is still
+// launching that attempt.
+func (l *Local) requeueRun(j job.Job, why error) (job.Job, error) {
+	db, err := l.store(false)
+	if err != nil {
+		return j, err
+	}
+	u, err := db.Update(j.ID, func(x *job.Job) error {
+		if x.State != job.Launching || x.Attempt != j.Attempt {
+			return nil // ended or moved on meanwhile: as it is
+		}
+		x.State, x.Placement, x.Remote = job.Queued, job.Placement{}, job.Remote{}
+		x.Reason, x.ReasonCode = fmt.Sprintf("attempt %d did not start on %s (%v); queued again", j.Attempt, j.Placement.Host, sshexec.WithoutHost(why)), "requeued"
+		return nil
+	})
+	if err != nil {
+		return j, err
+	}
+	return u, nil
 }
 
 // attach runs the placed job res.Job in the foreground; see Run.
@@ -152,6 +214,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 	}
 	var mu sync.Mutex
 	running := job.Job{} // once recorded: the job as running, for signals
+	isRunning := make(chan struct{})
 	started := func(rem job.Remote) error {
 		now := l.opt.Now()
 		u, err := db.Update(j.ID, func(x *job.Job) error {
@@ -167,6 +230,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 			mu.Lock()
 			running = u
 			mu.Unlock()
+			close(isRunning)
 		}
 		return err
 	}
@@ -174,24 +238,40 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 	var wg sync.WaitGroup
 	if r.Signals != nil {
 		wg.Go(func() {
+			var early []string // signals before the job was recorded running: sent once it is
+			started := isRunning
 			for {
 				select {
 				case sig := <-r.Signals:
 					mu.Lock()
 					rj := running
 					mu.Unlock()
-					if rj.ID != 0 {
+					if rj.ID == 0 {
+						early = append(early, sig)
+						continue
+					}
+					launch.Signal(ctx, sh, j.Placement.Host, rj, sig)
+				case <-started:
+					started = nil
+					mu.Lock()
+					rj := running
+					mu.Unlock()
+					for _, sig := range early {
 						launch.Signal(ctx, sh, j.Placement.Host, rj, sig)
 					}
+					early = nil
 				case <-stopSignals:
 					return
 				}
 			}
 		})
 	}
-	aerr := launch.Attach(ctx, sh, j.Placement.Host, cluster, j, r.Stdin, r.Stdout, r.Stderr, r.Terminal, started)
+	aerr := launch.Attach(ctx, sh, j.Placement.Host, cluster, j, launch.Session{Stdin: r.Stdin, Stdout: r.Stdout, Stderr: r.Stderr, TTY: r.Terminal, Started: started})
 	close(stopSignals)
 	wg.Wait()
+	if r.Detached != nil {
+		r.Detached()
+	}
 	var xe *sshexec.ExitError
 	switch {
 	case aerr == nil:
@@ -201,35 +281,38 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 		code := xe.Code
 		res.Exit = &code
 	case errors.Is(aerr, launch.ErrNotStarted):
-		// Nothing ran. Unless a cancel or a pass ended it already, end it
-		// here: nobody waits for it to start again.
-		if got, err := l.Job(ctx, j.ID); err == nil && !got.State.Terminal() {
-			l.Cancel(context.WithoutCancel(ctx), CancelRequest{ID: j.ID, Grace: DefaultGrace})
-		}
-		res.Job, _ = l.Job(context.WithoutCancel(ctx), j.ID)
 		return res, aerr
 	}
-	// Record the end: a pass reads the exit file (or finds what the
-	// keeper stopped) and starts what waits for these GPUs.
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
 	wctx := context.WithoutCancel(ctx)
-	for try := 0; ; try++ {
-		_, perr := l.Schedule(wctx, ScheduleRequest{Wait: 5 * time.Second})
+	if res.Exit == nil {
+		// The session ended without an exit status: the connection
+		// dropped. Its keeper stops the job when its own connection is
+		// gone too; if the host can be reached, stop it now.
+		mu.Lock()
+		rj := running
+		mu.Unlock()
+		if rj.ID != 0 {
+			sctx, cancel := context.WithTimeout(wctx, launch.DefaultGrace+20*time.Second)
+			launch.Hangup(sctx, sh, j.Placement.Host, cluster, rj)
+			cancel()
+		}
+	}
+	// A pass records the end and starts what waits for the GPUs.
+	for try := 0; try < 3; try++ {
+		_, perr := l.Schedule(wctx, ScheduleRequest{Wait: 2 * time.Second})
 		if got, err := l.Job(wctx, j.ID); err == nil {
 			res.Job = got
-			if got.State.Terminal() {
-				break
-			}
 		}
-		if try >= 5 || (perr != nil && !errors.Is(perr, ErrPassBusy)) {
-			break // the next pass records it
+		if res.Job.State.Terminal() || (perr != nil && !errors.Is(perr, ErrPassBusy)) {
+			break // ended, or the next pass records it
 		}
 		time.Sleep(time.Second)
 	}
-	switch {
-	case ctx.Err() != nil:
-		return res, interrupted(ctx)
-	case res.Exit == nil && !res.Job.State.Terminal():
-		return res, fmt.Errorf("job %d on %s: %w (%v); its keeper stops it there, and the next pass records it", j.ID, j.Placement.Host, ErrLostSession, aerr)
+	if res.Exit == nil && !res.Job.State.Terminal() {
+		return res, fmt.Errorf("job %d on %s: %w (%v); it is stopped there as soon as the host is reached (its keeper, or a pass)", j.ID, j.Placement.Host, ErrLostSession, aerr)
 	}
 	return res, nil
 }
@@ -238,15 +321,21 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 var sessionToken = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 // session is the lock a gssh run process holds while it lives:
-// <state>.run/<token>.lock, flock'd.
+// <state>.run/<token>.lock, flock'd; pid and ticks are the process
+// (/proc/self/stat).
 type session struct {
-	token string
-	lock  *flock.Flock
+	token      string
+	lock       *flock.Flock
+	pid        int
+	ticks      int64
+	closedOnce sync.Once
 }
 
 func (s *session) close() {
-	s.lock.Unlock()
-	os.Remove(s.lock.Path())
+	s.closedOnce.Do(func() {
+		s.lock.Unlock()
+		os.Remove(s.lock.Path())
+	})
 }
 
 // sessionDir is where gssh run processes keep their locks: beside the
@@ -267,7 +356,28 @@ func (l *Local) openSession() (*session, error) {
 	if err != nil || !ok {
 		return nil, fmt.Errorf("gssh run: lock %s: %v", lk.Path(), err)
 	}
-	return &session{token: token, lock: lk}, nil
+	pid := os.Getpid()
+	ticks, _ := startTicks(pid)
+	return &session{token: token, lock: lk, pid: pid, ticks: ticks}, nil
+}
+
+// startTicks is process pid's start time, /proc/PID/stat field 22 (clock
+// ticks since boot): with the pid, it names one process however pids are
+// reused.
+func startTicks(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')') // the name may hold spaces and parentheses
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no ')'", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	return strconv.ParseInt(f[19], 10, 64)
 }
 
 // sessions is the real control.Sessions: a session is alive while its
@@ -276,16 +386,21 @@ func (l *Local) openSession() (*session, error) {
 type sessions struct{ dir string }
 
 // Alive reports whether s's gssh run holds its lock. A token that is not
-// one gssh makes, or a lock file that is gone, is a session gone; a lock
-// that cannot be tried (permissions) is taken as alive, so nothing is
-// stopped on a doubt.
+// one gssh makes is a session gone; a lock that cannot be tried
+// (permissions) is taken as alive, so nothing is stopped on a doubt; a
+// lock file that is gone is a session gone unless the process it names
+// (s.PID, s.StartTicks) still runs.
 func (ss sessions) Alive(s job.Interactive) bool {
 	if !sessionToken.MatchString(s.Session) {
 		return false
 	}
 	p := filepath.Join(ss.dir, s.Session+".lock")
 	if _, err := os.Stat(p); err != nil {
-		return !errors.Is(err, fs.ErrNotExist)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+		t, err := startTicks(s.PID)
+		return s.PID > 0 && err == nil && t == s.StartTicks
 	}
 	lk := flock.New(p)
 	ok, err := lk.TryLock()
@@ -298,4 +413,32 @@ func (ss sessions) Alive(s job.Interactive) bool {
 		return false
 	}
 	return true
+}
+
+// sweep removes the lock files of gssh run processes that are gone and
+// whose token no job in active carries (a gssh run killed after its job
+// ended). The caller holds the pass lock; a live gssh run holds its lock
+// from the file's creation on, so none of theirs is removed.
+func (ss sessions) sweep(active []job.Job) {
+	ents, err := os.ReadDir(ss.dir)
+	if err != nil {
+		return
+	}
+	inUse := map[string]bool{}
+	for _, j := range active {
+		if in := j.Spec.Interactive; in != nil {
+			inUse[in.Session+".lock"] = true
+		}
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if inUse[name] || !strings.HasSuffix(name, ".lock") || !sessionToken.MatchString(strings.TrimSuffix(name, ".lock")) {
+			continue
+		}
+		lk := flock.New(filepath.Join(ss.dir, name))
+		if ok, err := lk.TryLock(); err == nil && ok {
+			os.Remove(lk.Path())
+			lk.Unlock()
+		}
+	}
 }

@@ -49,3 +49,49 @@ func TestSessions(t *testing.T) {
 		}
 	}
 }
+
+// A lock file removed from under a live gssh run (a tmp cleaner) does not
+// make its job look abandoned: the process it names still runs. The
+// sweep removes only unheld lock files no active job names.
+func TestSessionsPidAndSweep(t *testing.T) {
+	dir := t.TempDir()
+	l := New(Options{StatePath: filepath.Join(dir, "state.db")})
+	ss := sessions{dir: l.sessionDir()}
+	s, err := l.openSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	in := job.Interactive{Session: s.token, PID: s.pid, StartTicks: s.ticks}
+	if s.pid != os.Getpid() || s.ticks <= 0 {
+		t.Fatalf("session of pid %d ticks %d", s.pid, s.ticks)
+	}
+	os.Remove(s.lock.Path())
+	if !ss.Alive(in) {
+		t.Error("a live gssh run whose lock file was removed is taken for gone")
+	}
+	in.StartTicks++ // another process under a reused pid
+	if ss.Alive(in) {
+		t.Error("a reused pid is taken for the gssh run")
+	}
+
+	held, err := l.openSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.close()
+	stale := filepath.Join(ss.dir, "11111111111111111111111111111111.lock")
+	named := filepath.Join(ss.dir, "22222222222222222222222222222222.lock")
+	other := filepath.Join(ss.dir, "notes.txt")
+	for _, p := range []string{stale, named, other} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ss.sweep([]job.Job{{Spec: job.Spec{Interactive: &job.Interactive{Session: "22222222222222222222222222222222"}}}})
+	for p, want := range map[string]bool{stale: false, named: true, other: true, held.lock.Path(): true} {
+		if _, err := os.Stat(p); (err == nil) != want {
+			t.Errorf("%s after the sweep: %v, want kept=%v", filepath.Base(p), err, want)
+		}
+	}
+}

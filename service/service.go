@@ -128,6 +128,9 @@ type CancelRequest struct {
 	// NoPass leaves the pass to the caller (who cancels several jobs and
 	// runs one pass after the last, so none of them is started meanwhile).
 	NoPass bool
+	// By is who the job is recorded cancelled by ("cancelled by ...");
+	// "": the service's user.
+	By string
 }
 
 // CancelResult is what a cancel did.
@@ -301,6 +304,9 @@ func (l *Local) pass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, report
 		return PassResult{}, err
 	}
 	defer unlock()
+	if active, err := st.Active(); err == nil {
+		sessions{dir: l.sessionDir()}.sweep(active) // under the pass lock
+	}
 	res, err := ctl.Pass(ctx)
 	if ierr := interrupted(ctx); ierr != nil {
 		err = ierr

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"syscall"
@@ -22,6 +23,10 @@ type Terminal struct {
 	// Resize carries each new size of the local terminal (on SIGWINCH)
 	// while Interact runs; nil when the size never changes.
 	Resize <-chan Size
+	// Modes are the terminal modes the far side starts with (RFC 4254
+	// 8: the local terminal's special characters and flags, IUTF8
+	// included), over ECHO and the line speeds; nil: those alone.
+	Modes ssh.TerminalModes
 }
 
 // Size is a terminal's size in character cells.
@@ -49,6 +54,7 @@ func interactSession(ctx context.Context, host, cmd string, sess *ssh.Session, s
 	defer sess.Close()
 	if tty != nil {
 		modes := ssh.TerminalModes{ssh.ECHO: 1, ssh.TTY_OP_ISPEED: 38400, ssh.TTY_OP_OSPEED: 38400}
+		maps.Copy(modes, tty.Modes)
 		if err := sess.RequestPty(cmp.Or(tty.Term, "xterm"), tty.Rows, tty.Cols, modes); err != nil {
 			return &Error{Host: host, Detail: "the server refused a terminal (" + err.Error() + "; sshd's PermitTTY?): run without --pty"}
 		}

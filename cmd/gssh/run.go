@@ -32,7 +32,8 @@ func newRunCmd(a *app) *cobra.Command {
 		Long: `Queue a job as gssh submit does, wait until a pass places it, then run it in
 the foreground on its worker, as srun does: its output comes to your
 terminal (not to a log), your input goes to it, Ctrl-C reaches it (three
-within two seconds cancel it), and gssh run exits with its exit status.
+within two seconds cancel it; with --pty, ~. at the start of a line leaves
+and cancels it, as in ssh), and gssh run exits with its exit status.
 
   gssh run --gpus 1 --mem 8G -- python -c 'import torch; print(torch.cuda.is_available())'
   gssh run --pty --gpus 1 -- bash          # a shell on a GPU, like srun --pty bash
@@ -45,9 +46,10 @@ gssh run fits scripts: out=$(gssh run -- nvidia-smi -L).
 The job is a job like any other: its GPUs are booked from its placement
 until it ends, it counts in fair-share, gssh ps lists it, gssh cancel ends
 it. It ends with this command: when gssh run is killed, its terminal
-closes or its connection drops, its processes on the worker are stopped
-(SIGTERM, then SIGKILL) and its GPUs freed, by a keeper on the worker and,
-failing that, by the next pass. While it waits for GPUs, it runs a
+closes or its connection drops (or goes silent for 60 s), its processes on
+the worker are stopped (SIGHUP, SIGTERM, then SIGKILL) and its GPUs freed,
+by a keeper on the worker and, failing that, by the next pass. An attempt
+that cannot start is tried again, three times in all. While it waits for GPUs, it runs a
 scheduling pass every 2 s; Ctrl-C then cancels it.
 
 The flags are gssh submit's, less --array, --hold, --wait, --dry-run and
@@ -97,7 +99,7 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 			cols, rows = 80, 24
 		}
 		resize = make(chan sshexec.Size, 1)
-		tty = &sshexec.Terminal{Term: a.getenv("TERM"), Rows: rows, Cols: cols, Resize: resize}
+		tty = &sshexec.Terminal{Term: a.getenv("TERM"), Rows: rows, Cols: cols, Resize: resize, Modes: termModes(int(stdin.Fd()))}
 	}
 	say := func(format string, args ...any) {
 		if !opts.quiet {
@@ -109,7 +111,19 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 	var mu sync.Mutex
 	running, presses := false, []time.Time{}
 	signals := make(chan string, 4)
-	var restore func()
+	var restoreOnce sync.Once
+	var raw func() // restores the terminal from raw mode
+	restore := func() {
+		restoreOnce.Do(func() {
+			mu.Lock()
+			r := raw
+			mu.Unlock()
+			if r != nil {
+				r()
+			}
+		})
+	}
+	defer restore()
 	a.onSignal(func(s os.Signal) bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -143,10 +157,11 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 				}
 				if tty != nil {
 					if cols, rows, err := term.GetSize(int(stdout.Fd())); err == nil {
-						select {
-						case resize <- sshexec.Size{Rows: rows, Cols: cols}:
+						select { // the newest size wins over one not sent yet
+						case <-resize:
 						default:
 						}
+						resize <- sshexec.Size{Rows: rows, Cols: cols}
 					}
 				}
 			case <-ctx.Done():
@@ -155,8 +170,17 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 		}
 	}()
 
+	in := a.stdin
+	if tty != nil {
+		in = &escapeReader{r: a.stdin, detach: func() {
+			fmt.Fprintf(a.stderr, "\r\ngssh: ~. : leaving; the job is stopped\r\n")
+			cancel()
+		}, help: func() {
+			fmt.Fprintf(a.stderr, "\r\ngssh escapes (at the start of a line): ~. leave (the job is stopped), ~~ a ~, ~? this\r\n")
+		}}
+	}
 	res, err := a.service().Run(ctx, service.RunRequest{
-		Submit: req, Terminal: tty, Stdin: a.stdin, Stdout: a.stdout, Stderr: a.stderr, Signals: signals,
+		Submit: req, Terminal: tty, Stdin: in, Stdout: a.stdout, Stderr: a.stderr, Signals: signals,
 		Waiting: func(j job.Job) {
 			if j.State == job.Queued {
 				say("job %d %s: %s; waiting for it to start", j.ID, stateWord(j), j.Reason)
@@ -164,18 +188,20 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 			}
 			say("job %d running on %s", j.ID, where(j.Placement))
 			mu.Lock()
+			defer mu.Unlock()
 			running = true
-			mu.Unlock()
-			if tty != nil && restore == nil {
+			if tty != nil && raw == nil {
+				if cols, rows, err := term.GetSize(int(stdout.Fd())); err == nil {
+					tty.Rows, tty.Cols = rows, cols // it may have changed while the job waited
+				}
 				if old, err := term.MakeRaw(int(stdin.Fd())); err == nil {
-					restore = func() { term.Restore(int(stdin.Fd()), old) }
+					raw = func() { term.Restore(int(stdin.Fd()), old) }
 				}
 			}
 		},
+		Detached: restore,
 	})
-	if restore != nil {
-		restore()
-	}
+	restore()
 	j := res.Job
 	switch {
 	case err != nil && j.ID == 0: // nothing was stored
