@@ -349,7 +349,9 @@ func Signal(ctx context.Context, run Runner, host string, j job.Job, sig string)
 		return false, fmt.Errorf("signal %q: not one gssh passes on", sig)
 	}
 	script := aliveFn + `
-if alive ` + strconv.Itoa(j.Remote.PID) + ` ` + strconv.FormatInt(j.Remote.StartTicks, 10) + `; then kill -` + sig + ` -- -` + strconv.Itoa(j.Remote.PID) + ` 2>/dev/null; echo sent; else echo gone; fi`
+if alive ` + strconv.Itoa(j.Remote.PID) + ` ` + strconv.FormatInt(j.Remote.StartTicks, 10) + `; then
+  if kill -s ` + sig + ` -- -` + strconv.Itoa(j.Remote.PID) + ` 2>/dev/null; then echo sent; else echo gone; fi
+else echo gone; fi`
 	res, err := run.Run(ctx, host, script, nil)
 	if err != nil {
 		return false, &StepError{"signal", host, err}

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -166,6 +170,32 @@ func TestSignal(t *testing.T) {
 	}
 	if sent, err := launch.Signal(context.Background(), sshexec.Local{}, "w", j, "INT"); err != nil || sent {
 		t.Errorf("a pid whose start time differs was signalled: %v %v", sent, err)
+	}
+	// A job's session, signalled through the worker's /bin/sh (dash on
+	// Debian, whose kill takes no "-INT --"): its trap runs.
+	c := exec.Command("/bin/sh", "-c", `trap "exit 7" INT; echo up; while :; do sleep 0.1; done`)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.ReadFull(out, make([]byte, 3)) // "up\n": the trap is set
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	ticks, _ := strconv.ParseInt(f[19], 10, 64)
+	j.Remote = job.Remote{PID: c.Process.Pid, StartTicks: ticks}
+	if sent, err := launch.Signal(context.Background(), sshexec.Local{}, "w", j, "INT"); err != nil || !sent {
+		t.Errorf("Signal of a live job: %v %v", sent, err)
+	}
+	timer := time.AfterFunc(10*time.Second, func() { c.Process.Kill() })
+	defer timer.Stop()
+	err = c.Wait()
+	var xe *exec.ExitError
+	if !errors.As(err, &xe) || xe.ExitCode() != 7 {
+		t.Errorf("the job after SIGINT: %v, want its trap's exit 7", err)
 	}
 }
 

@@ -60,6 +60,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"al.essio.dev/pkg/shellescape"
 
@@ -175,7 +176,29 @@ func longWord(s job.Spec) (string, int) {
 	return "", 0
 }
 
-// CheckSpec reports what in s cannot be launched: an empty command, a
+// notUTF8 names the first part of s that is not valid UTF-8, if any.
+func notUTF8(s job.Spec) string {
+	for i, a := range s.Argv {
+		if !utf8.ValidString(a) {
+			return fmt.Sprintf("word %d of the command", i+1)
+		}
+	}
+	for _, e := range s.Env {
+		if !utf8.ValidString(e.Key + e.Value) {
+			return "--env " + strings.ToValidUTF8(e.Key, "?")
+		}
+	}
+	switch {
+	case !utf8.ValidString(s.Workdir):
+		return "--workdir"
+	case !utf8.ValidString(s.Name):
+		return "--name"
+	}
+	return ""
+}
+
+// CheckSpec reports what in s cannot be launched: bytes that are not
+// UTF-8 (the job is stored as JSON, which would change them), an empty command, a
 // workdir that is relative (it would be taken from the job directory; ""
 // is the home) or holds a newline or NUL, an environment variable name
 // that is not a shell identifier, or one that would override gssh's own
@@ -191,6 +214,9 @@ func CheckSpec(s job.Spec) error {
 		return fmt.Errorf("--workdir %q is relative: give an absolute path, or ~ for the worker's home (gssh submit resolves a relative one against the current directory)", wd)
 	case specSize(s) > MaxSpecBytes:
 		return fmt.Errorf("the command, its --env values and --workdir take %d KiB; the most is %d KiB: put the command in a script on the worker", specSize(s)>>10, MaxSpecBytes>>10)
+	}
+	if what := notUTF8(s); what != "" {
+		return fmt.Errorf("%s is not valid UTF-8: gssh keeps jobs as JSON, which cannot carry those bytes; put them in a script on the worker, or pass them as $'\\xNN' inside a shell command", what)
 	}
 	if what, n := longWord(s); n > 0 {
 		return fmt.Errorf("%s takes %d KiB; Linux passes at most %d KiB in one argument or environment string (MAX_ARG_STRLEN): put it in a file on the worker", what, n>>10, (MaxWordBytes+1)>>10)
@@ -259,18 +285,23 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	if j.Spec.CPUs > 0 {
 		w("export GSSH_CPUS=%s\n", q(strconv.Itoa(j.Spec.CPUs)))
 	}
-	for _, e := range j.Spec.Env {
-		w("export %s=%s\n", e.Key, q(e.Value))
-	}
-	run := "" // what the command line starts with: the pinning wrapper, if any
+	// gssh's own tools are found before the job's environment applies: an
+	// --env PATH (a conda bin) changes what the command finds, never what
+	// run.sh runs.
+	pin := "" // the pinning prefix of the command line, if any
 	if len(j.Placement.CPUs) > 0 {
-		run = "gssh_run "
+		pin = `${GSSH_PIN:+"$gssh_taskset" -c "$GSSH_PIN"} `
 		list := gpuinfo.FormatCPUList(j.Placement.CPUs)
 		w("unset GSSH_PIN\n")
-		w("if ! command -v taskset >/dev/null 2>&1; then echo %s >&2\n", q("gssh: taskset not found on this host: the job runs unpinned, not on its CPUs "+list))
-		w("elif ! taskset -c %s true >/dev/null 2>&1; then echo %s >&2\n", q(list), q("gssh: taskset -c "+list+" refused: the job runs unpinned"))
+		w("if ! gssh_taskset=$(command -v taskset); then echo %s >&2\n", q("gssh: taskset not found on this host: the job runs unpinned (it was given CPUs "+list+")"))
+		w("elif ! \"$gssh_taskset\" -c %s true >/dev/null 2>&1; then echo %s >&2\n", q(list), q("gssh: taskset -c "+list+" refused: the job runs unpinned"))
 		w("else GSSH_PIN=%s; fi\n", q(list))
-		w("gssh_run() { if [ -n \"$GSSH_PIN\" ]; then taskset -c \"$GSSH_PIN\" \"$@\"; else \"$@\"; fi; }\n")
+	}
+	switch {
+	case j.Spec.Login:
+		w("gssh_bash=$(command -v bash) || gssh_bash=bash\n")
+	case j.Spec.Shell:
+		w("gssh_sh=$(command -v sh) || gssh_sh=/bin/sh\n")
 	}
 	wd := workdir(j.Spec.Workdir)
 	w("if ! cd %s 2>/dev/null; then\n", wd)
@@ -283,28 +314,32 @@ func RunScript(cluster string, j job.Job) (string, error) {
 		// the command (Ctrl-C, a hangup, gssh cancel's SIGTERM) only
 		// interrupt run.sh's wait, so it lives to write the exit file; a
 		// handler, not an ignored signal, so the command still gets the
-		// default actions.
+		// default actions (a subshell resets handled signals too).
 		in = ""
 		w("trap : INT HUP TERM QUIT\n")
 	}
+	// The command runs in a subshell that takes the job's environment and
+	// becomes the command (exec).
+	var env strings.Builder
+	for _, e := range j.Spec.Env {
+		fmt.Fprintf(&env, "export %s=%s; ", e.Key, q(e.Value))
+	}
+	words := make([]string, len(j.Spec.Argv))
+	for i, a := range j.Spec.Argv {
+		words[i] = q(a)
+	}
+	var cmd string
 	switch {
 	case j.Spec.Login && j.Spec.Shell:
-		w("%sbash -lc %s%s\n", run, q(j.Spec.Argv[0]), in)
+		cmd = `"$gssh_bash" -lc ` + q(j.Spec.Argv[0])
 	case j.Spec.Login:
-		words := make([]string, len(j.Spec.Argv))
-		for i, a := range j.Spec.Argv {
-			words[i] = q(a)
-		}
-		w("%sbash -lc '\"$@\"' gssh-job %s%s\n", run, strings.Join(words, " "), in)
+		cmd = `"$gssh_bash" -lc '"$@"' gssh-job ` + strings.Join(words, " ")
 	case j.Spec.Shell:
-		w("%ssh -c %s%s\n", run, q(j.Spec.Argv[0]), in)
+		cmd = `"$gssh_sh" -c ` + q(j.Spec.Argv[0])
 	default:
-		words := make([]string, len(j.Spec.Argv))
-		for i, a := range j.Spec.Argv {
-			words[i] = q(a)
-		}
-		w("%s%s%s\n", run, strings.Join(words, " "), in)
+		cmd = strings.Join(words, " ")
 	}
+	w("( %sexec %s%s )%s\n", env.String(), pin, cmd, in)
 	if j.Spec.Interactive != nil {
 		w("rc=$?; fin \"exit $rc\"; exit $rc\n") // gssh run's session ends with the command's status
 		return b.String(), nil
@@ -712,7 +747,7 @@ func stopSteps(cluster string, j job.Job, grace time.Duration, why string) strin
 		// gives (SIGHUP, SIGCONT: editors save, shells write history)
 		// and a second before SIGTERM.
 		mark = `[ -d "$d" ] && [ ! -e "$d/cancelled" ] && printf '%s\n' ` + q(why) + ` >"$d/cancelled"`
-		hup = `[ -n "$list" ] && kill -HUP $list 2>/dev/null && kill -CONT $list 2>/dev/null && sleep 1`
+		hup = `[ -n "$list" ] && { kill -HUP $list; kill -CONT $list; sleep 1; } 2>/dev/null`
 	default:
 		mark = `[ -d "$d" ] && printf '%s\n' ` + q(why) + ` >"$d/cancelled"`
 	}

@@ -33,7 +33,7 @@ func TestRunScriptIsValidShell(t *testing.T) {
 		}
 	}
 	// The start of the command is read just before it runs.
-	if !strings.Contains(s, "\n"+readU0+`echo 'a b' '$(touch x)' </dev/null`+"\nfin \"exit $?\"\n") {
+	if !strings.Contains(s, "\n"+readU0+`( export K='it'"'"'s `+"`x`\n$y'; exec echo 'a b' '$(touch x)' ) </dev/null"+"\nfin \"exit $?\"\n") {
 		t.Errorf("no uptime reading just before the command:\n%s", s)
 	}
 	if !strings.Contains(s, `export CUDA_VISIBLE_DEVICES=GPU-1,GPU-2`) || !strings.Contains(s, `cd "$HOME"/'my dir'`) {
@@ -84,6 +84,8 @@ func TestCheckSpec(t *testing.T) {
 		{job.Spec{Argv: []string{"x"}, Workdir: "data/run1"}, `--workdir "data/run1" is relative`},
 		{job.Spec{Argv: []string{"x"}, Workdir: "~$(id)"}, `--workdir "~$(id)" is relative`},
 		{job.Spec{Argv: []string{"x"}, Workdir: "/a\nb"}, "a newline or NUL"},
+		{job.Spec{Argv: []string{"printf", "\xff"}}, "word 2 of the command is not valid UTF-8"},
+		{job.Spec{Argv: []string{"x"}, Env: []job.EnvVar{{Key: "K", Value: "\xc3"}}}, "--env K is not valid UTF-8"},
 	} {
 		if err := CheckSpec(c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("CheckSpec(%+v) = %v, want %q", c.spec, err, c.want)
@@ -402,7 +404,7 @@ func TestRunScriptCPUs(t *testing.T) {
 	j := job.Job{ID: 3, Spec: job.Spec{Argv: []string{probe}, Shell: true, Workdir: "/", CPUs: 1}, Placement: job.Placement{CPUs: pin}}
 	script, _ := RunScript("c0ffee", j)
 	log, exit := runLog(t, "sh", script, bin)
-	if !strings.HasPrefix(exit, "exit 0") || strings.Count(log, "gssh: taskset not found on this host: the job runs unpinned, not on its CPUs "+want+"\n") != 1 || !strings.Contains(log, "cpus=1") {
+	if !strings.HasPrefix(exit, "exit 0") || strings.Count(log, "gssh: taskset not found on this host: the job runs unpinned (it was given CPUs "+want+")\n") != 1 || !strings.Contains(log, "cpus=1") {
 		t.Errorf("without taskset: exit %q, log:\n%s", exit, log)
 	}
 	// A taskset that refuses the list.
@@ -425,5 +427,36 @@ func TestRunScriptCPUs(t *testing.T) {
 	script, _ = RunScript("c0ffee", j)
 	if strings.Contains(script, "taskset") || strings.Contains(script, "export GSSH_CPUS") || strings.Contains(script, "gssh_run") {
 		t.Errorf("no --cpus:\n%s", script)
+	}
+}
+
+// An --env PATH is the command's: run.sh's own tools (mv, sed, the sh
+// of a shell command, taskset) are found on the worker's PATH, so a job
+// with a PATH of its own still records how it ended.
+func TestRunScriptEnvPath(t *testing.T) {
+	for _, c := range []struct {
+		spec job.Spec
+		exit string
+		log  string
+	}{
+		{job.Spec{Argv: []string{`echo "path=$PATH"`}, Shell: true, Env: []job.EnvVar{{Key: "PATH", Value: "/nonexistent"}}}, "exit 0", "path=/nonexistent\n"},
+		{job.Spec{Argv: []string{"ls", "/"}, Env: []job.EnvVar{{Key: "PATH", Value: "/nonexistent"}}}, "exit 127", "not found"},
+		{job.Spec{Argv: []string{`echo "cpus=$GSSH_CPUS"`}, Shell: true, CPUs: 1, Env: []job.EnvVar{{Key: "PATH", Value: "/nonexistent"}}}, "exit 0", "cpus=1\n"},
+	} {
+		c.spec.Workdir = "/"
+		j := job.Job{ID: 9, Spec: c.spec}
+		if c.spec.CPUs > 0 {
+			j.Placement.CPUs = []int{0}
+		}
+		script, err := RunScript("c0ffee", j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sh := range shells(t) {
+			log, exit := runLog(t, sh, script, "")
+			if !strings.HasPrefix(exit, c.exit+"\n") || !strings.Contains(log, c.log) || strings.Contains(log, "taskset not found") {
+				t.Errorf("%q with PATH=/nonexistent, %s: exit %q, log:\n%s", c.spec.Argv, sh, exit, log)
+			}
+		}
 	}
 }

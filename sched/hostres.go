@@ -138,9 +138,9 @@ func checkHostMem(n *node, w *want) Reason {
 	case w.HostMem > total:
 		return because(CodeHostMem, fmt.Sprintf("%s host memory requested, the host has %s", FormatMem(w.HostMem), FormatMem(total)))
 	case w.HostMem > left:
-		return because(CodeHostMem, fmt.Sprintf("%s of %s host memory left, booked by gssh jobs", FormatMem(left), FormatMem(total)))
+		return because(CodeHostMem, fmt.Sprintf("%s host memory requested, %s of %s left, booked by gssh jobs", FormatMem(w.HostMem), FormatMem(left), FormatMem(total)))
 	}
-	return because(CodeHostMem, fmt.Sprintf("only %s host memory available now", FormatMem(avail)))
+	return because(CodeHostMem, fmt.Sprintf("%s host memory requested, only %s available now", FormatMem(w.HostMem), FormatMem(avail)))
 }
 
 // availNow is the host memory available now for a new job with ledger l

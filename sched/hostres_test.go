@@ -121,9 +121,9 @@ func TestHostMem(t *testing.T) {
 		why   string
 	}{
 		{h, 20 * GiB, true, ""},
-		{h, 30 * GiB, false, "gpu01: 24.0 GiB of 64.0 GiB host memory left, booked by gssh jobs"},
+		{h, 30 * GiB, false, "gpu01: 30.0 GiB host memory requested, 24.0 GiB of 64.0 GiB left, booked by gssh jobs"},
 		{h, 65 * GiB, false, "gpu01: 65.0 GiB host memory requested, the host has 64.0 GiB"},
-		{withHost(h, ids, 64*GiB, 10*GiB), 20 * GiB, false, "gpu01: only 10.0 GiB host memory available now"},
+		{withHost(h, ids, 64*GiB, 10*GiB), 20 * GiB, false, "gpu01: 20.0 GiB host memory requested, only 10.0 GiB available now"},
 		{withHost(h, ids, 64*GiB, 10*GiB), 10 * GiB, true, ""},
 	} {
 		d := plan1([]Host{c.host}, run, booking(1, 0, c.mem))
@@ -138,7 +138,7 @@ func TestHostMem(t *testing.T) {
 	if _, ok := startOf(d, 1); !ok {
 		t.Fatalf("job 1 not started: %+v", d)
 	}
-	if p := pendingOf(t, d, 2); p.Reason.Text != "gpu01: only 10.0 GiB host memory available now" {
+	if p := pendingOf(t, d, 2); p.Reason.Text != "gpu01: 20.0 GiB host memory requested, only 10.0 GiB available now" {
 		t.Errorf("job 2: %+v", p.Reason)
 	}
 	// MemTotal unknown: turned down; MemAvailable unknown: the ledger alone.

@@ -60,7 +60,7 @@ func ParseMem(s string) (uint64, error) {
 	whole, frac = strings.TrimLeft(whole, "0"), strings.TrimRight(frac, "0")
 	switch {
 	case whole == "" && frac == "":
-		return bad("must be more than 0 (leave --mem out to take whole GPUs)")
+		return bad("must be more than 0")
 	case len(whole) > 20: // 10^20 KiB is already beyond 16 EiB
 		return bad("too large (the most is 16 EiB)")
 	case len(frac) > 24:

@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -263,6 +264,31 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 				case <-stopSignals:
 					return
 				}
+			}
+		})
+	}
+	// Its walltime is a pass's to enforce (stopped, recorded timeout), and
+	// no cron pass may come: run one when it is due.
+	if w := cmp.Or(j.Spec.Timeout, f.Inventory().Policy.DefaultTimeout); w > 0 {
+		wg.Go(func() {
+			select {
+			case <-isRunning:
+			case <-stopSignals:
+				return
+			}
+			mu.Lock()
+			due := time.Until(running.StartedAt.Add(w)) + time.Second
+			mu.Unlock()
+			for {
+				select {
+				case <-time.After(due):
+				case <-stopSignals:
+					return
+				}
+				if _, err := l.Schedule(ctx, ScheduleRequest{Wait: 2 * time.Second}); err == nil {
+					return
+				}
+				due = 2 * time.Second // the pass lock was held: again
 			}
 		})
 	}

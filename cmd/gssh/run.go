@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -56,7 +57,14 @@ The flags are gssh submit's, less --array, --hold, --wait, --dry-run and
 --json. It says on stderr where the job runs and why it waits (not with
 --quiet).
 
-` + passThroughHelp,
+Exit status: the command's, as ssh passes it: its exit status, 128 + N
+when signal N ended it (143 for gssh cancel's SIGTERM, 137 when it had to
+be killed), 124 when it was stopped at its walltime; 1 when the job ended
+without running (a dependency never met, cancelled while queued by
+someone else); 255 when gssh itself failed (a bad flag, the state
+unreadable, the connection to the job lost), said on stderr; 130 (Ctrl-C
+while it waits, three Ctrl-C, ~.) and 143 (SIGTERM to gssh run): gssh run
+was interrupted and the job cancelled.`,
 		Example: `  gssh run -- nvidia-smi
   gssh run --pty --gpus 2 --mem 20G -- bash
   gssh run --host gpu01 -- python eval.py < inputs.txt > scores.txt`,
@@ -68,6 +76,14 @@ The flags are gssh submit's, less --array, --hold, --wait, --dry-run and
 			return runRun(c.Context(), a, opts)
 		},
 	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		for _, f := range []string{"array", "hold", "wait", "interval", "dry-run", "json"} {
+			if strings.HasPrefix(err.Error(), "unknown flag: --"+f) {
+				err = fmt.Errorf("%w: gssh run has no --%s (it runs one job in the foreground); gssh submit --%s does", err, f, f)
+			}
+		}
+		return &reported{err: err, code: exitGssh, print: true}
+	})
 	fl := cmd.Flags()
 	fl.SetInterspersed(false)
 	addJobFlags(fl, &opts.submitOptions)
@@ -210,7 +226,7 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 		}
 		return fail(err)
 	case ctx.Err() != nil:
-		say("interrupted; job %d was stopped (%s)", j.ID, j.State)
+		say("interrupted; job %d is %s", j.ID, j.State)
 		return errInterrupted
 	case err != nil:
 		return fail(err)

@@ -190,6 +190,9 @@ func memFlag(flag, v string, warn func(string)) (uint64, error) {
 	}
 	m, err := sched.ParseMem(v)
 	if err != nil {
+		if hint := map[string]string{"--mem": "leave --mem out to take whole GPUs", "--host-mem": "leave --host-mem out to book no host memory"}[flag]; hint != "" && strings.Contains(err.Error(), "must be more than 0") {
+			return 0, fmt.Errorf("%s: %w (%s)", flag, err, hint)
+		}
 		return 0, fmt.Errorf("%s: %w", flag, err)
 	}
 	if m < 256*sched.MiB && strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
@@ -204,7 +207,7 @@ func cpusFlag(v string) (int, error) {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
+	if err != nil || n < 1 || strings.Trim(v, "0123456789") != "" {
 		return 0, fmt.Errorf("--cpus %q: give a whole number of CPUs, 1 or more (leave --cpus out to book none)", v)
 	}
 	return n, nil
@@ -256,7 +259,7 @@ func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Locat
 	s := job.Spec{Argv: o.argv, Shell: len(o.argv) == 1, Host: o.host, Labels: o.labels, GPUs: o.gpus,
 		Priority: o.priority, Name: o.name, Workdir: o.workdir}
 	if len(o.argv) == 0 {
-		return s, errors.New("empty command: give it after --, e.g. gssh submit --mem 8G -- python train.py")
+		return s, errors.New("empty command: give it after --, e.g. -- python train.py")
 	}
 	var err error
 	if s.MemPerGPU, err = memFlag("--mem", o.mem, warn); err != nil {
