@@ -127,17 +127,15 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 	var mu sync.Mutex
 	running, presses := false, []time.Time{}
 	signals := make(chan string, 4)
-	var restoreOnce sync.Once
-	var raw func() // restores the terminal from raw mode
+	var raw func() // restores the terminal from raw mode; nil: not raw
 	restore := func() {
-		restoreOnce.Do(func() {
-			mu.Lock()
-			r := raw
-			mu.Unlock()
-			if r != nil {
-				r()
-			}
-		})
+		mu.Lock()
+		r := raw
+		raw = nil // another attempt makes it raw again
+		mu.Unlock()
+		if r != nil {
+			r()
+		}
 	}
 	defer restore()
 	a.onSignal(func(s os.Signal) bool {
