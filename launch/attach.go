@@ -269,7 +269,7 @@ func keeperScript(cluster string, j job.Job, n, m int, stale time.Duration) stri
 ` + aliveFn + procsFn + jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
 ` + makeDir(cluster, j, strconv.Itoa(n)) + `
 head -c ` + strconv.Itoa(m) + ` >"$d/spec.json" || fail "cannot write $d/spec.json (disk full?)"
-[ "$(wc -c <"$d/run.sh")" -eq ` + strconv.Itoa(n) + ` ] || fail "run.sh was cut short on the way (disk full?)"
+[ "$(wc -c <"$d/run.sh")" -eq ` + strconv.Itoa(n) + ` ] || fail "run.sh was cut short on the way (disk full?)"` + claimSteps(j, cluster) + `
 printf 'gssh: job %s is interactive (gssh run): its output went to the terminal of gssh run\n' ` + q(strconv.FormatUint(uint64(j.ID), 10)) + ` >"$d/log"
 : >"$d/beat"
 printf 'dir %s\n' "$d"

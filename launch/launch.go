@@ -418,10 +418,10 @@ func Start(ctx context.Context, run Runner, host, cluster string, j job.Job) (jo
 		return job.Remote{}, fmt.Errorf("launch: %w", err)
 	}
 	n := strconv.Itoa(len(script))
-	cmd := jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
+	cmd := aliveFn + jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
 ` + makeDir(cluster, j, n) + `
 cat >"$d/spec.json" || fail "cannot write $d/spec.json (disk full?)"
-[ "$(wc -c <"$d/run.sh")" -eq ` + n + ` ] || fail "run.sh was cut short on the way (disk full?)"
+[ "$(wc -c <"$d/run.sh")" -eq ` + n + ` ] || fail "run.sh was cut short on the way (disk full?)"` + claimSteps(j, cluster) + `
 cd "$d" || fail "cannot enter $d"
 if setsid -f true </dev/null >/dev/null 2>&1; then
   setsid -f sh "$d/run.sh" </dev/null >>"$d/log" 2>&1

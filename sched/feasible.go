@@ -230,6 +230,9 @@ func checkExclusive(u *unit, w *want, n *node) Reason {
 	b, gone := n.booking(u.key)
 	switch {
 	case b.Jobs() > 0:
+		if o, ok := otherHolder(b, true); ok {
+			return because(CodeOtherQueue, otherText(o))
+		}
 		return because(CodeNoFreeGPU, "in use by gssh jobs")
 	case u.foreignProcs(b, gone, n.cluster) > 0:
 		return because(CodeForeign, "in use by other processes")
@@ -261,6 +264,9 @@ func checkShared(u *unit, w *want, n *node) Reason {
 	b, gone := n.booking(u.key)
 	switch {
 	case b.Exclusive():
+		if o, ok := otherHolder(b, false); ok {
+			return because(CodeOtherQueue, otherText(o))
+		}
 		return because(CodeNoFreeGPU, "held by an exclusive gssh job")
 	case u.total == nil || u.free == nil:
 		if u.memState != "" {
@@ -282,6 +288,31 @@ func checkShared(u *unit, w *want, n *node) Reason {
 		return because(CodeMem, fmt.Sprintf("only %s free now", FormatMem(min(usable-min(usable, m.gssh+m.foreign), m.free))))
 	}
 	return Reason{}
+}
+
+// otherHolder is b's first holder of another gssh queue: any (anyMem),
+// or an exclusive one.
+func otherHolder(b Booking, anyMem bool) (Holder, bool) {
+	for _, h := range b.Holders {
+		if h.other() && (anyMem || h.Mem == 0) {
+			return h, true
+		}
+	}
+	return Holder{}, false
+}
+
+// otherText is the words for a GPU held by h, a job of another queue.
+func otherText(h Holder) string {
+	return fmt.Sprintf("held by another gssh queue: cluster %s, user %s, job %d", shortQueue(h.Queue), cmp.Or(h.User, "unknown"), h.OtherID)
+}
+
+// shortQueue is the first 4 characters of a cluster id, as a short git
+// hash is: enough to tell the queues of one lab apart.
+func shortQueue(id string) string {
+	if len(id) > 4 {
+		return id[:4]
+	}
+	return id
 }
 
 // commitment is what a unit has promised, in bytes.

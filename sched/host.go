@@ -24,6 +24,11 @@ type Host struct {
 	ReservePct float64 // GPU memory kept back, percent of each GPU's total, in [0, 100)
 	Drain      bool    // no new jobs
 	Snapshot   gpuinfo.Snapshot
+	// Others are the jobs of other gssh queues (other state files, other
+	// cluster ids) live on this host, as their job directories on the
+	// worker say (launch.OtherQueues): their GPUs are taken, as the
+	// bookings of this queue's jobs are, and never taken back.
+	Others []OtherJob
 
 	// units are the snapshot's units, listed by Prepare; nil: listed by
 	// each plan.
@@ -59,9 +64,23 @@ func (h *Host) prepared() ([]unit, bool) {
 	return h.units, h.listed == &h.Snapshot.GPUs[0]
 }
 
+// OtherJob is a job of another gssh queue, as its directory on the worker
+// records it (spec.json): its placement there, its user, what it booked.
+type OtherJob struct {
+	Queue string // that queue's cluster id
+	Job   job.Job
+}
+
+// otherBase is where the holder ids of other queues' jobs start: ids no
+// job of this queue has (its ids count from 1), so what-ifs keyed by job
+// id never take one for the other.
+const otherBase = job.ID(1) << 62
+
 // Holder is one gssh job holding a GPU or MIG device: enough to tell who
 // would lose what if the job were preempted, and what it takes.
 type Holder struct {
+	// Job is the job's id; for a job of another queue (Queue set), an id
+	// of otherBase and up, its own id being OtherID.
 	Job      job.ID
 	User     string
 	Priority int
@@ -82,7 +101,14 @@ type Holder struct {
 	CPUs    int
 	CPUIDs  []int
 	HostMem uint64
+	// Queue is the cluster id of the other gssh queue the job is of, and
+	// OtherID its id there; "" for this queue's jobs.
+	Queue   string
+	OtherID job.ID
 }
+
+// other reports whether h is a job of another gssh queue.
+func (h Holder) other() bool { return h.Queue != "" }
 
 // Booking is what gssh jobs hold on one GPU (or MIG device): each holder
 // in the order it was booked (running jobs in the order Input.Running
@@ -316,6 +342,11 @@ func nodes(hosts []Host, held map[string]map[string]Booking, cluster string) []*
 		if n.held == nil {
 			n.held = map[string]Booking{}
 		}
+		for k, o := range hosts[i].Others {
+			h := HolderOf(o.Job)
+			h.Job, h.OtherID, h.Queue = otherBase+job.ID(k), o.Job.ID, o.Queue
+			addHolder(n.held, o.Job.Placement, h)
+		}
 		var ok bool
 		if n.units, ok = n.Host.prepared(); !ok {
 			n.units = listUnits(n.Host)
@@ -348,6 +379,10 @@ func (u *unit) usedBy(h Holder, cluster string) uint64 {
 func owns(p gpuinfo.Proc, h Holder, cluster string) bool {
 	if h.Planned {
 		return false
+	}
+	if h.other() {
+		return p.JobID == strconv.FormatUint(uint64(h.OtherID), 10) && p.ClusterID == h.Queue ||
+			h.Session > 0 && p.SessionID != nil && *p.SessionID == h.Session
 	}
 	return p.JobID == strconv.FormatUint(uint64(h.Job), 10) && (p.ClusterID == "" || cluster == "" || p.ClusterID == cluster) ||
 		h.Session > 0 && p.SessionID != nil && *p.SessionID == h.Session

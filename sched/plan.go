@@ -305,7 +305,7 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 		ends = ends[:0]
 		for _, b := range n.held {
 			for _, h := range b.Holders {
-				if !n.gone[h.Job] {
+				if !n.gone[h.Job] && !h.other() { // another queue's job: its end is not known here
 					at := h.Ends
 					if at.IsZero() || at.Before(now) {
 						at = now

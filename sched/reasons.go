@@ -31,6 +31,7 @@ const (
 	CodeUnhealthy   Code = "unhealthy"    // lost, requires reset, in error, health unknown
 	CodeMIG         Code = "mig"          // a MIG device cannot take this job (multi-GPU, no UUID, none listed)
 	CodeNoFreeGPU   Code = "no_free_gpu"  // the GPUs are held by gssh jobs (waiting, or preempting them, frees them)
+	CodeOtherQueue  Code = "other_queue"  // the GPUs are held by jobs of another gssh queue (another state file, seen on the worker)
 	CodeForeign     Code = "foreign"      // exclusive job: processes gssh did not start use the GPUs (or may: unreadable)
 	CodeMem         Code = "mem"          // shared job: not enough GPU memory, or memory unknown
 	CodeCPUs        Code = "cpus"         // --cpus: not enough of the host's CPUs left (gssh jobs booked them), or the host's CPUs unknown
@@ -41,7 +42,7 @@ const (
 
 // codeRank breaks ties between codes given by as many hosts: the one a
 // user can most likely act on (wait, ask for less memory) first.
-var codeRank = []Code{CodeNoFreeGPU, CodeMem, CodeCPUs, CodeHostMem, CodeReserved, CodeForeign, CodeDrained, CodeUnhealthy, CodeHostDown, CodeNotProbed,
+var codeRank = []Code{CodeNoFreeGPU, CodeOtherQueue, CodeMem, CodeCPUs, CodeHostMem, CodeReserved, CodeForeign, CodeDrained, CodeUnhealthy, CodeHostDown, CodeNotProbed,
 	CodeMIG, CodeTooFewGPUs, CodeNoGPUs, CodeLabel, CodeHost}
 
 // Exhausted reports whether a host turned a job down with c because what
@@ -52,7 +53,7 @@ var codeRank = []Code{CodeNoFreeGPU, CodeMem, CodeCPUs, CodeHostMem, CodeReserve
 // (and, later, get reservations).
 func (c Code) Exhausted() bool {
 	switch c {
-	case CodeNoFreeGPU, CodeForeign, CodeMem, CodeCPUs, CodeHostMem, CodeReserved:
+	case CodeNoFreeGPU, CodeOtherQueue, CodeForeign, CodeMem, CodeCPUs, CodeHostMem, CodeReserved:
 		return true
 	}
 	return false
@@ -164,6 +165,9 @@ func holders(n *node, us []*unit) string {
 	for _, u := range us {
 		b, _ := n.booking(u.key)
 		for _, h := range b.Holders {
+			if h.other() {
+				continue // named by its own reason (otherText)
+			}
 			if _, ok := jobs[h.User]; !ok {
 				users = append(users, h.User)
 			}

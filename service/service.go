@@ -283,7 +283,7 @@ func (l *Local) controller(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 	}
 	return control.New(control.Options{
 		Store:     st,
-		Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports},
+		Snapshots: otherQueues{Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports}, fleet: f, cluster: cluster, timeout: l.opt.ProbeTimeout},
 		Workers:   workers(f, cluster),
 		Sessions:  sessions{dir: l.sessionDir()},
 		Now:       l.opt.Now,
