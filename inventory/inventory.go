@@ -26,7 +26,9 @@
 //	  fairshare:
 //	    half_life: 24h   # or window: 7-00:00:00 (not both)
 //	  users:
-//	    alice: {weight: 2}
+//	    alice: {weight: 2, admin: true} # admin: may use --priority 0-3
+//	    bob: {max_gpus: 4, max_jobs: 2} # caps on his running jobs
+//	  default_user: {max_gpus: 8}       # caps of users not listed, and of a cap a user leaves out
 //	  backfill_estimate: 24h # assumed walltime of a job without --timeout
 //	  default_timeout: 72h   # walltime enforced on a job without --timeout
 //
@@ -370,9 +372,10 @@ func (p parser) fields(m *yaml.Node, h *Host, isDefaults bool) error {
 }
 
 var (
-	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "backfill_estimate", "default_timeout"}
+	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout"}
 	fairShareKeys = []string{"half_life", "window"}
-	userKeys      = []string{"weight"}
+	userKeys      = []string{"weight", "admin", "max_gpus", "max_jobs"}
+	capKeys       = []string{"max_gpus", "max_jobs"}
 )
 
 // policy reads the `policy:` block into pol: each knob checked where it
@@ -422,6 +425,22 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 		case "users":
 			if err := p.users(v, pol); err != nil {
 				return err
+			}
+		case "default_user":
+			if v.Kind != yaml.MappingNode {
+				return p.errf(v, "`policy default_user` must be a mapping (such as `{max_gpus: 8}`), found %s", kindName(v))
+			}
+			if err := p.unique(v, "`policy default_user`"); err != nil {
+				return err
+			}
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				uk, uv := v.Content[j], v.Content[j+1]
+				if !slices.Contains(capKeys, uk.Value) {
+					return p.errf(uk, "unknown key %q in `policy default_user`; it takes %s (a weight and admin are given per user, in `users`)", uk.Value, strings.Join(capKeys, ", "))
+				}
+				if err := p.capValue(uk, uv, "default_user", &pol.DefaultUser); err != nil {
+					return err
+				}
 			}
 		case "half_life", "window":
 			return p.errf(k, "`%s` belongs in the fairshare block: `fairshare: {%s: %s}`", k.Value, k.Value, v.Value)
@@ -488,7 +507,21 @@ func (p parser) users(m *yaml.Node, pol *sched.Policy) error {
 		share := sched.UserShare{Weight: 1}
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			uk, uv := v.Content[j], v.Content[j+1]
-			if uk.Value != "weight" {
+			switch uk.Value {
+			case "weight":
+			case "admin":
+				b, err := p.boolean(uv, "user "+strconv.Quote(name)+" admin")
+				if err != nil {
+					return err
+				}
+				share.Admin = b
+				continue
+			case "max_gpus", "max_jobs":
+				if err := p.capValue(uk, uv, "user "+strconv.Quote(name), &share.Caps); err != nil {
+					return err
+				}
+				continue
+			default:
 				return p.errf(uk, "unknown key %q for user %q; a user takes %s", uk.Value, name, strings.Join(userKeys, ", "))
 			}
 			w, err := strconv.ParseFloat(uv.Value, 64)
@@ -498,6 +531,22 @@ func (p parser) users(m *yaml.Node, pol *sched.Policy) error {
 			share.Weight = w
 		}
 		pol.Users[name] = share
+	}
+	return nil
+}
+
+// capValue reads cap k (max_gpus or max_jobs) of who ("user \"bob\"",
+// "default_user") into c: a whole number more than 0.
+func (p parser) capValue(k, v *yaml.Node, who string, c *sched.Caps) error {
+	n, err := strconv.Atoi(v.Value)
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || err != nil || n < 1 {
+		what := map[string]string{"max_gpus": "GPUs the user's running jobs may hold", "max_jobs": "jobs the user may run"}[k.Value]
+		return p.errf(v, "%s: %s %s: give a whole number more than 0, the most %s at once, such as 4 (leave it out for no cap)", who, k.Value, kindName(v), what)
+	}
+	if k.Value == "max_gpus" {
+		c.MaxGPUs = n
+	} else {
+		c.MaxJobs = n
 	}
 	return nil
 }

@@ -111,6 +111,16 @@ func TestParseErrors(t *testing.T) {
 		{"user unknown key", "hosts:\n  - name: a\npolicy:\n  users:\n    alice: {wieght: 2}\n", "h.yaml:5: unknown key \"wieght\" for user \"alice\"; a user takes weight"},
 		{"users list", "hosts:\n  - name: a\npolicy:\n  users: [alice]\n", "h.yaml:4: `policy users` must map user names"},
 		{"duplicate user", "hosts:\n  - name: a\npolicy:\n  users:\n    alice: {weight: 1}\n    alice: {weight: 2}\n", "h.yaml:6: \"alice\" is given twice in `policy users` (first at line 5); keep one"},
+		{"zero max_gpus", "hosts:\n  - name: a\npolicy:\n  users:\n    bob: {max_gpus: 0}\n", "h.yaml:5: user \"bob\": max_gpus \"0\": give a whole number more than 0, the most GPUs the user's running jobs may hold at once"},
+		{"negative max_jobs", "hosts:\n  - name: a\npolicy:\n  users:\n    bob:\n      max_jobs: -1\n", "h.yaml:6: user \"bob\": max_jobs \"-1\": give a whole number more than 0, the most jobs the user may run at once"},
+		{"fractional cap", "hosts:\n  - name: a\npolicy:\n  users:\n    bob: {max_gpus: 1.5}\n", "h.yaml:5: user \"bob\": max_gpus \"1.5\": give a whole number"},
+		{"quoted cap", "hosts:\n  - name: a\npolicy:\n  users:\n    bob: {max_jobs: \"2\"}\n", "h.yaml:5: user \"bob\": max_jobs \"2\": give a whole number"},
+		{"admin word", "hosts:\n  - name: a\npolicy:\n  users:\n    alice: {admin: sure}\n", "h.yaml:5: `user \"alice\" admin` must be true or false, found \"sure\""},
+		{"user cap typo", "hosts:\n  - name: a\npolicy:\n  users:\n    bob: {max_gpu: 4}\n", "h.yaml:5: unknown key \"max_gpu\" for user \"bob\"; a user takes weight, admin, max_gpus, max_jobs"},
+		{"zero default cap", "hosts:\n  - name: a\npolicy:\n  default_user:\n    max_gpus: 0\n", "h.yaml:5: default_user: max_gpus \"0\": give a whole number more than 0"},
+		{"default_user weight", "hosts:\n  - name: a\npolicy:\n  default_user: {weight: 2}\n", "h.yaml:4: unknown key \"weight\" in `policy default_user`; it takes max_gpus, max_jobs (a weight and admin are given per user, in `users`)"},
+		{"default_user scalar", "hosts:\n  - name: a\npolicy:\n  default_user: 8\n", "h.yaml:4: `policy default_user` must be a mapping (such as `{max_gpus: 8}`), found \"8\""},
+		{"default_user twice", "hosts:\n  - name: a\npolicy:\n  default_user: {max_jobs: 1, max_jobs: 2}\n", "h.yaml:4: \"max_jobs\" is given twice in `policy default_user`"},
 		{"duplicate host key", "hosts:\n  - name: a\n    port: 22\n    port: 23\n", "h.yaml:4: \"port\" is given twice in a host (first at line 3)"},
 		{"duplicate top key", "hosts:\n  - name: a\npolicy: {}\npolicy: {}\n", "h.yaml:4: \"policy\" is given twice in the top level"},
 		{"local with an address", "hosts:\n  - name: a\n    local: true\n    address: 10.0.0.1\n", "h.yaml:4: host \"a\" is `local: true`: `address` has no meaning there"},
@@ -189,15 +199,18 @@ func FuzzParse(f *testing.F) {
 // The example shipped in the repository must stay valid.
 func TestParsePolicy(t *testing.T) {
 	in := "hosts:\n  - name: a\npolicy:\n  order: priority\n  placement: firstfit\n  backfill: skip\n" +
-		"  fairshare: {window: 7-00:00:00}\n  users:\n    alice: {weight: 2}\n    bob: {weight: 0.5}\n" +
+		"  fairshare: {window: 7-00:00:00}\n  users:\n    alice: {weight: 2, admin: true}\n    bob: {weight: 0.5, max_gpus: 4, max_jobs: 2}\n    carol: {max_jobs: 1}\n" +
+		"  default_user: {max_gpus: 8}\n" +
 		"  backfill_estimate: 12h\n  default_timeout: 1-00:00:00\n"
 	inv, err := Parse("h.yaml", strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := sched.Policy{Order: sched.OrderPriority, Fit: sched.FitFirst, Backfill: sched.BackfillSkip,
-		FairShare:        sched.FairShare{Window: 7 * 24 * time.Hour},
-		Users:            map[string]sched.UserShare{"alice": {Weight: 2}, "bob": {Weight: 0.5}},
+		FairShare: sched.FairShare{Window: 7 * 24 * time.Hour},
+		Users: map[string]sched.UserShare{"alice": {Weight: 2, Admin: true}, "bob": {Weight: 0.5, Caps: sched.Caps{MaxGPUs: 4, MaxJobs: 2}},
+			"carol": {Weight: 1, Caps: sched.Caps{MaxJobs: 1}}},
+		DefaultUser:      sched.Caps{MaxGPUs: 8},
 		BackfillEstimate: 12 * time.Hour, DefaultTimeout: 24 * time.Hour}
 	if !reflect.DeepEqual(inv.Policy, want) {
 		t.Errorf("policy:\n got %+v\nwant %+v", inv.Policy, want)

@@ -44,6 +44,20 @@ type jobStates struct {
 	// arrays are the verdicts on whole-array dependencies (a task's end
 	// changes them only between plans).
 	arrays map[arrayKey]arrayVerdict
+	// loads is what each user's jobs hold, for the caps: running, or
+	// started by this plan (built on first use).
+	loads map[string]Load
+	// gone are the running jobs a forecast took to have ended: they hold
+	// nothing.
+	gone map[job.ID]bool
+}
+
+// userLoad is what user's jobs hold.
+func (s *jobStates) userLoad(user string) Load {
+	if s.loads == nil {
+		s.loads = loads(s.in.Running, s.gone)
+	}
+	return s.loads[user]
 }
 
 // arrayTasks is how many tasks of array id hold GPUs.
@@ -107,11 +121,17 @@ type arrayVerdict struct {
 	doom Reason
 }
 
-// started counts job j, just placed, if it is an array's task.
-func (s *jobStates) started(j *job.Job) {
+// started counts job j, just placed on p: for its array, if it is a
+// task of one, and for its user's caps.
+func (s *jobStates) started(j *job.Job, p job.Placement) {
 	if a := j.Spec.Array; a != nil && a.Limit > 0 {
 		s.arrayTasks(a.Job) // counts the running ones first
 		s.tasks[a.Job]++
+	}
+	if s.loads != nil || s.in.Policy.hasCaps() {
+		l := s.userLoad(j.User) // counts the running ones first
+		l.add(p)
+		s.loads[j.User] = l
 	}
 }
 
@@ -135,7 +155,8 @@ func (s *jobStates) get(id job.ID) (*job.Job, bool) {
 // gate says why queued job j may not be placed now (a zero Reason: it
 // may), and doom why it never can be (its dependency can never be met:
 // the plan cancels it). A doomed job is doomed whatever else holds it;
-// then a hold, then unmet dependencies, then --begin.
+// then a hold, then unmet dependencies, then --begin, then its array's
+// limit, then its user's caps.
 func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom Reason) {
 	var waiting [3][]job.ID    // by kind: AfterOK, AfterAny, AfterNotOK
 	var arraysLeft [3][]string // the same, for whole arrays: "array 9 (5 of 8 tasks left)"
@@ -200,6 +221,14 @@ func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom R
 		}
 		a := j.Spec.Array
 		return because(CodeArrayLimit, fmt.Sprintf("array %d runs at most %d of its tasks at once (--array %%%d)", a.Job, a.Limit, a.Limit)), Reason{}
+	}
+	if c := states.in.Policy.CapsOf(j.User); c != (Caps{}) {
+		if r := CapReason(c, j.User, states.userLoad(j.User), j.Spec.GPUs); !r.ok() {
+			if terse {
+				r.Text = ""
+			}
+			return r, Reason{}
+		}
 	}
 	return Reason{}, Reason{}
 }

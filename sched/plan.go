@@ -142,14 +142,15 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	var unreservable shapeMemo[bool]
 	picks := newPicker(in.Queue, pol, in.Usage)
 	w := new(want) // each job's in turn: nothing keeps it past its turn
-	states := jobStates{in: &in}
+	states := jobStates{in: &in, gone: ended}
+	capped := pol.hasCaps()
 	for pos := 0; ; pos++ {
 		r, more := picks.next()
 		if !more {
 			break
 		}
 		j := r.Job
-		if len(j.Spec.After) > 0 || j.Hold != nil || !j.Spec.Begin.IsZero() || j.Spec.Array != nil && j.Spec.Array.Limit > 0 {
+		if len(j.Spec.After) > 0 || j.Hold != nil || !j.Spec.Begin.IsZero() || j.Spec.Array != nil && j.Spec.Array.Limit > 0 || capped {
 			why, doom := gate(j, in.Now, &states, in.Terse && j.ID != in.Explain)
 			if !doom.ok() {
 				out.Cancels = append(out.Cancels, Cancel{Job: j.ID, Reason: doom})
@@ -229,7 +230,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 		}
 		byName[d.placement.Host].book(d.placement, w.holder)
 		picks.charge(j, d.placement.Share, walltime(*j, pol))
-		states.started(j)
+		states.started(j, d.placement)
 		failed.clear()
 		st := Start{Job: j.ID, Placement: d.placement}
 		if w.explain {
@@ -459,6 +460,13 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 			case p.Reason.Code == CodeBegin:
 				i := slices.IndexFunc(queue, func(j job.Job) bool { return j.ID == id })
 				begin = queue[i].Spec.Begin
+			case p.Reason.Code == CodeUserCap:
+				// the user's own running jobs end as the forecast plays on,
+				// unless the job alone asks for more than the cap
+				j := queue[slices.IndexFunc(queue, func(j job.Job) bool { return j.ID == id })]
+				if c := pol.CapsOf(j.User); c.MaxGPUs > 0 && j.Spec.GPUs > c.MaxGPUs {
+					return Forecast{Why: p.Reason.Text}
+				}
 			case p.Reason.Code == CodeDependency:
 			case !p.Exhausted && p.Reason.Code != CodeBlocked:
 				return Forecast{Why: "no job's end makes room: " + p.Reason.Text}

@@ -66,8 +66,12 @@ type Policy struct {
 	Backfill Backfill `json:"backfill"`
 	// FairShare says how usage is weighed over time.
 	FairShare FairShare `json:"fairshare"`
-	// Users gives users their fair-share weight (default 1).
+	// Users gives users their fair-share weight (default 1), admin rights
+	// (the priority bands 0-MaxAdminPriority) and caps.
 	Users map[string]UserShare `json:"users,omitempty"`
+	// DefaultUser is the caps of a user not in Users, and of a listed
+	// user's cap left unset (the inventory's `default_user:`).
+	DefaultUser Caps `json:"default_user,omitzero"`
 	// BackfillEstimate is the walltime assumed, for reservations only, of
 	// a job without --timeout (0 = DefaultBackfillEstimate). Never
 	// enforced.
@@ -88,6 +92,10 @@ type FairShare struct {
 // UserShare is one user's share settings.
 type UserShare struct {
 	Weight float64 `json:"weight"` // > 0; a user of weight 2 may use twice the GPU time of one of weight 1
+	// Admin may submit at the priorities 0-MaxAdminPriority (CheckPriority).
+	Admin bool `json:"admin,omitempty"`
+	// Caps are the user's own caps; a field left 0 takes DefaultUser's.
+	Caps
 }
 
 // DefaultPolicy is what gssh does unless told otherwise: priority class
@@ -151,9 +159,15 @@ func (p Policy) Check() error {
 	if p.BackfillEstimate < 0 || p.DefaultTimeout < 0 {
 		return errors.New("policy: backfill_estimate and default_timeout take a duration more than 0, such as 24h")
 	}
+	if err := p.DefaultUser.check("policy default_user"); err != nil {
+		return err
+	}
 	for _, name := range slices.Sorted(maps.Keys(p.Users)) {
 		if w := p.Users[name].Weight; !(w > 0) {
 			return fmt.Errorf("policy users %s: weight %g: give a number more than 0, such as 1 or 2", name, w)
+		}
+		if err := p.Users[name].Caps.check("policy users " + name); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -192,7 +192,9 @@ func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Contro
 
 // Update implements Service. A new --mem, --cpus or --host-mem is checked
 // against the hosts (probed) as submit checks it: a job no host could
-// ever take is refused.
+// ever take is refused; so is a --priority in the admin bands (0-3) from
+// a user who is neither the queue's owner nor an admin, before any job
+// changes.
 func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, error) {
 	switch {
 	case r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil && r.CPUs == nil && r.HostMem == nil:
@@ -209,6 +211,15 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 		return nil, errors.New("--mem 0: give the GPU memory per GPU, such as 8G")
 	case r.Name != nil && *r.Name == "":
 		return nil, errors.New("--name is empty: give the job a name")
+	}
+	if r.Priority != nil {
+		f, err := l.hosts()
+		if err != nil {
+			return nil, err
+		}
+		if err := f.Inventory().Policy.CheckPriority(l.opt.User, l.opt.Owner, *r.Priority); err != nil {
+			return nil, fmt.Errorf("%w; nothing was updated", err)
+		}
 	}
 	var hosts []sched.Host
 	if r.Mem != nil || r.CPUs != nil || r.HostMem != nil {

@@ -115,6 +115,9 @@ type UserUsage struct {
 	// Rank is the user's place in the fair-share order (1 = first), among
 	// the users listed.
 	Rank int `json:"rank"`
+	// Caps are the user's caps on running jobs and GPUs (the policy's
+	// users, else default_user; absent: none).
+	Caps sched.Caps `json:"caps,omitzero"`
 }
 
 // usagePeriod is what GPU-HOURS sums over under a half-life.
@@ -168,7 +171,7 @@ func usageRows(pol sched.Policy, now time.Time, period time.Duration, uses []job
 	rows := map[string]*UserUsage{}
 	row := func(u string) *UserUsage {
 		if rows[u] == nil {
-			rows[u] = &UserUsage{User: u, Weight: pol.Weight(u)}
+			rows[u] = &UserUsage{User: u, Weight: pol.Weight(u), Caps: pol.CapsOf(u)}
 		}
 		return rows[u]
 	}

@@ -195,6 +195,12 @@ type Options struct {
 	StateWait time.Duration
 	// User owns the jobs submitted and is named in "cancelled by".
 	User string
+	// Owner is the user who owns the queue and so may use every priority
+	// band (sched.Policy.CheckPriority): in personal mode the local user,
+	// who is also User; "" for a queue no one owns (the shared-lab
+	// mode), where only the policy's `admin: true` users may give
+	// --priority 0-3.
+	Owner string
 	// ProbeTimeout bounds each host's probe (0 = fleet.DefaultProbeTimeout).
 	ProbeTimeout time.Duration
 	// PassWait is how long a submit's pass waits for the pass lock (0 =

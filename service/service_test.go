@@ -54,7 +54,7 @@ func newLab(t *testing.T, down bool, mod ...func(*service.Options)) *lab {
 			Inventory: inv, Home: home, Environ: env, ConnectTimeout: 2 * time.Second,
 			SSH: resolver{"down": {Alias: "down", HostName: "127.0.0.1", Port: 1, User: "u"}},
 		},
-		StatePath: l.state, StateExplicit: true, User: "ann",
+		StatePath: l.state, StateExplicit: true, User: "ann", Owner: "ann", // personal mode, as cmd/gssh runs it
 	}
 	for _, m := range mod {
 		m(&opt)

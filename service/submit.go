@@ -73,8 +73,10 @@ type SubmitResult struct {
 // one, so it queues behind the jobs of its priority already waiting.
 const dryRunID = job.ID(math.MaxUint64)
 
-// Submit implements Service. Errors: an invalid spec, or a request that
-// can never fit (sched.Validate), are input errors; nothing is stored.
+// Submit implements Service. Errors: an invalid spec, a request that can
+// never fit (sched.Validate), an admin priority band of a user who is not
+// an admin, or more GPUs than the user's max_gpus cap, are input errors;
+// nothing is stored.
 func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, error) {
 	s, err := CheckSpec(r.Spec)
 	if err != nil {
@@ -82,6 +84,9 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	}
 	f, err := l.hosts()
 	if err != nil {
+		return SubmitResult{}, err
+	}
+	if err := l.checkPolicy(f.Inventory().Policy, s); err != nil {
 		return SubmitResult{}, err
 	}
 	var st control.Store
@@ -206,6 +211,19 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		}
 	}
 	return res, nil
+}
+
+// checkPolicy refuses what the inventory's policy never lets the
+// service's user run: an admin priority band (0-3) of one who is neither
+// the queue's owner nor an admin, and more GPUs than the user's max_gpus.
+func (l *Local) checkPolicy(pol sched.Policy, s job.Spec) error {
+	if err := pol.CheckPriority(l.opt.User, l.opt.Owner, s.Priority); err != nil {
+		return fmt.Errorf("%w; nothing was submitted", err)
+	}
+	if c := pol.CapsOf(l.opt.User); c.MaxGPUs > 0 && s.GPUs > c.MaxGPUs {
+		return fmt.Errorf("--gpus %d: %s's cap is max_gpus %d (the inventory's policy); give --gpus %d or less; nothing was submitted", s.GPUs, l.opt.User, c.MaxGPUs, c.MaxGPUs)
+	}
+	return nil
 }
 
 // checkDeps refuses dependencies that cannot be met: a job st does not

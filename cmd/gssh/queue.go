@@ -318,7 +318,7 @@ is refused, as at submit.
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&opts.priority, "priority", 0, "the new priority: 0 (first) to 10 (last)")
+	fl.IntVar(&opts.priority, "priority", 0, "the new priority: 0 (first) to 10 (last); 0-3 are admin bands (see gssh submit --help)")
 	fl.StringVar(&opts.timeout, "timeout", "", "walltime: 90m, 2h, or [D-]HH:MM:SS")
 	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU, such as 8G")
 	fl.StringVar(&opts.name, "name", "", "job name")

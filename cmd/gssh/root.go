@@ -279,6 +279,7 @@ func (a *app) service() service.Service {
 			StatePath:     a.statePath(),
 			StateExplicit: a.stateFile != "" || a.getenv("GSSH_STATE") != "",
 			User:          a.localUser(),
+			Owner:         a.localUser(), // personal mode: the queue is the user's own
 			ProbeTimeout:  a.probeTimeout,
 		})
 	}

@@ -156,7 +156,7 @@ func addJobFlags(fl *pflag.FlagSet, opts *submitOptions) {
 	fl.StringVar(&opts.workdir, "workdir", "", "directory the job runs in on the worker (default: the current directory; '~' = the worker's home)")
 	fl.StringArrayVar(&opts.env, "env", nil, "K=V to set in the job's environment (repeatable)")
 	fl.StringVar(&opts.timeout, "timeout", "", "walltime: 90m, 2h, or [D-]HH:MM:SS (default: none)")
-	fl.IntVar(&opts.priority, "priority", 5, "0 (first) to 10 (last)")
+	fl.IntVar(&opts.priority, "priority", 5, "0 (first) to 10 (last); 0-3 are admin bands, for the queue's owner (in personal mode, you) and the inventory's policy users with admin: true")
 	fl.StringSliceVar(&opts.after, "after", nil, "start after these jobs succeeded (ID[,ID...]; Slurm's afterok)")
 	fl.StringSliceVar(&opts.afterAny, "after-any", nil, "start after these jobs ended, however (afterany)")
 	fl.StringSliceVar(&opts.afterNotOK, "after-notok", nil, "start after these jobs failed, timed out or were lost (afternotok)")

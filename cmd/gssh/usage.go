@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,6 +40,10 @@ score (first in the queue's order) first:
   FAIR       what their weight gives them: WEIGHT over the sum of the weights
              of the users with jobs queued or running now
   RANK       their place in the fair-share order
+  CAPS       their caps on running jobs and GPUs (the policy's users:
+             NAME: {max_gpus: N, max_jobs: N}, else default_user); shown
+             only when the policy sets caps. max_gpus counts each GPU a job
+             is placed on as 1, a shared (--mem) one too
 
 A GPU-hour is one whole GPU for an hour; a --mem job counts the part of its
 GPUs' memory it booked (8 GiB of an 80 GiB GPU: 0.1 GPU). Usage comes from
@@ -72,13 +77,40 @@ func usageRun(ctx context.Context, a *app, opts *usageOptions) error {
 	if opts.json {
 		return a.printJSON(doc)
 	}
+	capped := false
+	for _, u := range doc.Users {
+		capped = capped || u.Caps != (sched.Caps{})
+	}
 	rows := make([][]string, len(doc.Users))
 	for i, u := range doc.Users {
 		rows[i] = []string{printable(u.User), num(u.Weight), fmt.Sprintf("%d (%s %s)", u.RunningJobs, num(u.RunningGPUs), gpusWord(u.RunningGPUs)),
 			strconv.Itoa(u.Queued), hours(u.GPUHours), hours(u.Decayed), hours(u.Score), pctOf(u.Share), pctOf(u.Fair), strconv.Itoa(u.Rank)}
+		if capped {
+			rows[i] = append(rows[i], capsCell(u.Caps))
+		}
 	}
 	period := periodText(time.Duration(doc.PeriodS * float64(time.Second)))
-	return printTable(a.stdout, a.tty, []string{"USER", "WEIGHT", "RUNNING", "QUEUED", "GPU-HOURS (" + period + ")", "DECAYED", "SCORE", "SHARE", "FAIR", "RANK"}, rows)
+	head := []string{"USER", "WEIGHT", "RUNNING", "QUEUED", "GPU-HOURS (" + period + ")", "DECAYED", "SCORE", "SHARE", "FAIR", "RANK"}
+	if capped {
+		head = append(head, "CAPS")
+	}
+	return printTable(a.stdout, a.tty, head, rows)
+}
+
+// capsCell prints a user's caps as the inventory writes them: "max_gpus
+// 4, max_jobs 2"; "-" for none.
+func capsCell(c sched.Caps) string {
+	var parts []string
+	if c.MaxGPUs > 0 {
+		parts = append(parts, "max_gpus "+strconv.Itoa(c.MaxGPUs))
+	}
+	if c.MaxJobs > 0 {
+		parts = append(parts, "max_jobs "+strconv.Itoa(c.MaxJobs))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // num prints a weight or a GPU count to 3 significant digits: 2, 0.5,
