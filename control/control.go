@@ -210,7 +210,28 @@ func LockPass(ctx context.Context, path string, wait time.Duration) (func(), err
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("pass lock: %w", err)
 	}
-	l := flock.New(path, flock.SetPermissions(0o600))
+	return lockPass(ctx, path, wait, 0o600)
+}
+
+// LockPassShared is LockPass in shared-lab mode: the lock lies in the
+// lab's setgid state directory (which must exist: state.Open checks it)
+// and is kept at mode 0660, in the directory's group.
+func LockPassShared(ctx context.Context, path string, wait time.Duration) (func(), error) {
+	unlock, err := lockPass(ctx, path, wait, 0o660)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm() != 0o660 {
+		if err := os.Chmod(path, 0o660); err != nil {
+			unlock()
+			return nil, fmt.Errorf("pass lock %s: mode %04o, not the lab's 0660, and it cannot be changed (%w): as its owner or root, chmod 660 %s", path, fi.Mode().Perm(), err, path)
+		}
+	}
+	return unlock, nil
+}
+
+func lockPass(ctx context.Context, path string, wait time.Duration, perm os.FileMode) (func(), error) {
+	l := flock.New(path, flock.SetPermissions(perm))
 	ok, err := l.TryLock()
 	if err == nil && !ok && wait > 0 {
 		ctx, cancel := context.WithTimeout(ctx, wait)
@@ -254,6 +275,7 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 		}
 		res.Errors = append(res.Errors, err) // the others still get their pass
 	}
+	active = c.cancelRequested(ctx, active, &res)
 	active = c.reconcile(ctx, active, &res)
 	active = c.dropOrphanedRuns(active, &res)
 
@@ -733,6 +755,40 @@ func (c *Controller) Cancel(ctx context.Context, id job.ID, grace time.Duration,
 	return job.Job{}, fmt.Errorf("job %d: it kept changing while being cancelled; try again", id)
 }
 
+// RequestCancel is Cancel without SSH (shared-lab mode, a member's gssh
+// cancel): a queued job is cancelled at once; an active one gets a
+// recorded request (job.Job.CancelRequested) that the next pass carries
+// out, and recorded is true. One transaction either way. An ended job is
+// an error wrapping ErrEnded.
+func (c *Controller) RequestCancel(id job.ID, grace time.Duration, who string) (j job.Job, recorded bool, err error) {
+	now := c.now()
+	u, err := c.store.Update(id, func(x *job.Job) error {
+		recorded = false
+		switch {
+		case x.State.Terminal():
+			return fmt.Errorf("job %d %w (%s)", id, ErrEnded, x.State)
+		case x.State == job.Queued:
+			x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, "cancelled by "+who, ""
+		case x.CancelRequested == nil:
+			x.CancelRequested = &job.CancelRequest{By: who, At: now, Grace: grace}
+			recorded = true
+		default:
+			recorded = true // asked already: the first request stands
+		}
+		return nil
+	})
+	if err != nil {
+		if got, gerr := c.store.Get(id); gerr == nil {
+			u = got
+		}
+		return u, false, err
+	}
+	if !recorded {
+		c.emit(JobCancel, u)
+	}
+	return u, recorded, nil
+}
+
 // carryOut launches the plan's starts in order, then records the pending
 // reasons that changed. queued is sorted by id (input keeps the store's
 // order).
@@ -1141,4 +1197,31 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		})
 	}
 	return j, false
+}
+
+// cancelRequested carries out the cancels recorded for the pass
+// (shared-lab mode: job.Job.CancelRequested) and returns the active jobs
+// without those it ended. A job it could not stop keeps its request for
+// the next pass.
+func (c *Controller) cancelRequested(ctx context.Context, active []job.Job, res *Result) []job.Job {
+	out := active[:0]
+	for _, j := range active {
+		r := j.CancelRequested
+		if r == nil {
+			out = append(out, j)
+			continue
+		}
+		u, err := c.Cancel(ctx, j.ID, r.Grace, r.By)
+		switch {
+		case err == nil && u.State.Terminal():
+			res.Finished = append(res.Finished, u)
+			continue
+		case errors.Is(err, ErrEnded):
+			continue
+		case err != nil:
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: the cancel %s asked for: %w", j.ID, r.By, err))
+		}
+		out = append(out, j)
+	}
+	return out
 }

@@ -31,6 +31,10 @@
 //	  default_user: {max_gpus: 8}       # caps of users not listed, and of a cap a user leaves out
 //	  backfill_estimate: 24h # assumed walltime of a job without --timeout
 //	  default_timeout: 72h   # walltime enforced on a job without --timeout
+//	lab:                 # optional; the shared-lab queue (see Lab)
+//	  state: /var/lib/gssh/state.db
+//	  pass_user: gssh
+//	  group: gssh        # the state directory's group (default gssh)
 //
 // Every error names the file and line and says what to change.
 package inventory
@@ -90,6 +94,25 @@ type Inventory struct {
 	// file leaves out are zero, which the planner reads as
 	// sched.DefaultPolicy's.
 	Policy sched.Policy
+	// Lab is the `lab:` block (nil without one): the file describes a
+	// lab's one shared queue. gssh honours it only in the lab inventory
+	// (/etc/gssh/hosts.yaml or $GSSH_INVENTORY; see service.Options).
+	Lab *Lab
+}
+
+// DefaultLabGroup is the group of a lab's state directory when the `lab:`
+// block names none.
+const DefaultLabGroup = "gssh"
+
+// Lab is the `lab:` block: where the shared queue lives and who runs its
+// passes. The lines are those of its keys, for errors found later (an
+// account that does not exist on this host).
+type Lab struct {
+	State    string // absolute path of the one state file
+	PassUser string // the only account that runs passes
+	Group    string // the group owning the state directory
+
+	Line, StateLine, PassUserLine, GroupLine int
 }
 
 // Lookup returns the host named name.
@@ -144,6 +167,28 @@ func Locate(flag, env, home string) (string, error) {
 		}
 	}
 	return "", ErrNotFound
+}
+
+// LabLine reports whether the file at path has a top-level `lab:` key,
+// and its line, without checking the rest: it tells a lab inventory from
+// a personal one. A file that cannot be read or is not YAML has none
+// (Load reports what is wrong with it).
+func LabLine(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	var doc yaml.Node
+	if yaml.Unmarshal(b, &doc) != nil || doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return 0, false
+	}
+	root := doc.Content[0]
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "lab" {
+			return root.Content[i].Line, true
+		}
+	}
+	return 0, false
 }
 
 // Load reads and validates the hosts file at path.
@@ -215,6 +260,7 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 	defaults := Host{ReservePct: DefaultReservePct}
 	var pol sched.Policy
 	var hostsNode *yaml.Node
+	var lab *Lab
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		switch k.Value {
@@ -231,8 +277,13 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 			if err := p.policy(v, &pol); err != nil {
 				return nil, err
 			}
+		case "lab":
+			var err error
+			if lab, err = p.lab(k, v); err != nil {
+				return nil, err
+			}
 		default:
-			return nil, p.errf(k, "unknown key %q at top level; expected `defaults`, `hosts` or `policy`", k.Value)
+			return nil, p.errf(k, "unknown key %q at top level; expected `defaults`, `hosts`, `policy` or `lab`", k.Value)
 		}
 	}
 	if hostsNode == nil {
@@ -244,7 +295,7 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 	if len(hostsNode.Content) == 0 {
 		return nil, p.errf(hostsNode, "`hosts` is empty; list at least one host (`- name: gpu01`)")
 	}
-	inv := &Inventory{Policy: pol}
+	inv := &Inventory{Policy: pol, Lab: lab}
 	seen := map[string]int{}
 	local := ""
 	for _, hn := range hostsNode.Content {
@@ -369,6 +420,52 @@ func (p parser) fields(m *yaml.Node, h *Host, isDefaults bool) error {
 		}
 	}
 	return nil
+}
+
+var labKeys = []string{"state", "pass_user", "group"}
+
+// lab reads the `lab:` block: state (an absolute path) and pass_user are
+// required, group is gssh unless given.
+func (p parser) lab(k, m *yaml.Node) (*Lab, error) {
+	if m.Kind != yaml.MappingNode {
+		return nil, p.errf(m, "`lab` must be a mapping with `state:` and `pass_user:`, found %s", kindName(m))
+	}
+	if err := p.unique(m, "`lab`"); err != nil {
+		return nil, err
+	}
+	lab := &Lab{Group: DefaultLabGroup, Line: k.Line}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		s, err := p.str(v, "lab "+k.Value)
+		if err != nil && slices.Contains(labKeys, k.Value) {
+			return nil, err
+		}
+		switch k.Value {
+		case "state":
+			if !filepath.IsAbs(s) || filepath.Clean(s) != s || strings.HasSuffix(s, "/") {
+				return nil, p.errf(v, "lab state %q: give the absolute path of the shared state file, such as /var/lib/gssh/state.db", s)
+			}
+			lab.State, lab.StateLine = s, v.Line
+		case "pass_user", "group":
+			if !validUser.MatchString(s) {
+				return nil, p.errf(v, "lab %s %q: give an account name (letters, digits, '.', '_', '-')", k.Value, s)
+			}
+			if k.Value == "group" {
+				lab.Group, lab.GroupLine = s, v.Line
+			} else {
+				lab.PassUser, lab.PassUserLine = s, v.Line
+			}
+		default:
+			return nil, p.errf(k, "unknown key %q in `lab`; it takes %s", k.Value, strings.Join(labKeys, ", "))
+		}
+	}
+	switch {
+	case lab.State == "":
+		return nil, p.errf(k, "`lab` has no `state:`; give the shared state file, such as `state: /var/lib/gssh/state.db`")
+	case lab.PassUser == "":
+		return nil, p.errf(k, "`lab` has no `pass_user:`; name the account that runs the passes, such as `pass_user: gssh`")
+	}
+	return lab, nil
 }
 
 var (

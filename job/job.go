@@ -186,6 +186,15 @@ type Hold struct {
 	At time.Time `json:"at"`
 }
 
+// CancelRequest is a cancel recorded for the next pass (shared-lab mode:
+// a member's gssh cancel of an active job, which only the pass account
+// can stop on its worker).
+type CancelRequest struct {
+	By    string        `json:"by"` // the user who asked
+	At    time.Time     `json:"at"`
+	Grace time.Duration `json:"grace_ns"` // between SIGTERM and SIGKILL
+}
+
 // EnvVar is one --env K=V, in the order given.
 type EnvVar struct {
 	Key   string `json:"key"`
@@ -251,6 +260,9 @@ type Job struct {
 	Signal   string `json:"signal,omitempty"` // e.g. "KILL", when killed by one
 	// Hold is set while the queued job is held (never placed).
 	Hold *Hold `json:"hold,omitempty"`
+	// CancelRequested is set on an active job whose cancel the next pass
+	// carries out (shared-lab mode).
+	CancelRequested *CancelRequest `json:"cancel_requested,omitempty"`
 	// Runs are the job's earlier runs, each ended by a requeue (gssh
 	// requeue): they count in fair-share like any use.
 	Runs []Use `json:"runs,omitempty"`

@@ -117,6 +117,15 @@ func (l *Local) Cancel(ctx context.Context, r CancelRequest) (CancelResult, erro
 	if err != nil {
 		return CancelResult{}, err
 	}
+	if l.member() {
+		// No SSH: a queued job is cancelled, an active one's cancel is
+		// recorded for the pass user's next pass.
+		j, recorded, err := ctl.RequestCancel(r.ID, r.Grace, cmp.Or(r.By, l.opt.User))
+		if errors.Is(err, state.ErrNotFound) {
+			err = fmt.Errorf("%w (see gssh ps -a)", err)
+		}
+		return CancelResult{Job: j, Recorded: recorded}, err
+	}
 	before, _ := st.Get(r.ID)
 	j, err := ctl.Cancel(ctx, r.ID, r.Grace, cmp.Or(r.By, l.opt.User))
 	if errors.Is(err, state.ErrNotFound) {
@@ -271,6 +280,9 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 
 // Requeue implements Service.
 func (l *Local) Requeue(ctx context.Context, ids []job.ID, grace time.Duration) ([]HoldResult, error) {
+	if l.member() {
+		return nil, fmt.Errorf("gssh requeue stops running jobs over SSH, which in the shared lab queue only its pass user %s does: ask them, or gssh cancel and submit again", l.lab.passUser)
+	}
 	return l.holds(ctx, ids, func(c *control.Controller, id job.ID) (job.Job, error) {
 		return c.Requeue(ctx, id, grace, l.opt.User)
 	}, true)

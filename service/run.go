@@ -92,6 +92,8 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 		return RunResult{}, errors.New("gssh run cannot --hold: nobody would be at the terminal when it is released; submit it with gssh submit --hold")
 	case r.Submit.DryRun:
 		return RunResult{}, errors.New("gssh run has no --dry-run: ask gssh submit --dry-run where it would go")
+	case l.member():
+		return RunResult{}, fmt.Errorf("gssh run is not available in the shared lab queue of %s yet (only its pass user %s launches jobs): use gssh submit --wait, and gssh logs -f", l.lab.file, l.lab.passUser)
 	}
 	sess, err := l.openSession()
 	if err != nil {

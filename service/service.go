@@ -139,6 +139,9 @@ type CancelResult struct {
 	// Freed: the job held GPUs (it was launching or running), so a pass
 	// may start what waited for them.
 	Freed bool
+	// Recorded: shared-lab mode, the job is active and only the cancel
+	// is recorded; the next pass (the pass user's) stops it.
+	Recorded bool
 	// Pass is the pass run after the job freed its GPUs (nil when it held
 	// none, or the pass could not run: PassError says why).
 	Pass      *PassResult
@@ -207,6 +210,10 @@ type Options struct {
 	// DefaultPassWait).
 	PassWait time.Duration
 	Now      func() time.Time // nil = time.Now
+	// LabInventory is where a lab's shared queue is looked for
+	// (DefaultLabInventory for gssh; "" = personal mode only): see
+	// findLab.
+	LabInventory string
 }
 
 // Local carries the operations out in this process. Its fleet (and so its
@@ -216,6 +223,8 @@ type Local struct {
 	mu       sync.Mutex
 	fleet    *fleet.Fleet
 	fleetErr error
+	lab      *lab  // shared-lab mode; nil in personal mode
+	labErr   error // the lab inventory is broken: every call fails with it
 }
 
 var _ Service = (*Local)(nil)
@@ -227,7 +236,9 @@ func New(opt Options) *Local {
 	}
 	opt.ProbeTimeout = cmp.Or(opt.ProbeTimeout, fleet.DefaultProbeTimeout)
 	opt.PassWait = cmp.Or(opt.PassWait, DefaultPassWait)
-	return &Local{opt: opt}
+	l := &Local{opt: opt}
+	l.lab, l.labErr = findLab(&l.opt)
+	return l
 }
 
 // Close closes the fleet's connections, if any were opened. Calls made
@@ -247,6 +258,9 @@ func (l *Local) Close() error {
 func (l *Local) hosts() (*fleet.Fleet, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.labErr != nil {
+		return nil, l.labErr
+	}
 	if l.fleet == nil && l.fleetErr == nil {
 		l.fleet, l.fleetErr = fleet.New(l.opt.Fleet)
 	}
@@ -255,7 +269,14 @@ func (l *Local) hosts() (*fleet.Fleet, error) {
 
 // store opens the state file; a read-only caller never creates it.
 func (l *Local) store(create bool) (*state.Bolt, error) {
-	return state.Open(l.opt.StatePath, state.Options{Now: l.opt.Now, Timeout: l.opt.StateWait, NoCreate: !create})
+	if l.labErr != nil {
+		return nil, l.labErr
+	}
+	o := state.Options{Now: l.opt.Now, Timeout: l.opt.StateWait, NoCreate: !create}
+	if l.lab != nil {
+		o.Shared = &l.lab.shared
+	}
+	return state.Open(l.opt.StatePath, o)
 }
 
 // readStore opens the state file for reading. none reports that the
@@ -301,11 +322,18 @@ func (l *Local) controller(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 // pass runs one pass under the pass lock (next to the state file),
 // waiting up to wait for it.
 func (l *Local) pass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, reports []fleet.Report, wait time.Duration) (PassResult, error) {
+	if l.member() {
+		return PassResult{}, l.notPassUser()
+	}
 	ctl, err := l.controller(f, st, reports)
 	if err != nil {
 		return PassResult{}, err
 	}
-	unlock, err := control.LockPass(ctx, l.opt.StatePath+".pass.lock", wait)
+	lock := control.LockPass
+	if l.lab != nil {
+		lock = control.LockPassShared
+	}
+	unlock, err := lock(ctx, l.opt.StatePath+".pass.lock", wait)
 	if err != nil {
 		return PassResult{}, err
 	}
@@ -326,6 +354,9 @@ func (l *Local) pass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, report
 // to schedule; a file named by the user that is missing is an error (a
 // typo in a crontab must not start a second, empty queue).
 func (l *Local) Schedule(ctx context.Context, r ScheduleRequest) (PassResult, error) {
+	if l.member() {
+		return PassResult{}, l.notPassUser()
+	}
 	st, none, err := l.readStore()
 	if err != nil || none {
 		return PassResult{}, err

@@ -679,6 +679,8 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 			fmt.Fprintln(a.stderr, "gssh:", err)
 			errs = append(errs, err)
 			code = max(code, exitCode(err))
+		case res.Recorded:
+			fmt.Fprintf(a.stdout, "job %d: cancel recorded; the next pass stops it\n", id)
 		case j.State != job.Cancelled:
 			fmt.Fprintf(a.stdout, "job %d ended meanwhile (%s: %s)\n", id, j.State, j.Reason)
 		default:

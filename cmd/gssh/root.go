@@ -214,7 +214,9 @@ inventory's policy: block sets how (see hosts.example.yaml).
 
 Hosts come from an inventory, the first found of --inventory, $GSSH_INVENTORY,
 ~/.config/gssh/hosts.yaml and /etc/gssh/hosts.yaml; with none, gssh uses the
-local host alone.
+local host alone. When /etc/gssh/hosts.yaml (or $GSSH_INVENTORY) has a lab:
+block, it is the lab's one shared queue: its hosts, policy and state win
+over a personal inventory and --state, and only its pass_user runs passes.
 
 ` + exitCodesHelp,
 		Version:       version,
@@ -281,6 +283,7 @@ func (a *app) service() service.Service {
 			User:          a.localUser(),
 			Owner:         a.localUser(), // personal mode: the queue is the user's own
 			ProbeTimeout:  a.probeTimeout,
+			LabInventory:  service.DefaultLabInventory,
 		})
 	}
 	return a.svc

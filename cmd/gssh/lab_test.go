@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gssh/gssh/sshexec/sshtest"
+)
+
+// labUser is an OS user the shared-lab test made, with a home of its own
+// (its ~/.ssh: config, key, known_hosts).
+type labUser struct {
+	name     string
+	uid, gid uint32
+	home     string
+}
+
+// TestSharedLab runs the gssh binary as three OS users made for it (two
+// members and the pass account) over one shared state on a real sshd
+// worker: members only record, the pass account's passes launch and
+// carry out a member's cancel, and the state file and pass lock stay
+// 0660 in the lab's setgid group directory.
+func TestSharedLab(t *testing.T) {
+	sshtest.RequireSSHD(t)
+	ci := os.Getenv("CI") == "true"
+	if os.Geteuid() != 0 {
+		if ci {
+			t.Fatal("the shared-lab test makes OS users and must run as root (CI=true, so no skip)")
+		}
+		t.Skip("the shared-lab test makes OS users (useradd, groupadd): run it as root")
+	}
+	for _, tool := range []string{"useradd", "groupadd", "userdel", "groupdel"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if ci {
+				t.Fatalf("%s not found (CI=true, so no skip): apt-get install -y passwd", tool)
+			}
+			t.Skipf("%s not found: apt-get install -y passwd", tool)
+		}
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Everything the users read lies under root, traversable by them (a
+	// t.TempDir() is 0700).
+	root, err := os.MkdirTemp("", "gssh-lab-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	mustRun(t, "", "chmod", "755", root)
+	bin := filepath.Join(root, "gssh")
+	mustRun(t, "", "go", "build", "-o", bin, ".")
+
+	tag := fmt.Sprintf("gl%d", os.Getpid()%100000)
+	group := tag + "g"
+	mustRun(t, "", "groupadd", group)
+	t.Cleanup(func() { exec.Command("groupdel", group).Run() })
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+
+	// The worker: one real sshd whose nvidia-smi replays a100x4, every
+	// user logging in as themselves; job dirs go to a HOME all may write
+	// in (the pass account's jobs only ever land there).
+	fakes := filepath.Join(root, "bin")
+	os.Mkdir(fakes, 0o755)
+	for name, target := range map[string]string{"nvidia-smi": "fake-nvidia-smi", "ps": "fake-ps"} {
+		if err := os.Symlink(filepath.Join(repo, "probe", "testdata", target), filepath.Join(fakes, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	whome := filepath.Join(root, "worker-home")
+	work := filepath.Join(root, "work")
+	for _, d := range []string{whome, work} {
+		os.Mkdir(d, 0o755)
+		mustRun(t, "", "chmod", "1777", d)
+	}
+
+	users := map[string]*labUser{}
+	var keys []sshtest.Key
+	for _, role := range []string{"a", "b", "p"} {
+		name := tag + role
+		home := filepath.Join(root, "home-"+name)
+		mustRun(t, "", "useradd", "-M", "-d", home, "-s", "/bin/sh", "-p", "*", "-G", group, name)
+		t.Cleanup(func() { exec.Command("userdel", name).Run() })
+		u, err := user.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		ugid, _ := strconv.Atoi(u.Gid)
+		if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, sshtest.NewKey(t, filepath.Join(home, ".ssh"), ""))
+		users[role] = &labUser{name: name, uid: uint32(uid), gid: uint32(ugid), home: home}
+	}
+	var authorized []string
+	for _, k := range keys {
+		authorized = append(authorized, k.AuthorizedLine)
+	}
+	w := sshtest.StartSSHD(t, sshtest.SSHDOptions{ListenIP: "127.0.3.1", AuthorizedKeys: authorized, SetEnv: map[string]string{
+		"PATH":              fakes + ":/usr/bin:/bin",
+		"GSSH_FAKE_SMI_DIR": filepath.Join(repo, "probe", "testdata", "fleet", "a100x4"),
+		"HOME":              whome,
+	}})
+	// sshd reads authorized_keys as the user logging in.
+	mustRun(t, "", "chmod", "755", w.Dir, filepath.Dir(w.Dir))
+	mustRun(t, "", "chmod", "644", filepath.Join(w.Dir, "authorized_keys"))
+	host, port, _ := strings.Cut(w.Addr, ":")
+	for i, role := range []string{"a", "b", "p"} {
+		u := users[role]
+		cfg := fmt.Sprintf("Host w1\n  HostName %s\n  Port %s\nHost *\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n", host, port, u.name, keys[i].Path)
+		for p, data := range map[string]string{"config": cfg, "known_hosts": w.KnownHostsLine + "\n"} {
+			if err := os.WriteFile(filepath.Join(u.home, ".ssh", p), []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustRun(t, "", "chown", "-R", u.name+":"+strconv.Itoa(int(u.gid)), u.home)
+	}
+	alice, bob, pass := users["a"], users["b"], users["p"]
+
+	// The lab: its inventory, and the setgid group directory of its state.
+	stateDir := filepath.Join(root, "lab", "state")
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "", "chgrp", group, stateDir)
+	mustRun(t, "", "chmod", "2770", stateDir)
+	statePath := filepath.Join(stateDir, "state.db")
+	labInv := filepath.Join(root, "lab", "hosts.yaml")
+	writeLab := func(path, passUser string) {
+		t.Helper()
+		doc := fmt.Sprintf("hosts:\n  - name: w1\nlab:\n  state: %s\n  pass_user: %s\n  group: %s\npolicy:\n  users: {%s: {weight: 1}, %s: {weight: 2}}\n", statePath, passUser, group, alice.name, bob.name)
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeLab(labInv, pass.name)
+
+	gssh := func(u *labUser, args ...string) (stdout, stderr string, code int) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = u.home
+		cmd.Env = []string{"HOME=" + u.home, "PATH=/usr/bin:/bin", "USER=" + u.name, "GSSH_INVENTORY=" + labInv, "SSH_AUTH_SOCK="}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{uint32(gid)}}}
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			code = ee.ExitCode()
+		case err != nil:
+			t.Fatalf("gssh %v as %s: %v", args, u.name, err)
+		}
+		t.Logf("%s$ gssh %s\n%s%s(exit %d)", u.name, strings.Join(args, " "), out.String(), errb.String(), code)
+		return out.String(), errb.String(), code
+	}
+	want := func(what, got, sub string) {
+		t.Helper()
+		if !strings.Contains(got, sub) {
+			t.Fatalf("%s: want %q in:\n%s", what, sub, got)
+		}
+	}
+
+	// Both members submit into the one queue; neither runs a pass.
+	outA := filepath.Join(work, "a.out")
+	out, errs, code := gssh(alice, "submit", "--host", "w1", "--mem", "1G", "--workdir", work, "--", "sh", "-c", `id -un >"$1"`, "sh", outA)
+	if code != 0 {
+		t.Fatalf("alice's submit: exit %d: %s", code, errs)
+	}
+	want("alice's submit", out, "job 1 queued: the next pass starts it (the lab's passes are run by "+pass.name+")")
+	out, _, code = gssh(bob, "submit", "--host", "w1", "--mem", "1G", "--workdir", work, "--", "sleep", "300")
+	if code != 0 {
+		t.Fatalf("bob's submit: exit %d", code)
+	}
+	want("bob's submit", out, "job 2 queued: the next pass starts it")
+	if _, err := os.Stat(outA); err == nil {
+		t.Fatal("job 1 ran before any pass of the pass account")
+	}
+	out, _, _ = gssh(bob, "ps")
+	want("ps", out, "1\t"+alice.name+"\tqueued")
+	want("ps", out, "2\t"+bob.name+"\tqueued")
+
+	// A member is no pass user.
+	_, errs, code = gssh(alice, "schedule")
+	if code == 0 {
+		t.Fatal("alice's gssh schedule succeeded")
+	}
+	want("alice's schedule", errs, "only the lab's pass user runs scheduling passes")
+	want("alice's schedule", errs, "you are "+alice.name)
+	_, errs, code = gssh(alice, "run", "--host", "w1", "--", "true")
+	if code == 0 {
+		t.Fatal("alice's gssh run succeeded")
+	}
+	want("alice's run", errs, "gssh run is not available in the shared lab queue")
+
+	// The pass account's pass launches both, as itself.
+	out, errs, code = gssh(pass, "schedule")
+	if code != 0 {
+		t.Fatalf("the pass account's schedule: exit %d: %s", code, errs)
+	}
+	var ran []byte
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if ran, err = os.ReadFile(outA); err == nil && len(ran) > 0 {
+			break
+		}
+	}
+	if got := strings.TrimSpace(string(ran)); got != pass.name {
+		t.Fatalf("alice's job ran as %q, want the pass account %q", got, pass.name)
+	}
+
+	// Bob's cancel is recorded; the next pass carries it out.
+	out, _, code = gssh(bob, "cancel", "2")
+	if code != 0 {
+		t.Fatalf("bob's cancel: exit %d", code)
+	}
+	want("bob's cancel", out, "job 2: cancel recorded; the next pass stops it")
+	out, _, _ = gssh(alice, "ps")
+	want("ps after the recorded cancel", out, "2\t"+bob.name+"\trunning")
+	gssh(pass, "schedule")
+	out, _, _ = gssh(alice, "show", "2")
+	want("show 2", out, "cancelled by "+bob.name)
+	out, _, _ = gssh(alice, "ps", "-a")
+	want("ps -a", out, "1\t"+alice.name+"\tsucceeded")
+	want("ps -a", out, "2\t"+bob.name+"\tcancelled")
+
+	// A queued job a member cancels is dropped at once, with no pass.
+	gssh(alice, "submit", "--hold", "--host", "w1", "--workdir", work, "--", "true")
+	out, _, _ = gssh(alice, "cancel", "3")
+	want("cancel of a queued job", out, "job 3 cancelled")
+
+	for _, p := range []string{statePath, statePath + ".pass.lock"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o660 || fi.Sys().(*syscall.Stat_t).Gid != uint32(gid) {
+			t.Errorf("%s: mode %04o, gid %d; want 0660 in group %s (%d)", p, fi.Mode().Perm(), fi.Sys().(*syscall.Stat_t).Gid, group, gid)
+		}
+	}
+
+	// Bad input. A personal inventory with a lab block of its own: the
+	// lab wins and says so; alone, its lab block is ignored.
+	personal := filepath.Join(alice.home, "mine.yaml")
+	if err := os.WriteFile(personal, []byte("hosts:\n  - name: w1\nlab:\n  state: /tmp/elsewhere.db\n  pass_user: "+alice.name+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = gssh(alice, "--inventory", personal, "ps", "-a")
+	if code != 0 {
+		t.Fatalf("ps with a personal inventory: exit %d", code)
+	}
+	want("personal inventory in lab mode", errs, "inventory "+personal+" is ignored")
+	want("personal inventory in lab mode", out, "2\t"+bob.name+"\tcancelled")
+	cmd := exec.Command(bin, "--inventory", personal, "ps")
+	cmd.Env = []string{"HOME=" + alice.home, "PATH=/usr/bin:/bin"}
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("personal mode: %v: %s", err, b)
+	}
+	want("a lab block in a personal inventory", string(b), personal+":3: its `lab:` block is ignored")
+
+	// A state directory of the wrong mode, then of the wrong group.
+	mustRun(t, "", "chmod", "g-s", stateDir)
+	_, errs, code = gssh(alice, "ps")
+	if code != exitState {
+		t.Errorf("ps with a state dir not setgid: exit %d, want %d", code, exitState)
+	}
+	want("state dir not setgid", errs, fmt.Sprintf("chgrp %s %s; chmod 2770 %s", group, stateDir, stateDir))
+	mustRun(t, "", "chmod", "2770", stateDir)
+	mustRun(t, "", "chgrp", "root", stateDir)
+	_, errs, _ = gssh(pass, "schedule")
+	want("state dir of another group", errs, "has group root and mode 2770")
+	mustRun(t, "", "chgrp", group, stateDir)
+
+	// pass_user naming no account.
+	writeLab(labInv, tag+"nobody")
+	_, errs, code = gssh(alice, "ps")
+	if code != exitUsage {
+		t.Errorf("pass_user naming no account: exit %d, want %d", code, exitUsage)
+	}
+	want("pass_user naming no account", errs, labInv+":5: lab pass_user \""+tag+"nobody\" names no account on this host")
+}
+
+// mustRun runs a command as the test (root), failing the test on error.
+func mustRun(t *testing.T, dir string, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, b)
+	}
+}

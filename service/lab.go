@@ -1,0 +1,98 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"os/user"
+	"strconv"
+
+	"github.com/gssh/gssh/inventory"
+	"github.com/gssh/gssh/state"
+)
+
+// DefaultLabInventory is where gssh looks for a lab's shared queue: a
+// `lab:` block in this file makes every member's gssh use its state, its
+// policy and its hosts.
+const DefaultLabInventory = "/etc/gssh/hosts.yaml"
+
+// ErrNotPassUser means a member of a shared lab queue asked for a pass:
+// only the lab's pass_user runs them (Schedule; Submit, Cancel, Hold,
+// Release and Update only record and leave the rest to that pass).
+var ErrNotPassUser = errors.New("only the lab's pass user runs scheduling passes")
+
+// lab is shared-lab mode: the lab inventory's `lab:` block, checked
+// against this host's accounts.
+type lab struct {
+	file     string // the lab inventory
+	passUser string
+	shared   state.Shared
+}
+
+// findLab looks for a lab inventory: the file $GSSH_INVENTORY names, then
+// opt.LabInventory; the first with a `lab:` block is the lab's, and it
+// wins over a personal inventory (--inventory, ~/.config/gssh/hosts.yaml)
+// and over --state / $GSSH_STATE, which are warned about and ignored. It
+// rewrites opt to the lab's inventory and state. Without one, gssh is in
+// personal mode, and a `lab:` block in the personal inventory is warned
+// about and ignored. Nothing happens when opt.LabInventory is "" or the
+// inventory is given (tests).
+func findLab(opt *Options) (*lab, error) {
+	if opt.LabInventory == "" || opt.Fleet.Inventory != nil {
+		return nil, nil
+	}
+	warn := func(s string) {
+		if opt.Fleet.Warn != nil {
+			opt.Fleet.Warn("warning: " + s)
+		}
+	}
+	file := ""
+	for _, p := range []string{opt.Fleet.InventoryEnv, opt.LabInventory} {
+		if _, ok := inventory.LabLine(p); p != "" && ok {
+			file = p
+			break
+		}
+	}
+	if file == "" {
+		if p, err := inventory.Locate(opt.Fleet.InventoryPath, opt.Fleet.InventoryEnv, opt.Fleet.Home); err == nil {
+			if line, ok := inventory.LabLine(p); ok {
+				warn(fmt.Sprintf("%s:%d: its `lab:` block is ignored: a lab's shared queue is set up in %s (or the file $GSSH_INVENTORY names), not in a personal inventory; this gssh keeps its own queue", p, line, opt.LabInventory))
+			}
+		}
+		return nil, nil
+	}
+	inv, err := inventory.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	lb := inv.Lab
+	if _, err := user.Lookup(lb.PassUser); err != nil {
+		return nil, fmt.Errorf("%s:%d: lab pass_user %q names no account on this host (%v): create it (useradd --system %s) or name the account that runs gssh schedule", file, lb.PassUserLine, lb.PassUser, err, lb.PassUser)
+	}
+	g, err := user.LookupGroup(lb.Group)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%d: lab group %q names no group on this host (%v): groupadd %s and add the members (usermod -aG %s NAME), or name the state directory's group with `group:`", file, max(lb.GroupLine, lb.Line), lb.Group, err, lb.Group, lb.Group)
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%d: lab group %q: gid %q is not a number", file, max(lb.GroupLine, lb.Line), lb.Group, g.Gid)
+	}
+	if p, err := inventory.Locate(opt.Fleet.InventoryPath, "", opt.Fleet.Home); err == nil && p != file && p != opt.LabInventory {
+		warn(fmt.Sprintf("inventory %s is ignored: %s:%d has a `lab:` block, so its hosts, policy and state are the lab's one queue", p, file, lb.Line))
+	}
+	if opt.StateExplicit && opt.StatePath != lb.State {
+		warn(fmt.Sprintf("state %s (--state or $GSSH_STATE) is ignored: the lab's queue is %s (%s:%d)", opt.StatePath, lb.State, file, lb.StateLine))
+	}
+	opt.Fleet.Inventory = inv
+	opt.StatePath, opt.StateExplicit = lb.State, false
+	return &lab{file: file, passUser: lb.PassUser, shared: state.Shared{Group: lb.Group, GID: gid}}, nil
+}
+
+// member reports whether this gssh is a member's in shared-lab mode (not
+// the pass user's): it records, and the pass user's next pass acts.
+func (l *Local) member() bool { return l.lab != nil && l.opt.User != l.lab.passUser }
+
+// notPassUser is the error of a pass a member asked for.
+func (l *Local) notPassUser() error {
+	return fmt.Errorf("%w: this is the shared queue of %s, whose passes only %s runs (from cron or a systemd timer); you are %s, and your jobs start at its next pass",
+		ErrNotPassUser, l.lab.file, l.lab.passUser, l.opt.User)
+}
