@@ -144,7 +144,7 @@ func TestSharedLab(t *testing.T) {
 	labInv := filepath.Join(root, "lab", "hosts.yaml")
 	writeLab := func(path, passUser string) {
 		t.Helper()
-		doc := fmt.Sprintf("hosts:\n  - name: w1\nlab:\n  state: %s\n  pass_user: %s\n  group: %s\npolicy:\n  users: {%s: {weight: 1}, %s: {weight: 2}}\n", statePath, passUser, group, alice.name, bob.name)
+		doc := fmt.Sprintf("hosts:\n  - name: w1\nlab:\n  state: %s\n  pass_user: %s\n  group: %s\npolicy:\n  users: {%s: {weight: 1, admin: true}, %s: {weight: 2}}\n", statePath, passUser, group, alice.name, bob.name)
 		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -195,6 +195,17 @@ func TestSharedLab(t *testing.T) {
 	out, _, _ = gssh(bob, "ps")
 	want("ps", out, "1\t"+alice.name+"\tqueued")
 	want("ps", out, "2\t"+bob.name+"\tqueued")
+
+	// Priorities 0-3 are the lab's admins' (alice), not the queue's
+	// every member's: nobody owns a lab's queue.
+	_, errs, code = gssh(bob, "submit", "--priority", "2", "--host", "w1", "--mem", "1G", "--workdir", work, "--", "true")
+	if code != 1 || !strings.Contains(errs, "nothing was submitted") {
+		t.Fatalf("bob's --priority 2: exit %d: %s", code, errs)
+	}
+	out, _, _ = gssh(bob, "ps", "-a")
+	if strings.Contains(out, "\n3\t") {
+		t.Fatalf("a refused submit was stored:\n%s", out)
+	}
 
 	// A member is no pass user.
 	_, errs, code = gssh(alice, "schedule")
