@@ -173,7 +173,7 @@ func loginEnv(environ []string) []string {
 	for _, kv := range environ {
 		switch k, _, _ := strings.Cut(kv, "="); {
 		case k == "HOME", k == "USER", k == "LOGNAME", k == "SHELL", k == "PATH", k == "LANG", k == "LANGUAGE", k == "TZ", k == "TMPDIR",
-			strings.HasPrefix(k, "LC_"):
+			strings.HasPrefix(k, "LC_"), k == "GSSH_CLAIMS_DIR": // where the host's GPU claims are kept (launch.ClaimsDir)
 			out = append(out, kv)
 		}
 	}

@@ -266,7 +266,7 @@ func Attach(ctx context.Context, sh Interactor, host, cluster string, j job.Job,
 // the first n bytes of its stdin, spec.json the next m.
 func keeperScript(cluster string, j job.Job, n, m int, stale time.Duration) string {
 	return `trap '' HUP PIPE INT TERM
-` + aliveFn + procsFn + jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
+` + aliveFn + claimsFn + procsFn + jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
 ` + makeDir(cluster, j, strconv.Itoa(n)) + `
 head -c ` + strconv.Itoa(m) + ` >"$d/spec.json" || fail "cannot write $d/spec.json (disk full?)"
 [ "$(wc -c <"$d/run.sh")" -eq ` + strconv.Itoa(n) + ` ] || fail "run.sh was cut short on the way (disk full?)"` + claimSteps(j, cluster) + `
@@ -278,7 +278,7 @@ exec 3<&0 </dev/null
   exec 3<&-
   while [ ! -s "$d/pid" ]; do [ -e "$d/abandoned" ] && exit 0; sleep 0.05; done
   printf 'pid %s\n' "$(cat "$d/pid")"
-  exec >/dev/null 2>&1
+  exec >/dev/null 2>&1` + claimPid + `
   read -r lpid lst <"$d/pid"
   k=0
   while alive "$lpid" "$lst"; do

@@ -418,7 +418,7 @@ func Start(ctx context.Context, run Runner, host, cluster string, j job.Job) (jo
 		return job.Remote{}, fmt.Errorf("launch: %w", err)
 	}
 	n := strconv.Itoa(len(script))
-	cmd := aliveFn + jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
+	cmd := aliveFn + claimsFn + jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
 ` + makeDir(cluster, j, n) + `
 cat >"$d/spec.json" || fail "cannot write $d/spec.json (disk full?)"
 [ "$(wc -c <"$d/run.sh")" -eq ` + n + ` ] || fail "run.sh was cut short on the way (disk full?)"` + claimSteps(j, cluster) + `
@@ -433,7 +433,7 @@ if [ ! -s "$d/pid" ] && mkdir "$d/go" 2>/dev/null; then
   : >"$d/abandoned"; fail "run.sh did not start within 5s: this attempt is abandoned (see $d/log)"
 fi
 i=0; while [ ! -s "$d/pid" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
-[ -s "$d/pid" ] || { echo "run.sh started but recorded no pid within 10s" >&2; exit 75; }
+[ -s "$d/pid" ] || { echo "run.sh started but recorded no pid within 10s" >&2; exit 75; }` + claimPid + `
 printf 'dir %s\n' "$d"; cat "$d/pid"`
 	res, err := run.Run(ctx, host, cmd, strings.NewReader(script+string(spec)+"\n"))
 	if err != nil {

@@ -40,6 +40,9 @@ func startWorker(t *testing.T, env map[string]string) worker {
 	if env == nil {
 		env = map[string]string{}
 	}
+	if _, ok := env[launch.ClaimsDirEnv]; !ok {
+		env[launch.ClaimsDirEnv] = filepath.Join(dir, "claims") // never the machine's own registry
+	}
 	s := sshtest.StartSSHD(t, sshtest.SSHDOptions{AuthorizedKeys: []string{key.AuthorizedLine}, SetEnv: env})
 	kh := sshtest.KnownHosts(t, dir, s.KnownHostsLine)
 	host, port, _ := net.SplitHostPort(s.Addr)

@@ -2,53 +2,80 @@ package launch
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 
 	"github.com/gssh/gssh/job"
 )
 
-// OtherJob is a job of another gssh queue live on a worker: its queue's
-// cluster id and its record as its job directory keeps it (spec.json, as
-// written when it was placed: its placement, user and requests).
+// The claims registry. Every launch leaves, on its worker, a small file
+// naming the GPUs it takes, in one directory every login of the host can
+// read and add to:
+//
+//	$GSSH_CLAIMS_DIR, else /dev/shm/gssh-claims (tmpfs: gone with a
+//	reboot, as the jobs are), else /tmp/gssh-claims; made mode 1777 (as
+//	/tmp: each login may remove only its own files)
+//
+// one file per launch attempt, named as its job directory
+// (<cluster>-<id>.<attempt>), mode 0644, one line:
+//
+//	v1 PID TICKS EPOCH USER EXCL MEM GPU...
+//
+// PID TICKS the job's session leader and its start time (/proc/PID/stat)
+// once run.sh has recorded them, "- -" while it starts; EPOCH when the
+// claim was made (the worker's clock, seconds); USER the gssh user the
+// job is of; EXCL 1 for a job that takes its GPUs whole; MEM its GPU
+// memory per GPU (bytes); the GPUs by UUID. A claim counts while its
+// process lives (or, starting, for a minute): so two gssh queues (two
+// state files, two logins, a shared lab queue next to a personal one)
+// see each other's jobs on a host whatever their homes, and a home
+// shared over NFS shows no other host's. Claims of processes that are
+// gone are removed by their own login's next look.
+
+// ClaimsDirEnv names the environment variable that moves the registry.
+const ClaimsDirEnv = "GSSH_CLAIMS_DIR"
+
+// claimsFn defines:
+//
+//	claims              sets r to the registry directory, making it
+//	claimlive FILE      true when claim FILE counts (reads its fields
+//	                    into c_pid c_st c_epoch c_user c_excl c_mem c_gpus)
+const claimsFn = `
+claims() {
+  r=${GSSH_CLAIMS_DIR:-}
+  if [ -z "$r" ]; then
+    if [ -d /dev/shm ] && [ -w /dev/shm ]; then r=/dev/shm/gssh-claims; else r=/tmp/gssh-claims; fi
+  fi
+  [ -d "$r" ] || mkdir -m 1777 "$r" 2>/dev/null || mkdir -p "$r" 2>/dev/null
+}
+claimlive() {
+  read -r c_v c_pid c_st c_epoch c_user c_excl c_mem c_gpus <"$1" 2>/dev/null || return 1
+  [ "$c_v" = v1 ] || return 1
+  if [ "$c_pid" = - ]; then [ $(( $(date +%s) - c_epoch )) -lt 60 ]; else alive "$c_pid" "$c_st"; fi
+}`
+
+// OtherJob is a job of another gssh queue live on a worker, as its claim
+// says: its queue's cluster id, and a job record with its id, user, GPU
+// memory per GPU (0: exclusive) and placement (the GPUs it claims, on
+// the host asked).
 type OtherJob struct {
 	Queue string
 	Job   job.Job
 }
 
-// maxSpecRead bounds what OtherQueues reads of one spec.json.
-const maxSpecRead = 256 << 10
-
-// OtherQueues lists the jobs of other gssh queues (job directories under
-// the login user's ~/.gssh/jobs whose cluster id is not cluster: another
-// state file of the same login, or a shared queue next to a personal one)
-// that are live on host: running (their pid file names a live process with
-// its start time, on this worker: a directory seen through a home shared
-// over NFS, of a job on another host, is not), or starting (claimed, no
-// pid yet, made less than a minute ago, and placed on host by name). Ended,
-// abandoned and stale directories are left out, as are ones whose
-// spec.json cannot be read. Other logins' queues cannot be read here: their
-// jobs are seen through their GPU processes, as any foreign process is.
+// OtherQueues lists the jobs of other gssh queues live on host (claims of
+// other cluster ids in the registry; see the registry's doc above), and
+// removes the dead claims of this login. Other logins' queues are listed
+// too: the registry is the host's, not a home's.
 func OtherQueues(ctx context.Context, run Runner, host, cluster string) ([]OtherJob, error) {
-	script := aliveFn + `
-cid=` + q(cluster) + `
-now=$(date +%s)
-for d in "$HOME"/.gssh/jobs/*/; do
-  [ -d "$d" ] || continue
-  d=${d%/}; name=${d##*/}
+	script := aliveFn + claimsFn + `
+claims; cid=` + q(cluster) + `; me=$(id -u)
+for f in "$r"/*-*; do
+  [ -f "$f" ] || continue
+  name=${f##*/}
+  if ! claimlive "$f"; then [ -O "$f" ] && rm -f "$f"; continue; fi
   case $name in "$cid"-*) [ -n "$cid" ] && continue ;; esac
-  [ -e "$d/exit" ] || [ -e "$d/abandoned" ] || [ ! -s "$d/spec.json" ] && continue
-  live=
-  if [ -s "$d/pid" ]; then
-    read -r pid st <"$d/pid" && alive "$pid" "$st" && live=running
-  elif [ ! -e "$d/go" ]; then
-    m=$(stat -c %Y "$d" 2>/dev/null) && [ $((now - m)) -lt 60 ] && live=starting
-  fi
-  [ -n "$live" ] || continue
-  printf 'job %s %s\n' "$name" "$live"
-  head -c ` + strconv.Itoa(maxSpecRead) + ` "$d/spec.json" | head -n 1
-  echo
+  printf 'claim %s %s %s %s %s\n' "$name" "$c_user" "$c_excl" "$c_mem" "$c_gpus"
 done`
 	res, err := run.Run(ctx, host, script, nil)
 	if err != nil {
@@ -57,46 +84,46 @@ done`
 	return parseOthers(string(res.Stdout), host), nil
 }
 
-// parseOthers reads OtherQueues' answer: "job NAME STATE" lines, each
-// followed by the job's spec.json on one line.
+// parseOthers reads OtherQueues' answer: "claim NAME USER EXCL MEM GPU..."
+// lines.
 func parseOthers(out, host string) []OtherJob {
 	var jobs []OtherJob
-	lines := strings.Split(out, "\n")
-	for i := 0; i+1 < len(lines); i++ {
-		f := strings.Fields(lines[i])
-		if len(f) != 3 || f[0] != "job" {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[0] != "claim" {
 			continue
 		}
-		name, state := f[1], f[2]
+		name := f[1]
 		k := strings.LastIndexByte(name, '-')
 		if k <= 0 {
 			continue
 		}
-		var j job.Job
-		if err := json.Unmarshal([]byte(lines[i+1]), &j); err != nil || len(j.Placement.GPUs) == 0 {
+		idPart, _, _ := strings.Cut(name[k+1:], ".")
+		id, err1 := strconv.ParseUint(idPart, 10, 64)
+		mem, err2 := strconv.ParseUint(f[4], 10, 64)
+		if err1 != nil || err2 != nil {
 			continue
 		}
-		i++
-		if state == "starting" && j.Placement.Host != host {
-			continue // a directory of a launch on another host, seen through a shared home
+		if f[3] == "1" {
+			mem = 0
 		}
+		j := job.Job{ID: job.ID(id), User: f[2], State: job.Running, Spec: job.Spec{MemPerGPU: mem, GPUs: len(f) - 5},
+			Placement: job.Placement{Host: host, GPUs: f[5:]}}
 		jobs = append(jobs, OtherJob{Queue: name[:k], Job: j})
 	}
 	return jobs
 }
 
-// claimSteps is the part of a launcher, after the attempt's directory
-// and spec.json are written (so that a launch of another queue that comes
-// next sees this one as starting), that makes sure no live job of another
-// gssh queue of this login holds the job's GPUs: exclusively, or at all
-// when this job is exclusive. It looks under a lock every queue's
-// launcher takes ($HOME/.gssh/jobs/.claim, a directory: mkdir is atomic;
-// one left by a launcher that died is taken over after 10 s), so two
-// queues' passes launching at the same moment cannot both take a GPU. A
-// GPU is matched by its UUID (UUIDs name one GPU, whatever a host is
-// called); GPUs without one are left to the planner. On a conflict it
-// abandons the attempt and fails definitely (exit exitDefinite), saying
-// which job holds the GPU.
+// claimSteps is the part of a launcher, after the attempt's directory is
+// made (`jobdir` set d; aliveFn, claimsFn and `fail` defined), that
+// claims the job's GPUs in the registry, and gives up (the attempt
+// abandoned, a definite failure) when another gssh queue's live claim
+// holds one of them: exclusively, or at all when this job is exclusive.
+// The claim is written before the look, so of two launches of two queues
+// at the same moment at least one sees the other and gives up (both may:
+// each is then queued again; never do both take the GPU). GPUs are
+// matched by UUID; GPUs without one are left to the planner. It leaves cl
+// set to the claim file, for claimPid.
 func claimSteps(j job.Job, cluster string) string {
 	var ids []string
 	for _, g := range j.Placement.GPUs {
@@ -105,36 +132,41 @@ func claimSteps(j job.Job, cluster string) string {
 		}
 	}
 	if len(ids) == 0 {
-		return ""
+		return "\ncl="
 	}
 	excl := "0"
 	if j.Spec.MemPerGPU == 0 {
 		excl = "1"
 	}
 	return `
-lk="$HOME/.gssh/jobs/.claim"; i=0
-while ! mkdir "$lk" 2>/dev/null; do
-  m=$(stat -c %Y "$lk" 2>/dev/null) && [ $(( $(date +%s) - m )) -gt 10 ] && rmdir "$lk" 2>/dev/null
-  i=$((i+1)); [ $i -gt 1000 ] && { : >"$d/abandoned"; mkdir "$d/go"; fail "the launch lock $lk is held for more than 10s"; }
-  sleep 0.01
-done
-cid=` + q(cluster) + `; excl=` + excl + `; now=$(date +%s); held=
-for o in "$HOME"/.gssh/jobs/*/; do
-  o=${o%/}; name=${o##*/}
-  case $name in "$cid"-*) continue ;; esac
-  [ -e "$o/exit" ] || [ -e "$o/abandoned" ] || [ ! -s "$o/spec.json" ] && continue
-  if [ -s "$o/pid" ]; then
-    read -r opid ost <"$o/pid" && alive "$opid" "$ost" || continue
-  else
-    [ -e "$o/go" ] && continue
-    m=$(stat -c %Y "$o" 2>/dev/null) && [ $((now - m)) -lt 60 ] || continue
-  fi
-  theirs=1; grep -q '"mem_per_gpu_bytes"' "$o/spec.json" && theirs=0
-  [ "$excl" = 1 ] || [ "$theirs" = 1 ] || continue
-  for g in ` + strings.Join(ids, " ") + `; do
-    if grep -qF "\"$g\"" "$o/spec.json"; then held="$g ($name)"; break 2; fi
+claims; cl="$r/${d##*/}"; cid=` + q(cluster) + `; mine=` + excl + `
+{ { printf 'v1 - - %s %s %s %s' "$(date +%s)" ` + q(cmpUser(j.User)) + ` "$mine" ` + strconv.FormatUint(j.Spec.MemPerGPU, 10) + `; printf ' %s' ` + strings.Join(ids, " ") + `; echo; } >"$cl.tmp" && chmod 0644 "$cl.tmp" && mv -f "$cl.tmp" "$cl"; } 2>/dev/null || cl=
+held=
+if [ -n "$cl" ]; then
+  for f in "$r"/*-*; do
+    [ -f "$f" ] || continue
+    case ${f##*/} in "$cid"-*) continue ;; esac
+    claimlive "$f" || continue
+    [ "$mine" = 1 ] || [ "$c_excl" = 1 ] || continue
+    for g in ` + strings.Join(ids, " ") + `; do
+      case " $c_gpus " in *" $g "*) held="$g (${f##*/}, user $c_user)"; break 2 ;; esac
+    done
   done
-done
-rmdir "$lk"
-if [ -n "$held" ]; then : >"$d/abandoned"; mkdir "$d/go"; fail "GPU $held is held by a job of another gssh queue: this attempt is abandoned"; fi`
+fi
+if [ -n "$held" ]; then rm -f "$cl"; : >"$d/abandoned"; mkdir "$d/go"; fail "GPU $held is held by a job of another gssh queue: this attempt is abandoned"; fi`
+}
+
+// claimPid rewrites claim $cl with the pid and start time run.sh recorded
+// in $d/pid (a no-op without a claim).
+const claimPid = `
+if [ -n "$cl" ] && read -r p_pid p_st <"$d/pid" 2>/dev/null; then
+  { sed "s/^v1 - - /v1 $p_pid $p_st /" "$cl" >"$cl.tmp" && chmod 0644 "$cl.tmp" && mv -f "$cl.tmp" "$cl"; } 2>/dev/null
+fi`
+
+// cmpUser is a user name fit for a claim's one-word field.
+func cmpUser(u string) string {
+	if u == "" || strings.ContainsAny(u, " \t\n") {
+		return "-"
+	}
+	return u
 }

@@ -6,67 +6,61 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/launch"
 )
 
 // OtherQueues over real sshd: another queue's running job is listed with
-// its placement and user, this queue's own jobs and ended ones are not,
-// nor a claimed directory placed on another host (seen through a shared
-// home).
+// its GPUs, user and booking, also when it is another login's (another
+// home, the one registry of the host); this queue's own jobs and ended
+// ones are not, and dead claims of this login are removed.
 func TestOtherQueues(t *testing.T) {
-	w := startWorker(t, nil)
-	p := w.pool(t)
+	claims := t.TempDir()
+	os.Chmod(claims, 0o1777)
+	env := func() map[string]string { return map[string]string{launch.ClaimsDirEnv: claims} }
+	w := startWorker(t, env())
+	other := startWorker(t, env()) // another login of the same host: another home
+	p, po := w.pool(t), other.pool(t)
 	ctx := context.Background()
-	mine := start(t, p, newJob(80, "sleep", "300")) // this queue (cluster)
-	theirs := newJob(7, "sleep", "300")
-	theirs.User = "bob"
-	theirs.Placement.GPUs = []string{"GPU-b"}
+	mine := newJob(80, "sleep", "300")
+	mine.User = "ann"
+	start(t, p, mine)
 	const queue = "3f2a9c0000000000"
-	if _, err := launch.Start(ctx, p, "w", queue, theirs); err != nil {
+	theirs := newJob(7, "sleep", "300")
+	theirs.User, theirs.Placement.GPUs, theirs.Spec.MemPerGPU = "bob", []string{"GPU-b"}, 8<<30
+	if _, err := launch.Start(ctx, po, "w", queue, theirs); err != nil {
 		t.Fatal(err)
 	}
 	done := newJob(8, "true")
 	done.Placement.GPUs = []string{"GPU-c"}
-	r, err := launch.Start(ctx, p, "w", queue, done)
+	r, err := launch.Start(ctx, po, "w", queue, done)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done.Remote = r
-	waitEnd(t, p, done)
-	// A directory claimed on another host, as a shared home shows it.
-	elsewhere := filepath.Join(w.sshd.Home, ".gssh/jobs", queue+"-9.1")
-	if err := os.MkdirAll(elsewhere, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(elsewhere, "spec.json"), []byte(`{"id":9,"user":"bob","placement":{"host":"gpu09","gpus":["GPU-a"]}}`+"\n"), 0o600)
+	waitEnd(t, po, done)
 
 	got, err := launch.OtherQueues(ctx, p, "w", cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Queue != queue || got[0].Job.ID != 7 || got[0].Job.User != "bob" || got[0].Job.Placement.GPUs[0] != "GPU-b" {
-		t.Fatalf("other queues from %s: %+v", cluster, got)
+	if len(got) != 1 || got[0].Queue != queue || got[0].Job.ID != 7 || got[0].Job.User != "bob" || got[0].Job.Spec.MemPerGPU != 8<<30 ||
+		!slices.Equal(got[0].Job.Placement.GPUs, []string{"GPU-b"}) || got[0].Job.Placement.Host != "w" {
+		t.Fatalf("other queues seen from %s: %+v", cluster, got)
 	}
-	// Seen from the other queue: this queue's running job.
-	got, err = launch.OtherQueues(ctx, p, "w", queue)
-	if err != nil || len(got) != 1 || got[0].Queue != cluster || got[0].Job.ID != mine.ID {
-		t.Fatalf("other queues from %s: %+v %v", queue, got, err)
+	// Seen from the other queue: this queue's running job, exclusive.
+	got, err = launch.OtherQueues(ctx, po, "w", queue)
+	if err != nil || len(got) != 1 || got[0].Queue != cluster || got[0].Job.ID != mine.ID || got[0].Job.User != "ann" || got[0].Job.Spec.MemPerGPU != 0 {
+		t.Fatalf("other queues seen from %s: %+v %v", queue, got, err)
 	}
-	// A claimed directory placed on this host, no pid yet: starting, listed.
-	claimed := filepath.Join(w.sshd.Home, ".gssh/jobs", queue+"-10.1")
-	os.MkdirAll(claimed, 0o700)
-	os.WriteFile(filepath.Join(claimed, "spec.json"), []byte(`{"id":10,"user":"bob","placement":{"host":"w","gpus":["GPU-d"]}}`+"\n"), 0o600)
-	got, _ = launch.OtherQueues(ctx, p, "w", cluster)
-	var ids []string
-	for _, o := range got {
-		ids = append(ids, o.Job.Placement.GPUs[0])
-	}
-	if slices.Sort(ids); strings.Join(ids, ",") != "GPU-b,GPU-d" {
-		t.Errorf("with a claim starting here: %v", ids)
+	// The ended job's claim is gone: its own login removed it.
+	if _, err := os.Stat(filepath.Join(claims, queue+"-8.1")); !os.IsNotExist(err) {
+		t.Errorf("a dead claim was kept: %v", err)
 	}
 }
 
@@ -75,7 +69,8 @@ func TestOtherQueues(t *testing.T) {
 // refusal is definite (nothing ran, the attempt is abandoned). Two shared
 // jobs may share a GPU: memory is the planner's to count.
 func TestLaunchClaim(t *testing.T) {
-	w := startWorker(t, nil)
+	claims := t.TempDir()
+	w := startWorker(t, map[string]string{launch.ClaimsDirEnv: claims})
 	p := w.pool(t)
 	ctx := context.Background()
 	const queue = "3f2a9c0000000000"
@@ -114,4 +109,16 @@ func TestLaunchClaim(t *testing.T) {
 			t.Errorf("%s, mem %d: %v, want it launched", c.gpu, c.mem, err)
 		}
 	}
+	// A claim still starting (no pid yet: a launch of another queue at
+	// this moment) holds its GPUs too.
+	if err := os.WriteFile(filepath.Join(claims, queue+"-9.1"), []byte("v1 - - "+nowEpoch()+" bob 1 0 GPU-y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := newJob(99, "true")
+	j.Placement.GPUs = []string{"GPU-y"}
+	if _, err := launch.Start(ctx, p, "w", cluster, j); err == nil || !strings.Contains(err.Error(), "GPU-y (3f2a9c0000000000-9.1, user bob)") {
+		t.Errorf("beside a claim starting: %v", err)
+	}
 }
+
+func nowEpoch() string { return strconv.FormatInt(time.Now().Unix(), 10) }

@@ -25,8 +25,8 @@ type Host struct {
 	Drain      bool    // no new jobs
 	Snapshot   gpuinfo.Snapshot
 	// Others are the jobs of other gssh queues (other state files, other
-	// cluster ids) live on this host, as their job directories on the
-	// worker say (launch.OtherQueues): their GPUs are taken, as the
+	// cluster ids, other logins) live on this host, as the worker's GPU
+	// claims say (launch.OtherQueues): their GPUs are taken, as the
 	// bookings of this queue's jobs are, and never taken back.
 	Others []OtherJob
 

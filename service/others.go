@@ -12,9 +12,9 @@ import (
 )
 
 // otherQueues is the pass's view of the hosts: the fleet's snapshots, and
-// on each host that answered, the live jobs of other gssh queues of the
-// same login (launch.OtherQueues), so two state files never place jobs on
-// the same GPU. A host whose list cannot be read keeps its snapshot (its
+// on each host that answered, the live jobs of other gssh queues there
+// (launch.OtherQueues: the worker's GPU claims, every login's), so two
+// queues never place jobs on the same GPU. A host whose list cannot be read keeps its snapshot (its
 // other queues' jobs are then seen through their GPU processes only).
 type otherQueues struct {
 	fleet.Snapshots

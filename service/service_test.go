@@ -15,6 +15,7 @@ import (
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/inventory"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/launch"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/sshconfig"
 	"github.com/gssh/gssh/sshexec"
@@ -43,7 +44,8 @@ func newLab(t *testing.T, down bool, mod ...func(*service.Options)) *lab {
 	os.MkdirAll(bin, 0o755)
 	os.Symlink(filepath.Join(root, "probe/testdata/fake-nvidia-smi"), filepath.Join(bin, "nvidia-smi"))
 	home := t.TempDir()
-	env := []string{"HOME=" + home, "PATH=" + bin + ":/usr/bin:/bin", "GSSH_FAKE_SMI_DIR=" + filepath.Join(root, "probe/testdata/fleet/a100x4")}
+	env := []string{"HOME=" + home, "PATH=" + bin + ":/usr/bin:/bin", "GSSH_FAKE_SMI_DIR=" + filepath.Join(root, "probe/testdata/fleet/a100x4"),
+		launch.ClaimsDirEnv + "=" + filepath.Join(home, "claims")} // the test's own GPU claims, not the machine's
 	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "ctl", Local: true, ReservePct: 10, Labels: []string{"a100"}}}}
 	if down {
 		inv.Hosts = append(inv.Hosts, inventory.Host{Name: "down", ReservePct: 10})

@@ -84,55 +84,6 @@ func TestScripts(t *testing.T) {
 	stranger := sshtest.NewKey(t, "", "")
 	encrypted := sshtest.NewKey(t, "", "passphrase")
 
-	var inv, cfg, known strings.Builder
-	inv.WriteString("hosts:\n")
-	for i, h := range testFleet {
-		fmt.Fprintf(&inv, "  - name: %s\n", h.name)
-		if h.labels != "" {
-			fmt.Fprintf(&inv, "    labels: %s\n", h.labels)
-		}
-		var addr string
-		switch h.kind {
-		case "local":
-			inv.WriteString("    local: true\n")
-			continue
-		case "down":
-			addr = "127.0.0.1:1" // nothing listens on port 1
-		case "silent":
-			addr = sshtest.Silent(t)
-		default:
-			path := "/usr/bin:/bin"
-			env := map[string]string{}
-			if h.fixture != "" {
-				path = withSMI + ":" + path
-				env["GSSH_FAKE_SMI_DIR"] = filepath.Join(fixtures, h.fixture)
-			}
-			env["PATH"] = path
-			if h.fixture != "" {
-				env["LD_LIBRARY_PATH"] = lib // a host without nvidia-smi has no driver either
-			}
-			authorized := key.AuthorizedLine
-			if h.kind == "noauth" {
-				authorized = stranger.AuthorizedLine
-			}
-			s := sshtest.StartSSHD(t, sshtest.SSHDOptions{ListenIP: fmt.Sprintf("127.0.2.%d", i+1), AuthorizedKeys: []string{authorized}, SetEnv: env})
-			addr = s.Addr
-			line := s.KnownHostsLine
-			if h.kind == "badkey" {
-				other := sshtest.NewServer(t, sshtest.ServerOptions{})
-				line = strings.Replace(other.KnownHostsLine, hostPort(other.Addr), hostPort(s.Addr), 1)
-			}
-			known.WriteString(line + "\n")
-		}
-		host, port, _ := strings.Cut(addr, ":")
-		fmt.Fprintf(&cfg, "Host %s\n  HostName %s\n  Port %s\n", h.name, host, port)
-		if h.kind == "silent" {
-			cfg.WriteString("  ConnectTimeout 1\n")
-		}
-	}
-	user := sshdUser(t)
-	fmt.Fprintf(&cfg, "Host *\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  ConnectTimeout 20\n", user, key.Path)
-
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
@@ -143,10 +94,11 @@ func TestScripts(t *testing.T) {
 			if err := os.MkdirAll(sshDir, 0o700); err != nil {
 				return err
 			}
+			inv, cfg, known := fleetFor(t, withSMI, fixtures, lib, key, stranger)
 			files := map[string]string{
-				filepath.Join(e.WorkDir, "hosts.yaml"): inv.String(),
-				filepath.Join(sshDir, "config"):        cfg.String(),
-				filepath.Join(sshDir, "known_hosts"):   known.String(),
+				filepath.Join(e.WorkDir, "hosts.yaml"): inv,
+				filepath.Join(sshDir, "config"):        cfg,
+				filepath.Join(sshDir, "known_hosts"):   known,
 			}
 			for p, data := range files {
 				if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
@@ -160,6 +112,7 @@ func TestScripts(t *testing.T) {
 			// The local host `ctl` probes through the same fake.
 			e.Setenv("PATH", withSMI+":"+os.Getenv("PATH"))
 			e.Setenv("GSSH_FAKE_SMI_DIR", filepath.Join(fixtures, "a100x4"))
+			e.Setenv("GSSH_CLAIMS_DIR", filepath.Join(e.WorkDir, "ctl-claims")) // ctl's GPU claims: the script's own
 			e.Setenv("FIXTURES", fixtures)
 			e.Setenv("ENCKEY", encrypted.Path)
 			e.Setenv("HELPERBIN", helperBin)
@@ -181,4 +134,64 @@ func sshdUser(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return u.Username
+}
+
+// fleetFor starts the test fleet for one script: every sshd host anew,
+// with a home and a GPU claims registry of its own, so that the jobs one
+// script leaves on a worker are never another script's (each script's
+// queue would take them for another queue's, see launch.OtherQueues). It
+// returns
+// the inventory, the ssh_config and the known_hosts that reach them.
+func fleetFor(t *testing.T, withSMI, fixtures, lib string, key, stranger sshtest.Key) (inv, cfg, known string) {
+	var invb, cfgb, knownb strings.Builder
+	invb.WriteString("hosts:\n")
+	for i, h := range testFleet {
+		fmt.Fprintf(&invb, "  - name: %s\n", h.name)
+		if h.labels != "" {
+			fmt.Fprintf(&invb, "    labels: %s\n", h.labels)
+		}
+		var addr string
+		switch h.kind {
+		case "local":
+			invb.WriteString("    local: true\n")
+			continue
+		case "down":
+			addr = "127.0.0.1:1" // nothing listens on port 1
+		case "silent":
+			addr = sshtest.Silent(t)
+		default:
+			path := "/usr/bin:/bin"
+			env := map[string]string{}
+			if h.fixture != "" {
+				path = withSMI + ":" + path
+				env["GSSH_FAKE_SMI_DIR"] = filepath.Join(fixtures, h.fixture)
+			}
+			env["PATH"] = path
+			env["GSSH_CLAIMS_DIR"] = t.TempDir() // this host's GPU claims (launch.ClaimsDirEnv)
+			if h.fixture != "" {
+				env["LD_LIBRARY_PATH"] = lib // a host without nvidia-smi has no driver either
+			}
+			authorized := key.AuthorizedLine
+			if h.kind == "noauth" {
+				authorized = stranger.AuthorizedLine
+			}
+			s := sshtest.StartSSHD(t, sshtest.SSHDOptions{ListenIP: fmt.Sprintf("127.0.2.%d", i+1), AuthorizedKeys: []string{authorized}, SetEnv: env})
+			addr = s.Addr
+			line := s.KnownHostsLine
+			if h.kind == "badkey" {
+				other := sshtest.NewServer(t, sshtest.ServerOptions{})
+				line = strings.Replace(other.KnownHostsLine, hostPort(other.Addr), hostPort(s.Addr), 1)
+			}
+			knownb.WriteString(line + "\n")
+		}
+		host, port, _ := strings.Cut(addr, ":")
+		fmt.Fprintf(&cfgb, "Host %s\n  HostName %s\n  Port %s\n", h.name, host, port)
+		if h.kind == "silent" {
+			cfgb.WriteString("  ConnectTimeout 1\n")
+		}
+	}
+	user := sshdUser(t)
+	fmt.Fprintf(&cfgb, "Host *\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  ConnectTimeout 20\n", user, key.Path)
+
+	return invb.String(), cfgb.String(), knownb.String()
 }

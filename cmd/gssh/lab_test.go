@@ -83,6 +83,13 @@ func TestSharedLab(t *testing.T) {
 		}
 	}
 	whome := filepath.Join(root, "worker-home")
+	claims := filepath.Join(root, "claims") // the worker's GPU claims: every login's
+	if err := os.Mkdir(claims, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(claims, 0o1777); err != nil {
+		t.Fatal(err)
+	}
 	work := filepath.Join(root, "work")
 	for _, d := range []string{whome, work} {
 		os.Mkdir(d, 0o755)
@@ -116,6 +123,7 @@ func TestSharedLab(t *testing.T) {
 		"PATH":              fakes + ":/usr/bin:/bin",
 		"GSSH_FAKE_SMI_DIR": filepath.Join(repo, "probe", "testdata", "fleet", "a100x4"),
 		"HOME":              whome,
+		"GSSH_CLAIMS_DIR":   claims,
 	}})
 	// sshd reads authorized_keys as the user logging in.
 	mustRun(t, "", "chmod", "755", w.Dir, filepath.Dir(w.Dir))
@@ -151,11 +159,16 @@ func TestSharedLab(t *testing.T) {
 	}
 	writeLab(labInv, pass.name)
 
+	var gsshWith func(u *labUser, env []string, args ...string) (stdout, stderr string, code int)
 	gssh := func(u *labUser, args ...string) (stdout, stderr string, code int) {
+		t.Helper()
+		return gsshWith(u, []string{"GSSH_INVENTORY=" + labInv}, args...)
+	}
+	gsshWith = func(u *labUser, env []string, args ...string) (stdout, stderr string, code int) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = u.home
-		cmd.Env = []string{"HOME=" + u.home, "PATH=/usr/bin:/bin", "USER=" + u.name, "GSSH_INVENTORY=" + labInv, "SSH_AUTH_SOCK="}
+		cmd.Env = append([]string{"HOME=" + u.home, "PATH=/usr/bin:/bin", "USER=" + u.name, "SSH_AUTH_SOCK="}, env...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{uint32(gid)}}}
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
@@ -255,6 +268,32 @@ func TestSharedLab(t *testing.T) {
 	out, _, _ = gssh(alice, "cancel", "3")
 	want("cancel of a queued job", out, "job 3 cancelled")
 
+	// A personal queue next to the shared one, of another login on the
+	// worker, never gets the GPU the shared queue holds: the worker's
+	// claims say whose it is.
+	gssh(bob, "submit", "--host", "w1", "--workdir", work, "--", "sleep", "300") // exclusive: the idle GPU 3
+	if _, errs, code := gssh(pass, "schedule"); code != 0 {
+		t.Fatalf("pass: exit %d: %s", code, errs)
+	}
+	out, _, _ = gssh(alice, "ps")
+	want("ps", out, "4	"+bob.name+"	running")
+	personal := filepath.Join(alice.home, "personal.yaml")
+	if err := os.WriteFile(personal, []byte("hosts:\n  - name: w1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(personal, int(alice.uid), int(alice.gid))
+	penv := []string{"GSSH_INVENTORY=" + personal, "GSSH_STATE=" + filepath.Join(alice.home, "own.db")}
+	out, errs, code = gsshWith(alice, penv, "submit", "--host", "w1", "--workdir", work, "--", "true")
+	if code != 0 {
+		t.Fatalf("alice's personal submit: exit %d: %s", code, errs)
+	}
+	want("alice's personal queue next to the shared one", out, "job 1 queued: ")
+	want("alice's personal queue next to the shared one", out, "GPU 3: held by another gssh queue: cluster ")
+	want("alice's personal queue next to the shared one", out, "user "+bob.name+", job 4")
+	gsshWith(alice, penv, "cancel", "1")
+	gssh(bob, "cancel", "4")
+	gssh(pass, "schedule")
+
 	for _, p := range []string{statePath, statePath + ".pass.lock"} {
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -267,7 +306,7 @@ func TestSharedLab(t *testing.T) {
 
 	// Bad input. A personal inventory with a lab block of its own: the
 	// lab wins and says so; alone, its lab block is ignored.
-	personal := filepath.Join(alice.home, "mine.yaml")
+	personal = filepath.Join(alice.home, "mine.yaml")
 	if err := os.WriteFile(personal, []byte("hosts:\n  - name: w1\nlab:\n  state: /tmp/elsewhere.db\n  pass_user: "+alice.name+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

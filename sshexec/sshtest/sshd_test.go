@@ -90,8 +90,12 @@ func TestStartSSHDStopKillsSessions(t *testing.T) {
 			if _, errOut, err := run(c, "setsid -f sleep "+detached+" </dev/null >/dev/null 2>&1", ""); err != nil {
 				t.Fatalf("start detached sleep: %v (%s)", err, errOut)
 			}
-			if len(procsWith(detached)) == 0 {
-				t.Fatal("detached sleep not found before Stop: the check cannot work")
+			// setsid -f returns as it forks: the sleep may take a moment
+			// to appear on a busy machine.
+			for deadline := time.Now().Add(5 * time.Second); len(procsWith(detached)) == 0; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("detached sleep not found before Stop: the check cannot work")
+				}
 			}
 		}
 		sess, err := c.NewSession()
