@@ -58,7 +58,12 @@ const (
 //     within MinRuntime of its restart), and rank behind it: a lower
 //     priority class (a larger --priority) under the priority and
 //     fairshare orders, or the same class and a user whose fair-share
-//     score is worse under fairshare. Under fifo nothing is preempted.
+//     score is worse under fairshare, by more than the waiting job adds
+//     to its own user's in MinRuntime (its GPUs × MinRuntime over the
+//     weight): so that the victim's user does not outrank it again as
+//     soon as it may be preempted, and two users of one class do not
+//     take a GPU from each other every MinRuntime. Under fifo nothing
+//     is preempted.
 //   - The fewest victims, all on one host, that leave the job room
 //     there (the feasibility chain on the host without them), then
 //     the youngest: the least work lost (each victim's run time since
@@ -155,7 +160,8 @@ func preemptible(v, w job.Job, pol Policy, now time.Time, score func(string) flo
 		return "", false
 	case w.Spec.Priority < v.Spec.Priority:
 		return fmt.Sprintf("priority %d ranks ahead of %d", w.Spec.Priority, v.Spec.Priority), true
-	case pol.Order == OrderFair && w.Spec.Priority == v.Spec.Priority && w.User != v.User && score(w.User) < score(v.User):
+	case pol.Order == OrderFair && w.Spec.Priority == v.Spec.Priority && w.User != v.User &&
+		score(w.User)+pol.MinRuntime.Seconds()*float64(max(w.Spec.GPUs, 1))/pol.Weight(w.User) < score(v.User):
 		return fmt.Sprintf("fair-share: %s's score %s ranks ahead of %s's %s", w.User, ScoreText(score(w.User)), v.User, ScoreText(score(v.User))), true
 	}
 	return "", false
