@@ -92,6 +92,7 @@ const (
 	JobEnded    EventKind = "job_end"     // reached an end state (Job.State says which)
 	JobRequeued EventKind = "job_requeue" // back in the queue: a failed launch, a claim that never arrived
 	JobCancel   EventKind = "job_cancel"  // cancelled (Job.Reason says by whom)
+	JobPreempt  EventKind = "job_preempt" // signalled for a preemption: preempting (Job.Preempt says for whom)
 )
 
 // Event is one change a pass made to a job.
@@ -134,6 +135,9 @@ type Options struct {
 	// parallel: for simulated workers, whose poll costs less than a
 	// goroutine.
 	PollSerially bool
+	// Rebalance has every pass plan preemptions even when the policy's
+	// rebalance is off (gssh schedule --rebalance: sched.Input.Rebalance).
+	Rebalance bool
 }
 
 // Grace periods.
@@ -160,6 +164,7 @@ type Controller struct {
 	orphan  time.Duration
 	terse   bool
 	serial  bool
+	rebal   bool
 }
 
 // New returns a controller, or an error naming a missing seam or a policy
@@ -177,7 +182,7 @@ func New(opt Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events, owners: opt.Sessions,
-		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially}
+		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially, rebal: opt.Rebalance}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -260,6 +265,14 @@ type Result struct {
 	Pending []job.Job
 	Queued  int     // how many jobs the pass left queued
 	Errors  []error // per host or per job problems that did not stop the pass
+	// Preempted are the jobs this pass signalled for a preemption (now
+	// preempting; Job.Preempt says for whom and why). The pass that
+	// finds one gone puts it back in the queue (Requeued).
+	Preempted []job.Job
+	// Requeued are the preempted jobs this pass found gone (or killed
+	// after their grace) and put back in the queue, as recorded then
+	// (Job.Reason says why); the plan may start them again at once.
+	Requeued []job.Job
 }
 
 // Pass runs one pass. It probes (asks Snapshots) only when some job is
@@ -299,7 +312,7 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	if err := c.deps(&in); err != nil {
 		res.Errors = append(res.Errors, err)
 	}
-	c.carryOut(ctx, sched.Plan(in), in.Queue, &res)
+	c.carryOut(ctx, sched.Plan(in), in.Queue, in.Running, &res)
 	return res, nil
 }
 
@@ -444,7 +457,7 @@ func (c *Controller) Policy() sched.Policy { return c.policy }
 // queue of thousands is not copied again; active is the caller's no
 // more.
 func (c *Controller) input(active []job.Job) sched.Input {
-	in := sched.Input{Now: c.now(), Policy: c.policy, Cluster: c.cluster, Terse: c.terse}
+	in := sched.Input{Now: c.now(), Policy: c.policy, Cluster: c.cluster, Terse: c.terse, Rebalance: c.rebal}
 	queued := partition(active, func(j *job.Job) bool { return j.State == job.Queued })
 	running := queued + partition(active[queued:], func(j *job.Job) bool { return j.State.Active() })
 	in.Queue, in.Running = active[:queued:queued], active[queued:running:running]
@@ -651,7 +664,9 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 			if use, ok := x.Use(); ok && stop {
 				use.Ended = now
 				x.Runs = append(x.Runs, use)
+				x.Restarts++ // requeued after it had started (SLURM_RESTART_COUNT)
 			}
+			x.Preempt = nil
 			x.Reason = fmt.Sprintf("requeued by %s (it ran on %s)", who, placementText(x.Placement))
 			x.State, x.ReasonCode = job.Queued, "requeued"
 			x.Placement, x.Remote, x.StartedAt, x.ExitCode, x.Signal = job.Placement{}, job.Remote{}, time.Time{}, nil, ""
@@ -679,7 +694,7 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 // (abandoned, it never runs; started, it is stopped like a running one).
 // stopped reports whether something ran and was stopped.
 func (c *Controller) stopOnWorker(ctx context.Context, j job.Job, grace time.Duration) (stopped bool, err error) {
-	stop := j.State == job.Running
+	stop := j.State == job.Running || j.State == job.Preempting
 	if j.State == job.Launching {
 		abandoned, err := c.workers.Abandon(ctx, j)
 		if err != nil {
@@ -792,7 +807,7 @@ func (c *Controller) RequestCancel(id job.ID, grace time.Duration, who string) (
 // carryOut launches the plan's starts in order, then records the pending
 // reasons that changed. queued is sorted by id (input keeps the store's
 // order).
-func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued []job.Job, res *Result) {
+func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued, running []job.Job, res *Result) {
 	byID := func(id job.ID) job.Job {
 		lo, hi := 0, len(queued) // by index: a job is too big to pass around by value
 		for lo < hi {
@@ -822,6 +837,7 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued 
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: record it cancelled (%s): %w", cn.Job, cn.Reason.Text, err))
 		}
 	}
+	c.preempt(ctx, plan.Preempts, running, res)
 	for _, s := range plan.Starts {
 		j := byID(s.Job)
 		if ctx.Err() != nil {
@@ -1097,6 +1113,8 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		return u, true
 	}
 	switch {
+	case j.State == job.Preempting:
+		return c.preempted(ctx, j, st, now, res)
 	case st.State == job.Running && c.pastWalltime(j, now):
 		if _, err := c.workers.Stop(ctx, j, c.grace, job.Timeout); err != nil {
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: walltime: %w", j.ID, err))

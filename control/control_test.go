@@ -78,6 +78,11 @@ type workers struct {
 	cancelled   []string // "id grace"
 	abandons    []string // "id attempt outcome"
 	attempts    []int    // the attempt of every Start
+	restarts    []int    // the Restarts of every Start
+	// ignoreTerm are jobs that go on after a preemption's SIGTERM (they
+	// checkpoint, or hang) until a Stop that kills.
+	ignoreTerm map[job.ID]bool
+	preempts   int // Stops for a preemption (SIGTERM only)
 }
 
 type simJob struct {
@@ -101,6 +106,7 @@ func (w *workers) Start(_ context.Context, j job.Job) (job.Remote, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.attempts = append(w.attempts, j.Attempt)
+	w.restarts = append(w.restarts, j.Restarts)
 	if s, ok := w.jobs[j.ID]; ok && s.j.Attempt == j.Attempt {
 		return job.Remote{}, errors.New("launch on ctl: job directory exists already")
 	}
@@ -192,10 +198,16 @@ func (w *workers) Abandon(_ context.Context, j job.Job) (bool, error) {
 	return outcome == "abandoned", nil
 }
 
-func (w *workers) Stop(_ context.Context, j job.Job, grace time.Duration, _ job.State) (int, error) {
+func (w *workers) Stop(_ context.Context, j job.Job, grace time.Duration, why job.State) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.cancelled = append(w.cancelled, fmt.Sprintf("%d %s", j.ID, grace))
+	if why == job.Preempting {
+		w.preempts++
+		if w.ignoreTerm[j.ID] {
+			return 1, nil
+		}
+	}
 	if s, ok := w.jobs[j.ID]; ok {
 		s.ended = true
 	}

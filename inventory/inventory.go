@@ -31,6 +31,9 @@
 //	  default_user: {max_gpus: 8}       # caps of users not listed, and of a cap a user leaves out
 //	  backfill_estimate: 24h # assumed walltime of a job without --timeout
 //	  default_timeout: 72h   # walltime enforced on a job without --timeout
+//	  rebalance: true        # preempt --preemptible jobs for jobs ranked ahead (default false)
+//	  preempt_after: 10m     # a job waits this long before others are preempted for it
+//	  min_runtime: 10m       # a job runs this long (since its latest start) before it may be preempted
 //	lab:                 # optional; the shared-lab queue (see Lab)
 //	  state: /var/lib/gssh/state.db
 //	  pass_user: gssh
@@ -469,7 +472,7 @@ func (p parser) lab(k, m *yaml.Node) (*Lab, error) {
 }
 
 var (
-	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout"}
+	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime"}
 	fairShareKeys = []string{"half_life", "window"}
 	userKeys      = []string{"weight", "admin", "max_gpus", "max_jobs"}
 	capKeys       = []string{"max_gpus", "max_jobs"}
@@ -514,6 +517,22 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 				pol.DefaultTimeout = d
 			} else {
 				pol.BackfillEstimate = d
+			}
+		case "rebalance":
+			b, err := p.boolean(v, "policy rebalance")
+			if err != nil {
+				return err
+			}
+			pol.Rebalance = b
+		case "preempt_after", "min_runtime":
+			d, err := p.duration(v, "policy "+k.Value, 0)
+			if err != nil {
+				return err
+			}
+			if k.Value == "preempt_after" {
+				pol.PreemptAfter = d
+			} else {
+				pol.MinRuntime = d
 			}
 		case "fairshare":
 			if err := p.fairShare(v, &pol.FairShare); err != nil {

@@ -14,6 +14,7 @@ type ID uint64
 // State is where a job is in its life:
 //
 //	queued -> launching -> running -> succeeded | failed | cancelled | timeout | lost
+//	                        running -> preempting -> queued (same id, the attempt counted)
 //
 // `launching` is written before the remote launch, so a crash between the
 // claim and the launch is found and resolved by the next pass; a launch
@@ -31,7 +32,16 @@ const (
 	Cancelled State = "cancelled" // gssh cancel
 	Timeout   State = "timeout"   // ran past Spec.Timeout (walltime)
 	Lost      State = "lost"      // pid gone with no exit file: reboot, OOM killer, kill -9
+	// Preempting: a preemptible job signalled (SIGTERM) to make room for
+	// a job that ranks ahead of it; its GPUs stay booked until a later
+	// pass sees it gone (or kills it after its SignalGrace) and puts it
+	// back in the queue.
+	Preempting State = "preempting"
 )
+
+// DefaultSignalGrace is the time a preempted job gets between SIGTERM and
+// SIGKILL when it was submitted without --signal-grace.
+const DefaultSignalGrace = 60 * time.Second
 
 // Terminal reports whether s is an end state.
 func (s State) Terminal() bool {
@@ -43,7 +53,7 @@ func (s State) Terminal() bool {
 }
 
 // Active reports whether s holds or may soon hold GPUs.
-func (s State) Active() bool { return s == Launching || s == Running }
+func (s State) Active() bool { return s == Launching || s == Running || s == Preempting }
 
 // Spec is what the user asked for at submit time. It never changes.
 type Spec struct {
@@ -90,8 +100,36 @@ type Spec struct {
 	// pass places it and leaves it launching; the gssh run process that
 	// owns it (Session) then runs it in the foreground over its own SSH
 	// session. A pass ends it when that process is gone.
-	Interactive *Interactive      `json:"interactive,omitempty"`
+	Interactive *Interactive `json:"interactive,omitempty"`
+	// Preemptible lets a rebalancing pass preempt the job (--preemptible):
+	// SIGTERM, then SIGKILL after SignalGrace, and back to the queue
+	// under its id. Never set on an interactive job.
+	Preemptible bool `json:"preemptible,omitempty"`
+	// SignalGrace is the time between a preemption's SIGTERM and its
+	// SIGKILL (--signal-grace); 0 means DefaultSignalGrace.
+	SignalGrace time.Duration     `json:"signal_grace,omitempty"`
 	Extra       map[string]string `json:"extra,omitempty"` // for later fields without a schema bump
+}
+
+// Grace is the time s's job gets between a preemption's SIGTERM and its
+// SIGKILL: SignalGrace, or DefaultSignalGrace when unset.
+func (s Spec) Grace() time.Duration {
+	if s.SignalGrace > 0 {
+		return s.SignalGrace
+	}
+	return DefaultSignalGrace
+}
+
+// Preemption is what a job being preempted records (state preempting):
+// for whom, since when, and why.
+type Preemption struct {
+	For ID `json:"for"` // the waiting job it makes room for
+	// At is when the pass sent SIGTERM (the controller's clock): a pass
+	// at or after At + Spec.Grace() sends SIGKILL to what is left.
+	At time.Time `json:"at"`
+	// Reason says why, in words: "preempted for job 12 of alice
+	// (priority 4 ranks ahead of 6)".
+	Reason string `json:"reason"`
 }
 
 // Interactive is what a job of gssh run carries.
@@ -264,8 +302,16 @@ type Job struct {
 	// carries out (shared-lab mode).
 	CancelRequested *CancelRequest `json:"cancel_requested,omitempty"`
 	// Runs are the job's earlier runs, each ended by a requeue (gssh
-	// requeue): they count in fair-share like any use.
+	// requeue, a preemption): they count in fair-share like any use.
 	Runs []Use `json:"runs,omitempty"`
+	// Restarts counts the requeues of the job after it had started (a
+	// preemption, gssh requeue of a running job), as Slurm's
+	// SLURM_RESTART_COUNT does: its next attempt gets
+	// GSSH_RESTART_COUNT=Restarts.
+	Restarts int `json:"restarts,omitempty"`
+	// Preempt is set while the job is preempting: signalled, its GPUs
+	// still booked until a pass sees it gone.
+	Preempt *Preemption `json:"preempt,omitempty"`
 
 	SubmittedAt time.Time `json:"submitted_at"`
 	StartedAt   time.Time `json:"started_at,omitzero"`

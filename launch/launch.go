@@ -28,8 +28,8 @@
 //	           started and just after it ended, so U1 − U0 is its run time
 //	           on the worker's own monotonic clock. Exit files of a gssh
 //	           before runtimes were recorded have the first line alone.
-//	cancelled  present when gssh stopped the job: "cancelled" (gssh cancel)
-//	           or "timeout" (past its walltime)
+//	cancelled  present when gssh stopped the job: "cancelled" (gssh cancel),
+//	           "timeout" (past its walltime) or "preempting" (preempted)
 //
 // A job of gssh run (Spec.Interactive) is launched by Attach instead: the
 // same directory, files and start gate, but run.sh runs in the foreground
@@ -243,7 +243,9 @@ func CheckSpec(s job.Spec) error {
 // before it reads the pid, so one of them always sees the other), exports
 // CUDA_VISIBLE_DEVICES (GPU or MIG UUIDs; an index for a GPU without UUID,
 // with CUDA_DEVICE_ORDER=PCI_BUS_ID always set, corpus 063), GSSH_JOB_ID,
-// GSSH_CLUSTER_ID, GSSH_ATTEMPT and the --env values, changes to the
+// GSSH_CLUSTER_ID, GSSH_ATTEMPT, GSSH_RESTART_COUNT (Job.Restarts: the
+// requeues after it had started, as Slurm's SLURM_RESTART_COUNT) and the
+// --env values, changes to the
 // workdir (failing the job with that reason when it does not exist), runs
 // the command and writes its exit status to `exit` atomically.
 //
@@ -279,6 +281,7 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	w("export CUDA_VISIBLE_DEVICES=%s\n", q(strings.Join(j.Placement.GPUs, ",")))
 	w("export CUDA_DEVICE_ORDER=PCI_BUS_ID\n")
 	w("export GSSH_JOB_ID=%s GSSH_CLUSTER_ID=%s GSSH_ATTEMPT=%s\n", q(strconv.FormatUint(uint64(j.ID), 10)), q(cluster), q(strconv.Itoa(j.Attempt)))
+	w("export GSSH_RESTART_COUNT=%s\n", q(strconv.Itoa(j.Restarts)))
 	if a := j.Spec.Array; a != nil {
 		w("export GSSH_ARRAY_JOB_ID=%s GSSH_ARRAY_TASK_ID=%s GSSH_ARRAY_TASK_COUNT=%s\n", q(strconv.FormatUint(uint64(a.Job), 10)), q(strconv.Itoa(a.Task)), q(strconv.Itoa(a.Tasks)))
 	}
@@ -603,6 +606,8 @@ func parsePoll(out []byte) map[job.ID]job.Status {
 				st = job.Status{State: job.Timeout, Reason: "stopped: past its walltime"}
 			case len(f) > 3 && f[3] == markHangup:
 				st.Reason = hangupReason
+			case len(f) > 3 && f[3] == string(job.Preempting):
+				st.Reason = "stopped for a preemption"
 			}
 			if len(f) > 2 {
 				st.Orphans, _ = strconv.Atoi(f[2]) // a stop cut short
@@ -719,7 +724,11 @@ func Cancel(ctx context.Context, run Runner, host, cluster string, j job.Job, gr
 // Timeout it first marks the job directory (`cancelled`, holding why), so
 // that Poll reports the job so and a run.sh not yet past its pid never
 // runs the command; with why "" (the leftovers of a job that ended) it
-// marks nothing. It returns the number of processes it signalled.
+// marks nothing. With why Preempting it marks the directory so, sends
+// SIGTERM and returns at once, grace unused: the pass that preempts a job
+// never waits on it, and a later pass sends SIGKILL (Stop with why "")
+// to what is left after the job's grace. It returns the number of
+// processes it signalled.
 func Stop(ctx context.Context, run Runner, host, cluster string, j job.Job, grace time.Duration, why job.State) (int, error) {
 	res, err := run.Run(ctx, host, aliveFn+procsFn+jobdirFn+`
 jobdir `+q(dirOf(cluster, j))+stopSteps(cluster, j, grace, string(why)), nil)
@@ -751,6 +760,10 @@ func stopSteps(cluster string, j job.Job, grace time.Duration, why string) strin
 	default:
 		mark = `[ -d "$d" ] && printf '%s\n' ` + q(why) + ` >"$d/cancelled"`
 	}
+	termOnly := "" // a preemption: SIGTERM only, the grace is the later passes'
+	if why == string(job.Preempting) {
+		termOnly = `echo "signalled $n"; exit 0`
+	}
 	steps := int(grace / (200 * time.Millisecond))
 	return `
 pid=` + strconv.Itoa(j.Remote.PID) + `; st=` + strconv.FormatInt(j.Remote.StartTicks, 10) + `
@@ -762,6 +775,7 @@ list=$(members | sort -un | grep -vx "$$")
 n=$(printf '%s\n' $list | grep -c .)
 ` + hup + `
 [ -n "$list" ] && kill -TERM $list 2>/dev/null
+` + termOnly + `
 i=0
 while [ $i -lt ` + strconv.Itoa(steps) + ` ]; do
   left=$(members | sort -un | grep -vx "$$")

@@ -631,3 +631,45 @@ func TestInheritedJobIDNotPassedOn(t *testing.T) {
 		t.Errorf("job 7 counts job 8's processes as its own: %+v", st)
 	}
 }
+
+// A preemption's Stop sends SIGTERM and returns at once, whatever the
+// grace: the job may go on (checkpointing) until a later Stop with why ""
+// kills what is left; Poll then says it was stopped for a preemption.
+// Its run.sh gave it GSSH_RESTART_COUNT.
+func TestPreemptSignalsOnly(t *testing.T) {
+	w := startWorker(t, nil)
+	p := w.pool(t)
+	j := newJob(60, "sh", "-c", `echo restarts=$GSSH_RESTART_COUNT; trap 'echo got TERM' TERM; while :; do sleep 0.1; done`)
+	j.Restarts = 2
+	j = start(t, p, j)
+	time.Sleep(300 * time.Millisecond)
+	began := time.Now()
+	if n, err := launch.Stop(context.Background(), p, "w", cluster, j, time.Minute, job.Preempting); err != nil || n == 0 {
+		t.Fatalf("stop: %d, %v", n, err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("a preemption's stop took %v: it waited on the grace", d)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if left := jobProcs(t, j); len(left) == 0 {
+		t.Fatal("the job's TERM handler was given no time")
+	}
+	m, err := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
+	if st := m[j.ID]; err != nil || st.Orphans == 0 || st.Reason != "stopped for a preemption" {
+		t.Errorf("poll while it checkpoints: %+v, %v", st, err)
+	}
+	if _, err := launch.Stop(context.Background(), p, "w", cluster, j, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if left := jobProcs(t, j); len(left) > 0 {
+		t.Errorf("left after the kill: %v", left)
+	}
+	m, _ = launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
+	if st := m[j.ID]; st.Orphans != 0 || st.Reason != "stopped for a preemption" {
+		t.Errorf("poll after the kill: %+v", st)
+	}
+	var log strings.Builder
+	if err := launch.Logs(context.Background(), p, "w", cluster, j, -1, false, &log); err != nil || !strings.Contains(log.String(), "restarts=2\n") || !strings.Contains(log.String(), "got TERM") {
+		t.Errorf("log %q, %v", log.String(), err)
+	}
+}

@@ -45,6 +45,9 @@ type Input struct {
 	// its Pending gets Rank, its Start the hosts turned down for it. Those
 	// words cost time per job, so a pass asks for none.
 	Explain job.ID
+	// Rebalance asks this plan for preemptions (Decisions.Preempts) even
+	// when the policy's Rebalance is off: gssh schedule --rebalance.
+	Rebalance bool
 }
 
 // Start is a job the plan starts, and where.
@@ -102,6 +105,11 @@ type Decisions struct {
 	// Cancels are the queued jobs to end as cancelled: a dependency of
 	// theirs can never be met.
 	Cancels []Cancel `json:"cancels,omitempty"`
+	// Preempts are the running jobs to preempt (SIGTERM, then back to the
+	// queue) so that one waiting job starts once they are gone; only
+	// when the policy's Rebalance or Input.Rebalance is on (see
+	// rebalance).
+	Preempts []Preempt `json:"preempts,omitempty"`
 }
 
 // Plan orders in.Queue by in.Policy (and in.Usage) and offers each job, in
@@ -237,6 +245,9 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			st.Rejected = d.rejected
 		}
 		out.Starts = append(out.Starts, st)
+	}
+	if (pol.Rebalance || in.Rebalance) && len(ended) == 0 {
+		out.Preempts = rebalance(in, pol, hosts, out.Pending, memo)
 	}
 	return out
 }

@@ -53,8 +53,10 @@ const (
 
 // Defaults of the policy's durations.
 const (
-	DefaultHalfLife         = 24 * time.Hour // fair-share usage halves every day
-	DefaultBackfillEstimate = 24 * time.Hour // the walltime assumed for a job without --timeout
+	DefaultHalfLife         = 24 * time.Hour   // fair-share usage halves every day
+	DefaultBackfillEstimate = 24 * time.Hour   // the walltime assumed for a job without --timeout
+	DefaultPreemptAfter     = 10 * time.Minute // the wait before rebalancing preempts for a job
+	DefaultMinRuntime       = 10 * time.Minute // the least run before a job may be preempted
 )
 
 // Policy holds the planner's knobs: every scheduling setting of the
@@ -79,6 +81,18 @@ type Policy struct {
 	// DefaultTimeout is the walltime enforced on a job submitted without
 	// --timeout (0 = none).
 	DefaultTimeout time.Duration `json:"default_timeout,omitempty"`
+	// Rebalance lets every pass preempt preemptible running jobs for a
+	// queued job that ranks ahead of them and has waited PreemptAfter
+	// (`rebalance: true`; gssh schedule --rebalance asks it of one pass
+	// through Input.Rebalance). See Decisions.Preempts.
+	Rebalance bool `json:"rebalance,omitempty"`
+	// PreemptAfter is how long a job waits before rebalancing may
+	// preempt others for it (0 = DefaultPreemptAfter).
+	PreemptAfter time.Duration `json:"preempt_after,omitempty"`
+	// MinRuntime is the least a job runs, since its latest start, before
+	// it may be preempted (0 = DefaultMinRuntime): a job preempted once
+	// is not preempted again within MinRuntime of its restart.
+	MinRuntime time.Duration `json:"min_runtime,omitempty"`
 }
 
 // FairShare weighs a user's GPU-seconds over time: with a half-life (a
@@ -123,6 +137,12 @@ func (p Policy) WithDefaults() Policy {
 	if p.BackfillEstimate == 0 {
 		p.BackfillEstimate = d.BackfillEstimate
 	}
+	if p.PreemptAfter == 0 {
+		p.PreemptAfter = DefaultPreemptAfter
+	}
+	if p.MinRuntime == 0 {
+		p.MinRuntime = DefaultMinRuntime
+	}
 	return p
 }
 
@@ -158,6 +178,9 @@ func (p Policy) Check() error {
 	}
 	if p.BackfillEstimate < 0 || p.DefaultTimeout < 0 {
 		return errors.New("policy: backfill_estimate and default_timeout take a duration more than 0, such as 24h")
+	}
+	if p.PreemptAfter < 0 || p.MinRuntime < 0 {
+		return errors.New("policy: preempt_after and min_runtime take a duration more than 0, such as 10m")
 	}
 	if err := p.DefaultUser.check("policy default_user"); err != nil {
 		return err

@@ -25,7 +25,7 @@ func (l *Local) Jobs(_ context.Context, q JobQuery) (JobsDoc, error) {
 	}
 	f := state.Filter{User: q.User}
 	if !q.All {
-		f.States = []job.State{job.Queued, job.Launching, job.Running}
+		f.States = []job.State{job.Queued, job.Launching, job.Running, job.Preempting}
 	}
 	jobs, err := st.List(f)
 	doc.Jobs = append(doc.Jobs, jobs...)

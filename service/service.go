@@ -22,6 +22,7 @@ import (
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/launch"
+	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/state"
 )
 
@@ -151,6 +152,14 @@ type CancelResult struct {
 // ScheduleRequest asks for one pass.
 type ScheduleRequest struct {
 	Wait time.Duration // how long to wait for another pass's lock
+	// Rebalance has the pass preempt for waiting jobs even when the
+	// policy's rebalance is off (gssh schedule --rebalance).
+	Rebalance bool
+	// DryRun (with Rebalance) plans as a rebalancing pass would now and
+	// says what it would preempt and why (PassResult.Preempts), changing
+	// nothing: no pass lock, no worker signalled, nothing written. The
+	// jobs are as the last pass recorded them.
+	DryRun bool
 }
 
 // PassResult is what a pass did.
@@ -159,6 +168,13 @@ type PassResult struct {
 	Finished []job.Job `json:"finished"`
 	Pending  []job.Job `json:"pending"`
 	Queued   int       `json:"queued"` // how many jobs the pass left queued
+	// Preempted are the jobs the pass signalled for a preemption (now
+	// preempting), Requeued the preempted ones it put back in the queue.
+	Preempted []job.Job `json:"preempted,omitempty"`
+	Requeued  []job.Job `json:"requeued,omitempty"`
+	// Preempts are what a dry run (ScheduleRequest.DryRun) would preempt,
+	// and for whom, and why.
+	Preempts []sched.Preempt `json:"preempts,omitempty"`
 	// Problems are per-host and per-job errors that did not stop the pass.
 	Problems []error `json:"-"`
 }
@@ -301,6 +317,12 @@ func workers(f *fleet.Fleet, cluster string) launch.Workers {
 // again. st may be a store without a file (a dry run before the first
 // submit): then the cluster id is "".
 func (l *Local) controller(f *fleet.Fleet, st control.Store, reports []fleet.Report) (*control.Controller, error) {
+	return l.rebalancer(f, st, reports, false)
+}
+
+// rebalancer is controller, whose passes plan preemptions whatever the
+// policy says when rebalance is set (gssh schedule --rebalance).
+func (l *Local) rebalancer(f *fleet.Fleet, st control.Store, reports []fleet.Report, rebalance bool) (*control.Controller, error) {
 	cluster := ""
 	if c, ok := st.(interface{ ClusterID() (string, error) }); ok {
 		var err error
@@ -316,16 +338,23 @@ func (l *Local) controller(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 		Now:       l.opt.Now,
 		Policy:    f.Inventory().Policy,
 		Cluster:   cluster,
+		Rebalance: rebalance,
 	})
 }
 
 // pass runs one pass under the pass lock (next to the state file),
 // waiting up to wait for it.
 func (l *Local) pass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, reports []fleet.Report, wait time.Duration) (PassResult, error) {
+	return l.rebalancePass(ctx, f, st, reports, wait, false)
+}
+
+// rebalancePass is pass, planning preemptions whatever the policy says
+// when rebalance is set.
+func (l *Local) rebalancePass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, reports []fleet.Report, wait time.Duration, rebalance bool) (PassResult, error) {
 	if l.member() {
 		return PassResult{}, l.notPassUser()
 	}
-	ctl, err := l.controller(f, st, reports)
+	ctl, err := l.rebalancer(f, st, reports, rebalance)
 	if err != nil {
 		return PassResult{}, err
 	}
@@ -345,7 +374,8 @@ func (l *Local) pass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, report
 	if ierr := interrupted(ctx); ierr != nil {
 		err = ierr
 	}
-	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Queued: res.Queued, Problems: res.Errors}, err
+	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Queued: res.Queued, Problems: res.Errors,
+		Preempted: res.Preempted, Requeued: res.Requeued}, err
 }
 
 // Schedule implements Service. An error wrapping control.ErrPassBusy
@@ -353,8 +383,14 @@ func (l *Local) pass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, report
 // creates the state file: with the default one missing there is nothing
 // to schedule; a file named by the user that is missing is an error (a
 // typo in a crontab must not start a second, empty queue).
+//
+// A dry run (r.DryRun, with r.Rebalance) takes no lock and changes
+// nothing, so a member of a shared lab may ask for one too.
 func (l *Local) Schedule(ctx context.Context, r ScheduleRequest) (PassResult, error) {
-	if l.member() {
+	if r.DryRun && !r.Rebalance {
+		return PassResult{}, errors.New("--dry-run goes with --rebalance: gssh schedule --rebalance --dry-run says what a rebalancing pass would preempt (gssh submit --dry-run says where a job would start)")
+	}
+	if l.member() && !r.DryRun {
 		return PassResult{}, l.notPassUser()
 	}
 	st, none, err := l.readStore()
@@ -365,7 +401,18 @@ func (l *Local) Schedule(ctx context.Context, r ScheduleRequest) (PassResult, er
 	if err != nil {
 		return PassResult{}, err
 	}
-	return l.pass(ctx, f, st, nil, r.Wait)
+	if r.DryRun {
+		ctl, err := l.rebalancer(f, st, nil, true)
+		if err != nil {
+			return PassResult{}, err
+		}
+		d, err := ctl.Preempts(ctx)
+		if ierr := interrupted(ctx); ierr != nil {
+			err = ierr
+		}
+		return PassResult{Started: []job.Job{}, Finished: []job.Job{}, Pending: []job.Job{}, Queued: len(d.Pending), Preempts: d.Preempts}, err
+	}
+	return l.rebalancePass(ctx, f, st, nil, r.Wait, r.Rebalance)
 }
 
 // interrupted returns ctx's error when the caller gave up (Ctrl-C), so

@@ -278,6 +278,10 @@ func CheckSpec(s job.Spec) (job.Spec, error) {
 		return s, fmt.Errorf("--priority %d: give 0 (first) to 10 (last)", s.Priority)
 	case wd == "":
 		return s, errors.New("--workdir: empty: give the directory the job runs in")
+	case s.Preemptible && s.Interactive != nil:
+		return s, errors.New("--preemptible: a job of gssh run is never preempted (nobody would run it again); give it to gssh submit")
+	case s.SignalGrace < 0 || s.SignalGrace > 0 && !s.Preemptible:
+		return s, fmt.Errorf("--signal-grace %s: give a duration more than 0, such as 60s, with --preemptible (it is the time a preempted job gets between SIGTERM and SIGKILL)", s.SignalGrace)
 	}
 	if err := launch.CheckSpec(s); err != nil {
 		return s, err

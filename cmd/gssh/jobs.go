@@ -318,6 +318,15 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	if s.HostMem > 0 {
 		lines = append(lines, [2]string{"host mem", sched.FormatMem(s.HostMem)})
 	}
+	if s.Preemptible {
+		lines = append(lines, [2]string{"preemptible", fmt.Sprintf("yes (SIGTERM, then SIGKILL after %s; requeued)", s.Grace())})
+	}
+	if j.Restarts > 0 {
+		lines = append(lines, [2]string{"restarts", strconv.Itoa(j.Restarts)})
+	}
+	if p := j.Preempt; p != nil {
+		lines = append(lines, [2]string{"preempting", fmt.Sprintf("since %s, for job %d: SIGKILL at %s if still there", timeCell(p.At), p.For, timeCell(p.At.Add(s.Grace())))})
+	}
 	for _, e := range s.Env {
 		lines = append(lines, [2]string{"env", e.Key + "=" + e.Value})
 	}
@@ -711,7 +720,9 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 }
 
 type scheduleOptions struct {
-	wait time.Duration
+	wait      time.Duration
+	rebalance bool
+	dryRun    bool
 }
 
 func newScheduleCmd(a *app, runF func(*scheduleOptions) error) *cobra.Command {
@@ -727,6 +738,13 @@ that changed (so a cron log stays short). Passes are serialised by a lock
 next to the state file: when another pass holds it for longer than
 --wait, gssh schedule exits 3.
 
+--rebalance has this pass preempt --preemptible jobs for a job ranked
+ahead of them that has waited (as the inventory's policy rebalance: true
+has every pass do; see the README's Rebalancing): each victim gets
+SIGTERM and shows as preempting, its GPUs booked until a later pass sees
+it gone (SIGKILL after its --signal-grace) and requeues it. With
+--dry-run it prints what it would preempt and why, and changes nothing.
+
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -740,15 +758,33 @@ next to the state file: when another pass holds it for longer than
 		},
 	}
 	cmd.Flags().DurationVar(&opts.wait, "wait", 30*time.Second, "how long to wait for another pass to finish")
+	cmd.Flags().BoolVar(&opts.rebalance, "rebalance", false, "preempt --preemptible jobs for jobs ranked ahead of them, in this pass (policy rebalance: true does it in every pass)")
+	cmd.Flags().BoolVar(&opts.dryRun, "dry-run", false, "with --rebalance: print what the pass would preempt and why, changing nothing")
 	return cmd
 }
 
 func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
-	res, err := a.service().Schedule(ctx, service.ScheduleRequest{Wait: opts.wait})
+	res, err := a.service().Schedule(ctx, service.ScheduleRequest{Wait: opts.wait, Rebalance: opts.rebalance, DryRun: opts.dryRun})
 	if err != nil {
 		return interrupted(ctx, err)
 	}
 	var b strings.Builder
+	if opts.dryRun {
+		for _, p := range res.Preempts {
+			fmt.Fprintf(&b, "would preempt job %d on %s: %s\n", p.Job, p.Host, p.Reason.Text)
+		}
+		if len(res.Preempts) == 0 {
+			b.WriteString("nothing to preempt: no waiting job qualifies (see the README's Rebalancing)\n")
+		}
+		_, err := io.WriteString(a.stdout, b.String())
+		return err
+	}
+	for _, j := range res.Preempted {
+		fmt.Fprintf(&b, "job %d preempting: %s\n", j.ID, j.Reason)
+	}
+	for _, j := range res.Requeued {
+		fmt.Fprintf(&b, "job %d requeued: %s\n", j.ID, j.Reason)
+	}
 	for _, j := range res.Finished {
 		fmt.Fprintf(&b, "job %d %s: %s\n", j.ID, j.State, j.Reason)
 	}

@@ -46,6 +46,9 @@ type submitOptions struct {
 	interval                    time.Duration
 	// Host CPUs and memory (--cpus, --host-mem).
 	cpus, hostMem string
+	// Preemption (--preemptible, --signal-grace).
+	preemptible bool
+	signalGrace time.Duration
 }
 
 func newSubmitCmd(a *app, runF func(*submitOptions) error) *cobra.Command {
@@ -139,6 +142,8 @@ reservation and when it is expected to start (as sbatch --test-only does).
 	fl.DurationVar(&opts.interval, "interval", 5*time.Second, "with --wait: time between scheduling passes while waiting")
 	fl.BoolVar(&opts.dryRun, "dry-run", false, "say where the job would start now, or why it would wait and when it should start, without queueing it")
 	fl.BoolVar(&opts.json, "json", false, "print the result as JSON")
+	fl.BoolVar(&opts.preemptible, "preemptible", false, "a rebalancing pass may preempt the job for one ranked ahead: SIGTERM, SIGKILL after --signal-grace, then back in the queue under its id (GSSH_RESTART_COUNT counts restarts)")
+	fl.DurationVar(&opts.signalGrace, "signal-grace", 0, "with --preemptible: time between a preemption's SIGTERM and SIGKILL, for a checkpoint (default 60s)")
 	return cmd
 }
 
@@ -279,6 +284,13 @@ func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Locat
 		s.Timeout = d
 	}
 	s.Login = o.login
+	if o.signalGrace != 0 && !o.preemptible {
+		return s, errors.New("--signal-grace is the grace of a preemption: give it with --preemptible")
+	}
+	if o.signalGrace < 0 || o.signalGrace > 24*time.Hour {
+		return s, fmt.Errorf("--signal-grace %s: give a duration from 1s to 24h, such as 60s", o.signalGrace)
+	}
+	s.Preemptible, s.SignalGrace = o.preemptible, o.signalGrace
 	exported, err := exportEnv(o.export, o.environ, warn)
 	if err != nil {
 		return s, err

@@ -1,0 +1,275 @@
+package sched
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gssh/gssh/job"
+)
+
+// CodePreempted is the code of a Preempt's reason, and of a job a
+// preemption put back in the queue.
+const CodePreempted Code = "preempted"
+
+// Preempt is a running job a rebalancing plan preempts, and the waiting
+// job it makes room for.
+type Preempt struct {
+	Job job.ID `json:"job"` // the victim: running, preemptible
+	For job.ID `json:"for"` // the waiting job that starts once the victims are gone
+	// Host is where the victim runs (every victim of one waiting job is
+	// on the same host: a job's GPUs are on one host).
+	Host string `json:"host"`
+	// Reason says why, with code CodePreempted: "preempted for job 12 of
+	// alice (priority 4 ranks ahead of 6)".
+	Reason Reason `json:"reason"`
+}
+
+// Bounds of one plan's search for victims.
+const (
+	// maxWaiters is how many waiting jobs, in queue order, a plan looks
+	// for victims for before it gives up.
+	maxWaiters = 8
+	// maxVictimSets bounds the sets of victims tried (each a what-if of
+	// one host) for one waiting job.
+	maxVictimSets = 4096
+	// maxVerify bounds the plans made again to check that a waiting job
+	// starts once a set of victims is gone.
+	maxVerify = 8
+)
+
+// rebalance decides the preemptions of a plan, as Slurm's preemption by
+// partition priority and QOS does with PreemptMode=REQUEUE, for one
+// waiting job at a time:
+//
+//   - Nothing is preempted while some job is still being preempted
+//     (state preempting: its GPUs are still booked), so a pass never
+//     chooses more victims for a job that already has some.
+//   - The waiting job is the first in queue order of those pending that
+//     fit once something ends (Pending.Exhausted: neither held, nor
+//     waiting for a dependency, --begin, its array's limit or its
+//     owner's cap, nor blocked behind another) and have waited
+//     PreemptAfter since they were submitted, last requeued or their
+//     --begin.
+//   - Its victims are running jobs (never launching, preempting or
+//     interactive ones) that are preemptible, ran at least MinRuntime
+//     since their latest start (so a job preempted once is not again
+//     within MinRuntime of its restart), and rank behind it: a lower
+//     priority class (a larger --priority) under the priority and
+//     fairshare orders, or the same class and a user whose fair-share
+//     score is worse under fairshare, by more than the waiting job adds
+//     to its own user's in MinRuntime (its GPUs × MinRuntime over the
+//     weight): so that the victim's user does not outrank it again as
+//     soon as it may be preempted, and two users of one class do not
+//     take a GPU from each other every MinRuntime. Under fifo nothing
+//     is preempted.
+//   - The fewest victims, all on one host, that leave the job room
+//     there (the feasibility chain on the host without them), then
+//     the youngest: the least work lost (each victim's run time since
+//     its start times its GPUs, summed), then host name, then job ids.
+//   - The plan is made again without the victims: the waiting job must
+//     start in it, so no job is preempted for one that would then not
+//     fit, nor for one another job (ahead of it, or let in under its
+//     owner's cap by the victims' going) would take the room from.
+//
+// It returns nil when no waiting job qualifies.
+func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool) []Preempt {
+	if pol.Order == OrderFIFO {
+		return nil
+	}
+	running := make(map[job.ID]*job.Job, len(in.Running))
+	for i := range in.Running {
+		r := &in.Running[i]
+		if r.State == job.Preempting {
+			return nil // one round at a time
+		}
+		running[r.ID] = r
+	}
+	queued := make(map[job.ID]*job.Job, len(in.Queue))
+	for i := range in.Queue {
+		queued[in.Queue[i].ID] = &in.Queue[i]
+	}
+	score := func(user string) float64 { return in.Usage[user] / pol.Weight(user) }
+	tried := 0
+	for _, p := range pending {
+		w, ok := queued[p.Job]
+		if !ok || !p.Exhausted || in.Now.Sub(waitingSince(w)) < pol.PreemptAfter {
+			continue
+		}
+		if tried++; tried > maxWaiters {
+			return nil
+		}
+		// The running jobs that rank behind w and may be preempted, by
+		// host, and why each ranks behind.
+		why := map[job.ID]string{}
+		victims := func(n *node) []*job.Job {
+			var out []*job.Job
+			seen := map[job.ID]bool{}
+			for _, b := range n.held {
+				for _, h := range b.Holders {
+					v := running[h.Job]
+					if h.Planned || h.other() || v == nil || seen[v.ID] {
+						continue
+					}
+					seen[v.ID] = true
+					if r, ok := preemptible(*v, *w, pol, in.Now, score); ok {
+						why[v.ID] = r
+						out = append(out, v)
+					}
+				}
+			}
+			// youngest first (least run time lost), then id
+			slices.SortFunc(out, func(a, b *job.Job) int { return cmp.Or(b.StartedAt.Compare(a.StartedAt), cmp.Compare(a.ID, b.ID)) })
+			return out
+		}
+		chosen := chooseVictims(in, hosts, w, victims, memo)
+		if chosen == nil {
+			continue
+		}
+		out := make([]Preempt, len(chosen.jobs))
+		for i, v := range chosen.jobs {
+			out[i] = Preempt{Job: v.ID, For: w.ID, Host: chosen.host,
+				Reason: because(CodePreempted, fmt.Sprintf("preempted for job %d of %s (%s)", w.ID, w.User, why[v.ID]))}
+		}
+		return out
+	}
+	return nil
+}
+
+// waitingSince is when queued job j began to wait: its submit, its last
+// requeue (the end of its last run), or its --begin, the latest.
+func waitingSince(j *job.Job) time.Time {
+	t := j.SubmittedAt
+	if n := len(j.Runs); n > 0 && j.Runs[n-1].Ended.After(t) {
+		t = j.Runs[n-1].Ended
+	}
+	if j.Spec.Begin.After(t) {
+		t = j.Spec.Begin
+	}
+	return t
+}
+
+// preemptible says whether running job v may be preempted for waiting job
+// w under pol at now, and why it ranks behind w ("priority 4 ranks ahead
+// of 6", "fair-share: alice's score 0.30 ranks ahead of bob's 1.8").
+func preemptible(v, w job.Job, pol Policy, now time.Time, score func(string) float64) (string, bool) {
+	switch {
+	case v.State != job.Running, !v.Spec.Preemptible, v.Spec.Interactive != nil, v.StartedAt.IsZero(),
+		now.Sub(v.StartedAt) < pol.MinRuntime:
+		return "", false
+	case w.Spec.Priority < v.Spec.Priority:
+		return fmt.Sprintf("priority %d ranks ahead of %d", w.Spec.Priority, v.Spec.Priority), true
+	case pol.Order == OrderFair && w.Spec.Priority == v.Spec.Priority && w.User != v.User &&
+		score(w.User)+pol.MinRuntime.Seconds()*float64(max(w.Spec.GPUs, 1))/pol.Weight(w.User) < score(v.User):
+		return fmt.Sprintf("fair-share: %s's score %s ranks ahead of %s's %s", w.User, ScoreText(score(w.User)), v.User, ScoreText(score(v.User))), true
+	}
+	return "", false
+}
+
+// victimSet is one host's jobs whose going would let a waiting job start.
+type victimSet struct {
+	host string
+	jobs []*job.Job    // youngest first
+	lost time.Duration // run time × GPUs, summed over jobs
+}
+
+func (a victimSet) before(b victimSet) int {
+	c := cmp.Or(cmp.Compare(len(a.jobs), len(b.jobs)), cmp.Compare(a.lost, b.lost), cmp.Compare(a.host, b.host))
+	for i := 0; c == 0 && i < len(a.jobs); i++ {
+		c = cmp.Compare(a.jobs[i].ID, b.jobs[i].ID)
+	}
+	return c
+}
+
+// chooseVictims finds the fewest of the candidates victims(n) gives on
+// one host n whose going lets w fit on n, then the youngest, checked by
+// planning again without them (see rebalance); nil when none does.
+func chooseVictims(in Input, hosts []*node, w *job.Job, victims func(*node) []*job.Job, memo bool) *victimSet {
+	want := wantOf(*w)
+	want.quiet = true
+	type cands struct {
+		n  *node
+		vs []*job.Job
+	}
+	var all []cands
+	most := 0
+	for _, n := range hosts {
+		if vs := victims(n); len(vs) > 0 {
+			all = append(all, cands{n, vs})
+			most = max(most, len(vs))
+		}
+	}
+	budget := maxVictimSets
+	for k := 1; k <= most && budget > 0; k++ {
+		var fits []victimSet
+		for _, c := range all {
+			if len(c.vs) < k {
+				continue
+			}
+			combinations(len(c.vs), k, func(idx []int) bool {
+				if budget--; budget < 0 {
+					return false
+				}
+				gone := make(map[job.ID]bool, k)
+				set := victimSet{host: c.n.Name, jobs: make([]*job.Job, k)}
+				for i, x := range idx {
+					v := c.vs[x]
+					gone[v.ID], set.jobs[i] = true, v
+					set.lost += in.Now.Sub(v.StartedAt) * time.Duration(max(len(v.Placement.GPUs), 1))
+				}
+				if !mayFit(c.n, want, gone) {
+					return true
+				}
+				if _, why := feasible(c.n.whatIf(gone), want); why.ok() {
+					fits = append(fits, set)
+				}
+				return true
+			})
+		}
+		slices.SortFunc(fits, victimSet.before)
+		for i := range min(len(fits), maxVerify) {
+			if startsWithout(in, w.ID, fits[i].jobs, memo) {
+				return &fits[i]
+			}
+		}
+	}
+	return nil
+}
+
+// startsWithout reports whether the plan of in, made again with the jobs
+// gone taken to have ended, starts job id.
+func startsWithout(in Input, id job.ID, gone []*job.Job, memo bool) bool {
+	in.Rebalance, in.Policy.Rebalance, in.Explain, in.Terse = false, false, 0, true
+	ended := make(map[job.ID]bool, len(gone))
+	for _, v := range gone {
+		ended[v.ID] = true
+	}
+	d := plan(in, memo, ended)
+	return slices.ContainsFunc(d.Starts, func(s Start) bool { return s.Job == id })
+}
+
+// combinations calls f with each k-subset of 0..n-1, as ascending
+// indexes, in lexicographic order, until f returns false.
+func combinations(n, k int, f func([]int) bool) {
+	idx := make([]int, k)
+	for i := range idx {
+		idx[i] = i
+	}
+	for {
+		if !f(idx) {
+			return
+		}
+		i := k - 1
+		for i >= 0 && idx[i] == n-k+i {
+			i--
+		}
+		if i < 0 {
+			return
+		}
+		idx[i]++
+		for j := i + 1; j < k; j++ {
+			idx[j] = idx[j-1] + 1
+		}
+	}
+}
