@@ -77,11 +77,14 @@ func TestSharedLab(t *testing.T) {
 	// in (the pass account's jobs only ever land there).
 	fakes := filepath.Join(root, "bin")
 	os.Mkdir(fakes, 0o755)
+	// Copies, not links into the repo: a clone may lie in a directory
+	// the users cannot traverse (mktemp -d makes 0700).
 	for name, target := range map[string]string{"nvidia-smi": "fake-nvidia-smi", "ps": "fake-ps"} {
-		if err := os.Symlink(filepath.Join(repo, "probe", "testdata", target), filepath.Join(fakes, name)); err != nil {
-			t.Fatal(err)
-		}
+		mustRun(t, "", "cp", filepath.Join(repo, "probe", "testdata", target), filepath.Join(fakes, name))
 	}
+	fixture := filepath.Join(root, "a100x4")
+	mustRun(t, "", "cp", "-r", filepath.Join(repo, "probe", "testdata", "fleet", "a100x4"), fixture)
+	mustRun(t, "", "chmod", "-R", "a+rX", fakes, fixture)
 	whome := filepath.Join(root, "worker-home")
 	claims := filepath.Join(root, "claims") // the worker's GPU claims: every login's
 	if err := os.Mkdir(claims, 0o755); err != nil {
@@ -121,7 +124,7 @@ func TestSharedLab(t *testing.T) {
 	}
 	w := sshtest.StartSSHD(t, sshtest.SSHDOptions{ListenIP: "127.0.3.1", AuthorizedKeys: authorized, SetEnv: map[string]string{
 		"PATH":              fakes + ":/usr/bin:/bin",
-		"GSSH_FAKE_SMI_DIR": filepath.Join(repo, "probe", "testdata", "fleet", "a100x4"),
+		"GSSH_FAKE_SMI_DIR": fixture,
 		"HOME":              whome,
 		"GSSH_CLAIMS_DIR":   claims,
 	}})
