@@ -117,8 +117,14 @@ type Options struct {
 	// Sessions tells which gssh run processes are still there; nil: all
 	// are (no interactive job is ever ended for its owner's absence).
 	Sessions Sessions
-	Now      func() time.Time // nil: time.Now
-	Policy   sched.Policy     // the zero value is sched.DefaultPolicy
+	// Self is the OS user this controller's passes run as: jobs another
+	// user's gssh launched (Remote.By, a lab member's gssh run) are not
+	// polled nor stopped over SSH, which reaches this user's logins only:
+	// their owner's gssh records them, and a pass ends one, without SSH,
+	// when its owner's gssh run is gone (its keeper stops its processes).
+	Self   string
+	Now    func() time.Time // nil: time.Now
+	Policy sched.Policy     // the zero value is sched.DefaultPolicy
 	// Cluster is the state's cluster id: GPU processes carrying it (and a
 	// job's GSSH_JOB_ID) count against that job's booking.
 	Cluster string
@@ -157,6 +163,7 @@ type Controller struct {
 	workers Workers
 	events  Events
 	owners  Sessions
+	self    string
 	now     func() time.Time
 	policy  sched.Policy
 	cluster string
@@ -181,7 +188,7 @@ func New(opt Options) (*Controller, error) {
 	if err := opt.Policy.Check(); err != nil {
 		return nil, err
 	}
-	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events, owners: opt.Sessions,
+	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events, owners: opt.Sessions, self: opt.Self,
 		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially, rebal: opt.Rebalance}
 	if c.now == nil {
 		c.now = time.Now
@@ -196,6 +203,44 @@ func New(opt Options) (*Controller, error) {
 // that owns it is gone.
 func (c *Controller) ownerGone(j *job.Job) bool {
 	return j.Spec.Interactive != nil && c.owners != nil && !c.owners.Alive(*j.Spec.Interactive)
+}
+
+// elsewhere reports whether j was launched by another user's gssh, with
+// its own SSH identity (Remote.By): its worker side is out of reach.
+func (c *Controller) elsewhere(j *job.Job) bool {
+	return j.Remote.By != "" && j.Remote.By != c.self
+}
+
+// endedElsewhere ends, without SSH, the active jobs launched elsewhere
+// whose gssh run is gone (its keeper on the worker stopped the job's
+// processes when its connection went), and returns the others.
+func (c *Controller) endedElsewhere(active []job.Job, res *Result) []job.Job {
+	out := active[:0]
+	for _, j := range active {
+		if !c.elsewhere(&j) || !c.ownerGone(&j) {
+			out = append(out, j)
+			continue
+		}
+		now := c.now()
+		u, err := c.store.Update(j.ID, func(x *job.Job) error {
+			if x.State.Terminal() || x.Remote.By != j.Remote.By || x.Attempt != j.Attempt {
+				return errSkip
+			}
+			x.State, x.EndedAt, x.ReasonCode = job.Cancelled, now, ""
+			x.Reason = "its gssh run (of " + j.Remote.By + ") went away; its keeper on the worker stopped its processes"
+			return nil
+		})
+		switch {
+		case err == nil:
+			res.Finished = append(res.Finished, u)
+			c.emit(JobEnded, u)
+			continue
+		case !errors.Is(err, errSkip):
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: %w", j.ID, err))
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 // ownerGoneReason is the end of an interactive job whose gssh run went
@@ -694,6 +739,12 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 // (abandoned, it never runs; started, it is stopped like a running one).
 // stopped reports whether something ran and was stopped.
 func (c *Controller) stopOnWorker(ctx context.Context, j job.Job, grace time.Duration) (stopped bool, err error) {
+	if c.elsewhere(&j) {
+		// Out of this controller's reach: its owner's gssh run sees the
+		// record end and stops it (its keeper does when that gssh run is
+		// gone).
+		return j.State == job.Running, nil
+	}
 	stop := j.State == job.Running || j.State == job.Preempting
 	if j.State == job.Launching {
 		abandoned, err := c.workers.Abandon(ctx, j)
@@ -969,12 +1020,12 @@ func (c *Controller) emit(k EventKind, j job.Job) {
 // onHosts groups the active jobs placed on a host by host, hosts in name
 // order, jobs in their order, as pointers into active (a pass over a lab
 // of hundreds of running jobs copies none of them).
-func onHosts(active []job.Job) (hosts []string, byHost [][]*job.Job) {
+func onHosts(active []job.Job, skip func(*job.Job) bool) (hosts []string, byHost [][]*job.Job) {
 	at := map[string]int{} // host → its place in hosts
 	var count []int
 	placed := 0
 	for i := range active {
-		if j := &active[i]; j.State.Active() && j.Placement.Host != "" {
+		if j := &active[i]; j.State.Active() && j.Placement.Host != "" && !skip(j) {
 			k, ok := at[j.Placement.Host]
 			if !ok {
 				k = len(hosts)
@@ -996,7 +1047,7 @@ func onHosts(active []job.Job) (hosts []string, byHost [][]*job.Job) {
 		off += n
 	}
 	for i := range active {
-		if j := &active[i]; j.State.Active() && j.Placement.Host != "" {
+		if j := &active[i]; j.State.Active() && j.Placement.Host != "" && !skip(j) {
 			k := at[j.Placement.Host]
 			byHost[k] = append(byHost[k], j)
 		}
@@ -1008,7 +1059,8 @@ func onHosts(active []job.Job) (hosts []string, byHost [][]*job.Job) {
 // host, hosts in parallel), records ends, enforces walltimes, and returns
 // the active jobs as they are now.
 func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Result) []job.Job {
-	hosts, byHost := onHosts(active)
+	active = c.endedElsewhere(active, res)
+	hosts, byHost := onHosts(active, c.elsewhere)
 	polled := make([]map[job.ID]job.Status, len(hosts))
 	errs := make([]error, len(hosts))
 	var wg sync.WaitGroup

@@ -1067,3 +1067,59 @@ func TestInteractiveJobs(t *testing.T) {
 		t.Errorf("starts %v", r.workers.attempts)
 	}
 }
+
+// A job another user's gssh launched with its own SSH identity (a lab
+// member's gssh run, Remote.By) is out of the passes' reach: never polled
+// nor stopped over SSH; ended without SSH when its gssh run is gone.
+func TestJobsLaunchedElsewhere(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	own := &owners{alive: map[string]bool{"m": true, "n": true}}
+	ctl, err := control.New(control.Options{Store: r.store, Snapshots: r.lab, Workers: r.workers, Sessions: own, Self: "pass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	place := func(session string) job.Job {
+		j := r.submitSpec(t, job.Spec{Argv: []string{"bash"}, Host: "auto", GPUs: 1, MemPerGPU: GiB, Workdir: "~", Priority: 5,
+			Interactive: &job.Interactive{Session: session}})
+		if _, err := ctl.Pass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		u, err := r.store.Update(j.ID, func(x *job.Job) error { // alice's gssh run attached it
+			x.State, x.Remote = job.Running, job.Remote{Dir: "/home/alice/.gssh/jobs/c-1.1", PID: 4242, By: "alice"}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	m := place("m")
+	for range 3 {
+		if _, err := ctl.Pass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.get(t, m.ID); got.State != job.Running {
+		t.Fatalf("a job launched elsewhere after passes: %s (%s)", got.State, got.Reason)
+	}
+	// Cancelled by someone: recorded, nothing sent over SSH.
+	if _, err := ctl.Cancel(context.Background(), m.ID, time.Second, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.get(t, m.ID); got.State != job.Cancelled || len(r.workers.cancelled) != 0 {
+		t.Fatalf("cancel of a job launched elsewhere: %s, stops %v", got.State, r.workers.cancelled)
+	}
+	// Its gssh run gone: ended by the pass, without SSH.
+	n := place("n")
+	own.set("n", false)
+	res, err := ctl.Pass(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.get(t, n.ID); got.State != job.Cancelled || !strings.Contains(got.Reason, "its gssh run (of alice) went away") || len(r.workers.cancelled) != 0 {
+		t.Fatalf("owner gone: %s %q, stops %v", got.State, got.Reason, r.workers.cancelled)
+	}
+	if !slices.Contains(ids(res.Finished), n.ID) {
+		t.Errorf("finished %v", ids(res.Finished))
+	}
+}

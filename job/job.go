@@ -271,6 +271,11 @@ type Remote struct {
 	Dir        string `json:"dir"`                   // ~/.gssh/jobs/<cluster-id>-<job-id>.<attempt>, as an absolute path
 	PID        int    `json:"pid,omitempty"`         // session leader of the job
 	StartTicks int64  `json:"start_ticks,omitempty"` // /proc/PID/stat starttime: tells a reused pid apart
+	// By is the OS user whose gssh launched the attempt with its own SSH
+	// identity when that is not the account that runs the passes (gssh
+	// run of a shared lab's member): its job directory is under that
+	// login on the worker, which the passes cannot reach. "": the passes'.
+	By string `json:"by,omitempty"`
 }
 
 // Job is one job record.

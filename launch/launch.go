@@ -667,6 +667,11 @@ func parseUptime(s string) (time.Duration, bool) {
 	return d, err == nil
 }
 
+// ExitStatus is how a job whose command exited with code ended, as Poll
+// reports it from an exit file: succeeded, or failed with the code (and
+// the signal of a code 128+N).
+func ExitStatus(code int) job.Status { return exitStatus("exit " + strconv.Itoa(code)) }
+
 // exitStatus reads the first line of an exit file: "exit N" or
 // "error <why>" (its runtime line is Poll's: see runtimeOf).
 func exitStatus(s string) job.Status {
@@ -727,8 +732,9 @@ func Cancel(ctx context.Context, run Runner, host, cluster string, j job.Job, gr
 // marks nothing. With why Preempting it marks the directory so, sends
 // SIGTERM and returns at once, grace unused: the pass that preempts a job
 // never waits on it, and a later pass sends SIGKILL (Stop with why "")
-// to what is left after the job's grace. It returns the number of
-// processes it signalled.
+// to what is left after the job's grace. A grace of 0 (or less) sends
+// SIGKILL at once, no SIGTERM first. It returns the number of processes
+// it signalled.
 func Stop(ctx context.Context, run Runner, host, cluster string, j job.Job, grace time.Duration, why job.State) (int, error) {
 	res, err := run.Run(ctx, host, aliveFn+procsFn+jobdirFn+`
 jobdir `+q(dirOf(cluster, j))+stopSteps(cluster, j, grace, string(why)), nil)
@@ -764,6 +770,10 @@ func stopSteps(cluster string, j job.Job, grace time.Duration, why string) strin
 	if why == string(job.Preempting) {
 		termOnly = `echo "signalled $n"; exit 0`
 	}
+	term := `[ -n "$list" ] && kill -TERM $list 2>/dev/null`
+	if grace <= 0 && termOnly == "" {
+		term = "" // no grace: SIGKILL at once (a preemption's grace is over: its SIGTERM went long ago)
+	}
 	steps := int(grace / (200 * time.Millisecond))
 	return `
 pid=` + strconv.Itoa(j.Remote.PID) + `; st=` + strconv.FormatInt(j.Remote.StartTicks, 10) + `
@@ -774,7 +784,7 @@ members() { procs "$pid" "$st" "$jid" "$cid"; }
 list=$(members | sort -un | grep -vx "$$")
 n=$(printf '%s\n' $list | grep -c .)
 ` + hup + `
-[ -n "$list" ] && kill -TERM $list 2>/dev/null
+` + term + `
 ` + termOnly + `
 i=0
 while [ $i -lt ` + strconv.Itoa(steps) + ` ]; do

@@ -121,7 +121,9 @@ func parseOthers(out, host string) []OtherJob {
 // holds one of them: exclusively, or at all when this job is exclusive.
 // The claim is written before the look, so of two launches of two queues
 // at the same moment at least one sees the other and gives up (both may:
-// each is then queued again; never do both take the GPU). GPUs are
+// each is then queued again; never do both take the GPU). A registry
+// this login cannot write to fails the launch definitely, saying how to
+// mend it: a job unclaimed could share its GPUs unseen. GPUs are
 // matched by UUID; GPUs without one are left to the planner. It leaves cl
 // set to the claim file, for claimPid.
 func claimSteps(j job.Job, cluster string) string {
@@ -140,7 +142,10 @@ func claimSteps(j job.Job, cluster string) string {
 	}
 	return `
 claims; cl="$r/${d##*/}"; cid=` + q(cluster) + `; mine=` + excl + `
-{ { printf 'v1 - - %s %s %s %s' "$(date +%s)" ` + q(cmpUser(j.User)) + ` "$mine" ` + strconv.FormatUint(j.Spec.MemPerGPU, 10) + `; printf ' %s' ` + strings.Join(ids, " ") + `; echo; } >"$cl.tmp" && chmod 0644 "$cl.tmp" && mv -f "$cl.tmp" "$cl"; } 2>/dev/null || cl=
+{ { printf 'v1 - - %s %s %s %s' "$(date +%s)" ` + q(cmpUser(j.User)) + ` "$mine" ` + strconv.FormatUint(j.Spec.MemPerGPU, 10) + `; printf ' %s' ` + strings.Join(ids, " ") + `; echo; } >"$cl.tmp" && chmod 0644 "$cl.tmp" && mv -f "$cl.tmp" "$cl"; } 2>/dev/null || {
+  : >"$d/abandoned"; mkdir "$d/go"
+  fail "the GPU claims registry $r cannot be written by $(id -un) (make it a directory of mode 1777, or name another with GSSH_CLAIMS_DIR on the worker): a job whose GPUs cannot be claimed is not started"
+}
 held=
 if [ -n "$cl" ]; then
   for f in "$r"/*-*; do

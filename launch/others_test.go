@@ -122,3 +122,23 @@ func TestLaunchClaim(t *testing.T) {
 }
 
 func nowEpoch() string { return strconv.FormatInt(time.Now().Unix(), 10) }
+
+// A registry this login cannot write to: the launch fails definitely,
+// saying how to mend it, rather than start a job unclaimed.
+func TestLaunchClaimRegistryBroken(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "claims")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := startWorker(t, map[string]string{launch.ClaimsDirEnv: notDir})
+	p := w.pool(t)
+	j := newJob(70, "true")
+	_, err := launch.Start(context.Background(), p, "w", cluster, j)
+	var se *launch.StepError
+	if !errors.As(err, &se) || errors.Is(err, job.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "the GPU claims registry "+notDir+" cannot be written") {
+		t.Fatalf("launch with a broken registry: %v", err)
+	}
+	if m, _ := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j}); !m[j.ID].Abandoned {
+		t.Errorf("after the refusal: %+v, want abandoned", m[j.ID])
+	}
+}

@@ -117,6 +117,9 @@ func (l *Local) Cancel(ctx context.Context, r CancelRequest) (CancelResult, erro
 	if err != nil {
 		return CancelResult{}, err
 	}
+	if err := l.mayAct(f, st, r.ID, "cancel"); err != nil {
+		return CancelResult{Job: job.Job{ID: r.ID}}, err
+	}
 	if l.member() {
 		// No SSH: a queued job is cancelled, an active one's cancel is
 		// recorded for the pass user's next pass.
@@ -176,6 +179,10 @@ func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Contro
 	out := make([]HoldResult, len(ids))
 	changed := false
 	for i, id := range ids {
+		if err := l.mayAct(f, st, id, "change"); err != nil {
+			out[i].Job, out[i].Err = job.Job{ID: id}, err
+			continue
+		}
 		out[i].Job, out[i].Err = do(ctl, id)
 		if out[i].Job.ID == 0 {
 			out[i].Job.ID = id // the job is named even when nothing was done

@@ -3,6 +3,8 @@ package service
 import (
 	"errors"
 	"fmt"
+	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/job"
 	"os/user"
 	"strconv"
 
@@ -96,4 +98,23 @@ func (l *Local) member() bool { return l.lab != nil && l.opt.User != l.lab.passU
 func (l *Local) notPassUser() error {
 	return fmt.Errorf("%w: this is the shared queue of %s, whose passes only %s runs (from cron or a systemd timer); you are %s, and your jobs start at its next pass",
 		ErrNotPassUser, l.lab.file, l.lab.passUser, l.opt.User)
+}
+
+// ErrNotYours wraps a lab member's action on another member's job.
+var ErrNotYours = errors.New("is not yours")
+
+// mayAct refuses a lab member's cancel, hold, release or update (what) of
+// a job of another user, unless the member is one of the lab's admins
+// (policy users: admin: true), as scancel refuses another user's job. The
+// pass user and personal mode may act on every job. A job that cannot be
+// read is left to the action, which says so.
+func (l *Local) mayAct(f *fleet.Fleet, st *state.Bolt, id job.ID, what string) error {
+	if !l.member() {
+		return nil
+	}
+	j, err := st.Get(id)
+	if err != nil || j.User == l.opt.User || f.Inventory().Policy.Users[l.opt.User].Admin {
+		return nil
+	}
+	return fmt.Errorf("job %d %w: it is %s's, and in the lab's queue only its owner or a lab admin (policy users: admin: true) may %s it", id, ErrNotYours, j.User, what)
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"context"
@@ -92,8 +93,6 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 		return RunResult{}, errors.New("gssh run cannot --hold: nobody would be at the terminal when it is released; submit it with gssh submit --hold")
 	case r.Submit.DryRun:
 		return RunResult{}, errors.New("gssh run has no --dry-run: ask gssh submit --dry-run where it would go")
-	case l.member():
-		return RunResult{}, fmt.Errorf("gssh run is not available in the shared lab queue of %s yet (only its pass user %s launches jobs): use gssh submit --wait, and gssh logs -f", l.lab.file, l.lab.passUser)
 	}
 	sess, err := l.openSession()
 	if err != nil {
@@ -163,6 +162,9 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 			return cancelled()
 		case <-time.After(interval):
 		}
+		if l.member() {
+			continue // the lab's pass user places it
+		}
 		if _, err := l.Schedule(ctx, ScheduleRequest{}); err != nil && !errors.Is(err, ErrPassBusy) && ctx.Err() == nil && r.Waiting != nil {
 			j.Reason = "a scheduling pass could not run: " + err.Error()
 			said = j.Reason
@@ -225,6 +227,9 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 			case x.Attempt != j.Attempt || x.State.Terminal() || x.State == job.Queued:
 				return fmt.Errorf("job %d was %s meanwhile", j.ID, x.State)
 			case x.State == job.Launching:
+				if l.member() {
+					rem.By = l.opt.User // launched with this member's SSH identity: out of the passes' reach
+				}
 				x.State, x.Remote, x.StartedAt, x.Reason, x.ReasonCode = job.Running, rem, now, "", ""
 			}
 			return nil // running: a pass recorded it already
@@ -269,9 +274,45 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 			}
 		})
 	}
+	// A member's job is out of the passes' reach: this gssh stops it at
+	// its walltime, or when its record says it is to end (a cancel).
+	var stopped atomic.Value // the job.State it was stopped for
+	if l.member() {
+		w := cmp.Or(j.Spec.Timeout, f.Inventory().Policy.DefaultTimeout)
+		wg.Go(func() {
+			select {
+			case <-isRunning:
+			case <-stopSignals:
+				return
+			}
+			mu.Lock()
+			rj := running
+			mu.Unlock()
+			tick := time.NewTicker(2 * time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+				case <-stopSignals:
+					return
+				}
+				why := job.State("")
+				if w > 0 && l.opt.Now().After(rj.StartedAt.Add(w)) {
+					why = job.Timeout
+				} else if got, err := l.Job(ctx, j.ID); err == nil && (got.State.Terminal() || got.CancelRequested != nil) {
+					why = job.Cancelled
+				}
+				if why != "" {
+					stopped.Store(why)
+					launch.Stop(context.WithoutCancel(ctx), sh, j.Placement.Host, cluster, rj, launch.DefaultGrace, why)
+					return
+				}
+			}
+		})
+	}
 	// Its walltime is a pass's to enforce (stopped, recorded timeout), and
 	// no cron pass may come: run one when it is due.
-	if w := cmp.Or(j.Spec.Timeout, f.Inventory().Policy.DefaultTimeout); w > 0 {
+	if w := cmp.Or(j.Spec.Timeout, f.Inventory().Policy.DefaultTimeout); w > 0 && !l.member() {
 		wg.Go(func() {
 			select {
 			case <-isRunning:
@@ -302,14 +343,14 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 	}
 	var xe *sshexec.ExitError
 	switch {
+	case errors.Is(aerr, launch.ErrNotStarted):
+		return res, aerr // first: its cause may be the keeper's exit status, never the job's
 	case aerr == nil:
 		code := 0
 		res.Exit = &code
 	case errors.As(aerr, &xe) && xe.Signal == "":
 		code := xe.Code
 		res.Exit = &code
-	case errors.Is(aerr, launch.ErrNotStarted):
-		return res, aerr
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()
@@ -328,6 +369,14 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 			cancel()
 		}
 	}
+	if l.member() {
+		why, _ := stopped.Load().(job.State)
+		res.Job = l.recordMemberEnd(j, res.Exit, why, f.Inventory().Policy.DefaultTimeout)
+		if res.Exit == nil && !res.Job.State.Terminal() {
+			return res, fmt.Errorf("job %d on %s: %w (%v); its keeper stops it there, and the lab's next pass records it", j.ID, j.Placement.Host, ErrLostSession, aerr)
+		}
+		return res, nil
+	}
 	// A pass records the end and starts what waits for the GPUs.
 	for try := 0; try < 3; try++ {
 		_, perr := l.Schedule(wctx, ScheduleRequest{Wait: 2 * time.Second})
@@ -344,6 +393,49 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 	}
 	return res, nil
 }
+
+// recordMemberEnd records, in one transaction, how a lab member's
+// interactive job ended (its passes cannot see it): stopped at its
+// walltime or for a cancel (why), else by its exit status. A job that
+// ended meanwhile keeps how; one without an exit status and no why (its
+// connection lost) is left to the lab's passes. It returns the job as
+// recorded.
+func (l *Local) recordMemberEnd(j job.Job, exit *int, why job.State, defaultTimeout time.Duration) job.Job {
+	db, err := l.store(false)
+	if err != nil {
+		return j
+	}
+	now := l.opt.Now()
+	u, err := db.Update(j.ID, func(x *job.Job) error {
+		switch {
+		case x.State.Terminal() || x.Attempt != j.Attempt:
+			return errSkipRecord
+		case why == job.Timeout:
+			x.State, x.Reason = job.Timeout, fmt.Sprintf("ran past its walltime of %s: stopped", cmp.Or(j.Spec.Timeout, defaultTimeout))
+		case why == job.Cancelled || x.CancelRequested != nil:
+			by := l.opt.User
+			if x.CancelRequested != nil {
+				by = x.CancelRequested.By
+			}
+			x.State, x.Reason = job.Cancelled, "cancelled by "+by
+		case exit != nil:
+			st := launch.ExitStatus(*exit)
+			x.State, x.Reason, x.ExitCode, x.Signal = st.State, st.Reason, st.ExitCode, st.Signal
+		default:
+			return errSkipRecord
+		}
+		x.EndedAt, x.ReasonCode = now, ""
+		return nil
+	})
+	if err != nil {
+		got, _ := db.Get(j.ID)
+		return got
+	}
+	return u
+}
+
+// errSkipRecord aborts an update that no longer applies.
+var errSkipRecord = errors.New("skip")
 
 // sessionToken is a session's token: 32 hex digits.
 var sessionToken = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -376,14 +468,26 @@ func (l *Local) openSession() (*session, error) {
 	rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
 	dir := l.sessionDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dirMode, fileMode := os.FileMode(0o700), os.FileMode(0o600)
+	if l.lab != nil {
+		// The lab's pass user checks every member's lock: the group's,
+		// as the state file is (the state directory is setgid).
+		dirMode, fileMode = os.ModeSetgid|0o770, 0o660
+	}
+	if err := os.MkdirAll(dir, dirMode.Perm()); err != nil {
 		return nil, fmt.Errorf("gssh run: %w (the directory of its session locks, beside the state file)", err)
 	}
-	lk := flock.New(filepath.Join(dir, token+".lock"), flock.SetPermissions(0o600))
+	if l.lab != nil {
+		if st, err := os.Stat(dir); err == nil && st.Mode()&(os.ModeSetgid|0o070) != os.ModeSetgid|0o070 {
+			os.Chmod(dir, dirMode) // its maker's umask took the group's bits
+		}
+	}
+	lk := flock.New(filepath.Join(dir, token+".lock"), flock.SetPermissions(fileMode))
 	ok, err := lk.TryLock()
 	if err != nil || !ok {
 		return nil, fmt.Errorf("gssh run: lock %s: %v", lk.Path(), err)
 	}
+	os.Chmod(lk.Path(), fileMode) // not the umask's
 	pid := os.Getpid()
 	ticks, _ := startTicks(pid)
 	return &session{token: token, lock: lk, pid: pid, ticks: ticks}, nil

@@ -335,6 +335,7 @@ func (l *Local) rebalancer(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 		Snapshots: otherQueues{Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports}, fleet: f, cluster: cluster, timeout: l.opt.ProbeTimeout},
 		Workers:   workers(f, cluster),
 		Sessions:  sessions{dir: l.sessionDir()},
+		Self:      l.opt.User,
 		Now:       l.opt.Now,
 		Policy:    f.Inventory().Policy,
 		Cluster:   cluster,

@@ -94,7 +94,9 @@ func TestSharedLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	work := filepath.Join(root, "work")
-	for _, d := range []string{whome, work} {
+	// One HOME for every login on this test worker: its job directory is
+	// everyone's (each attempt's directory is its login's own, 0700).
+	for _, d := range []string{whome, work, filepath.Join(whome, ".gssh"), filepath.Join(whome, ".gssh", "jobs")} {
 		os.Mkdir(d, 0o755)
 		mustRun(t, "", "chmod", "1777", d)
 	}
@@ -212,6 +214,19 @@ func TestSharedLab(t *testing.T) {
 	want("ps", out, "1\t"+alice.name+"\tqueued")
 	want("ps", out, "2\t"+bob.name+"\tqueued")
 
+	// A member cannot cancel, hold or change another member's job; an
+	// admin (alice) may.
+	for _, args := range [][]string{{"cancel", "1"}, {"hold", "1"}, {"update", "1", "--name", "mine"}} {
+		_, errs, code = gssh(bob, args...)
+		if code == 0 || !strings.Contains(errs, "job 1 is not yours: it is "+alice.name+"'s") {
+			t.Fatalf("bob's %v of alice's job: exit %d: %s", args, code, errs)
+		}
+	}
+	if out, errs, code := gssh(alice, "hold", "2"); code != 0 {
+		t.Fatalf("alice (an admin) holding bob's job: exit %d: %s%s", code, out, errs)
+	}
+	gssh(alice, "release", "2")
+
 	// Priorities 0-3 are the lab's admins' (alice), not the queue's
 	// every member's: nobody owns a lab's queue.
 	_, errs, code = gssh(bob, "submit", "--priority", "2", "--host", "w1", "--mem", "1G", "--workdir", work, "--", "true")
@@ -230,11 +245,6 @@ func TestSharedLab(t *testing.T) {
 	}
 	want("alice's schedule", errs, "only the lab's pass user runs scheduling passes")
 	want("alice's schedule", errs, "you are "+alice.name)
-	_, errs, code = gssh(alice, "run", "--host", "w1", "--", "true")
-	if code == 0 {
-		t.Fatal("alice's gssh run succeeded")
-	}
-	want("alice's run", errs, "gssh run is not available in the shared lab queue")
 
 	// The pass account's pass launches both, as itself.
 	out, errs, code = gssh(pass, "schedule")
@@ -296,6 +306,43 @@ func TestSharedLab(t *testing.T) {
 	gsshWith(alice, penv, "cancel", "1")
 	gssh(bob, "cancel", "4")
 	gssh(pass, "schedule")
+
+	// A member's gssh run: the pass account's pass places it, and the
+	// member's own gssh runs it in the foreground, with the member's SSH
+	// identity; the passes leave it to that gssh, which records its end.
+	type result struct {
+		out, errs string
+		code      int
+	}
+	doneRun := make(chan result, 1)
+	go func() {
+		o, e, c := gssh(alice, "run", "--host", "w1", "--mem", "1G", "--workdir", work, "--", "sh", "-c", "id -un; sleep 1; exit 3")
+		doneRun <- result{o, e, c}
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if out, _, _ := gssh(bob, "ps"); strings.Contains(out, "5\t"+alice.name+"\tqueued") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("alice's gssh run queued no job 5")
+		}
+	}
+	gssh(pass, "schedule") // places it: alice's gssh attaches
+	time.Sleep(500 * time.Millisecond)
+	gssh(pass, "schedule") // polls nothing of it: out of the pass account's reach
+	var rr result
+	select {
+	case rr = <-doneRun:
+	case <-time.After(30 * time.Second):
+		t.Fatal("alice's gssh run did not end")
+	}
+	if rr.code != 3 || strings.TrimSpace(rr.out) != alice.name {
+		t.Fatalf("alice's gssh run: exit %d, stdout %q, stderr %s; want exit 3 and her own login", rr.code, rr.out, rr.errs)
+	}
+	gssh(pass, "schedule")
+	out, _, _ = gssh(bob, "show", "5")
+	want("show 5", out, "state:       failed")
+	want("show 5", out, "exit code:   3")
 
 	for _, p := range []string{statePath, statePath + ".pass.lock"} {
 		fi, err := os.Stat(p)

@@ -49,6 +49,8 @@ type submitOptions struct {
 	// Preemption (--preemptible, --signal-grace).
 	preemptible bool
 	signalGrace time.Duration
+	// signalGraceSet: --signal-grace was given (0 is refused, not the default).
+	signalGraceSet bool
 }
 
 func newSubmitCmd(a *app, runF func(*submitOptions) error) *cobra.Command {
@@ -125,6 +127,7 @@ reservation and when it is expected to start (as sbatch --test-only does).
 			if err := checkMemFlags(c, opts); err != nil {
 				return err
 			}
+			opts.signalGraceSet = c.Flags().Changed("signal-grace")
 			if runF != nil {
 				return runF(opts)
 			}
@@ -284,10 +287,10 @@ func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Locat
 		s.Timeout = d
 	}
 	s.Login = o.login
-	if o.signalGrace != 0 && !o.preemptible {
+	if o.signalGraceSet && !o.preemptible {
 		return s, errors.New("--signal-grace is the grace of a preemption: give it with --preemptible")
 	}
-	if o.signalGrace < 0 || o.signalGrace > 24*time.Hour {
+	if o.signalGraceSet && (o.signalGrace < time.Second || o.signalGrace > 24*time.Hour) {
 		return s, fmt.Errorf("--signal-grace %s: give a duration from 1s to 24h, such as 60s", o.signalGrace)
 	}
 	s.Preemptible, s.SignalGrace = o.preemptible, o.signalGrace

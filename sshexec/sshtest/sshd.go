@@ -121,6 +121,15 @@ func StartSSHD(tb testing.TB, opt SSHDOptions) *SSHD {
 	if h, ok := opt.SetEnv["HOME"]; ok {
 		s.Home = h
 	}
+	if _, ok := opt.SetEnv["GSSH_CLAIMS_DIR"]; !ok {
+		// gssh's GPU claims of this server's sessions: the test's own,
+		// never the machine's registry (launch.ClaimsDirEnv).
+		opt.SetEnv = maps.Clone(opt.SetEnv)
+		if opt.SetEnv == nil {
+			opt.SetEnv = map[string]string{}
+		}
+		opt.SetEnv["GSSH_CLAIMS_DIR"] = filepath.Join(dir, "claims")
+	}
 
 	key, err := newHostKey(opt.HostKeyType)
 	if err != nil {
