@@ -25,12 +25,31 @@ type labUser struct {
 	home     string
 }
 
-// TestSharedLab runs the gssh binary as three OS users made for it (two
-// members and the pass account) over one shared state on a real sshd
-// worker: members only record, the pass account's passes launch and
-// carry out a member's cancel, and the state file and pass lock stay
-// 0660 in the lab's setgid group directory.
-func TestSharedLab(t *testing.T) {
+// sharedLab is the shared-lab tests' set-up: three OS users made for
+// them (members alice and bob, and the pass account), a group, the lab's
+// setgid state directory, and one real sshd worker w1 whose nvidia-smi
+// replays a100x4 (GPUs 0-2 carry other people's processes, GPU 3 is
+// idle), every user logging in as themselves. Everything is removed when
+// the test ends.
+type sharedLab struct {
+	t     *testing.T
+	tag   string // the prefix of the users' and the group's names
+	root  string // traversable by the users; everything lies under it
+	bin   string // the gssh binary
+	group string
+	gid   int
+	work  string // a workdir every user (and job) may write in
+	// stateDir is the lab's setgid group directory (2770); statePath the
+	// state file in it that inv names.
+	stateDir, statePath, inv string
+	alice, bob, pass         *labUser
+}
+
+// newSharedLab sets up a shared lab, or skips the test where it cannot
+// (not root, no useradd): under CI=true it fails instead. Its inventory
+// inv has TestSharedLab's policy (alice weight 1 and admin, bob weight 2).
+func newSharedLab(t *testing.T) *sharedLab {
+	t.Helper()
 	sshtest.RequireSSHD(t)
 	ci := os.Getenv("CI") == "true"
 	if os.Geteuid() != 0 {
@@ -144,7 +163,6 @@ func TestSharedLab(t *testing.T) {
 		}
 		mustRun(t, "", "chown", "-R", u.name+":"+strconv.Itoa(int(u.gid)), u.home)
 	}
-	alice, bob, pass := users["a"], users["b"], users["p"]
 
 	// The lab: its inventory, and the setgid group directory of its state.
 	stateDir := filepath.Join(root, "lab", "state")
@@ -154,40 +172,77 @@ func TestSharedLab(t *testing.T) {
 	mustRun(t, "", "chgrp", group, stateDir)
 	mustRun(t, "", "chmod", "2770", stateDir)
 	statePath := filepath.Join(stateDir, "state.db")
-	labInv := filepath.Join(root, "lab", "hosts.yaml")
+	l := &sharedLab{t: t, tag: tag, root: root, bin: bin, group: group, gid: gid, work: work,
+		stateDir: stateDir, statePath: statePath, inv: filepath.Join(root, "lab", "hosts.yaml"),
+		alice: users["a"], bob: users["b"], pass: users["p"]}
+	l.writeInventory(l.inv, statePath, l.pass.name, fmt.Sprintf("  users: {%s: {weight: 1, admin: true}, %s: {weight: 2}}\n", l.alice.name, l.bob.name))
+	return l
+}
+
+// writeInventory writes a lab inventory to path: host w1, the lab block
+// (state, passUser, the lab's group) and policy, the policy block's
+// indented lines.
+func (l *sharedLab) writeInventory(path, state, passUser, policy string) {
+	l.t.Helper()
+	doc := fmt.Sprintf("hosts:\n  - name: w1\nlab:\n  state: %s\n  pass_user: %s\n  group: %s\npolicy:\n%s", state, passUser, l.group, policy)
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// gssh runs the gssh binary as u over the lab inventory inv, logging the
+// command and what it printed.
+func (l *sharedLab) gssh(u *labUser, args ...string) (stdout, stderr string, code int) {
+	l.t.Helper()
+	return l.gsshWith(u, []string{"GSSH_INVENTORY=" + l.inv}, args...)
+}
+
+// gsshWith runs the gssh binary as u (its uid, its group and the lab's)
+// in its home, with env added to a bare environment, and logs it.
+func (l *sharedLab) gsshWith(u *labUser, env []string, args ...string) (stdout, stderr string, code int) {
+	l.t.Helper()
+	stdout, stderr, code = l.gsshQuiet(u, env, args...)
+	l.t.Logf("%s$ gssh %s\n%s%s(exit %d)", u.name, strings.Join(args, " "), stdout, stderr, code)
+	return stdout, stderr, code
+}
+
+// gsshQuiet is gsshWith without the log: for the commands a test repeats
+// many times.
+func (l *sharedLab) gsshQuiet(u *labUser, env []string, args ...string) (stdout, stderr string, code int) {
+	l.t.Helper()
+	cmd := exec.Command(l.bin, args...)
+	cmd.Dir = u.home
+	cmd.Env = append([]string{"HOME=" + u.home, "PATH=/usr/bin:/bin", "USER=" + u.name, "SSH_AUTH_SOCK="}, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{uint32(l.gid)}}}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		l.t.Fatalf("gssh %v as %s: %v", args, u.name, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// TestSharedLab runs the gssh binary as three OS users made for it (two
+// members and the pass account) over one shared state on a real sshd
+// worker: members only record, the pass account's passes launch and
+// carry out a member's cancel, and the state file and pass lock stay
+// 0660 in the lab's setgid group directory.
+func TestSharedLab(t *testing.T) {
+	l := newSharedLab(t)
+	alice, bob, pass := l.alice, l.bob, l.pass
+	bin, work, group, gid, tag := l.bin, l.work, l.group, l.gid, l.tag
+	stateDir, statePath, labInv := l.stateDir, l.statePath, l.inv
 	writeLab := func(path, passUser string) {
 		t.Helper()
-		doc := fmt.Sprintf("hosts:\n  - name: w1\nlab:\n  state: %s\n  pass_user: %s\n  group: %s\npolicy:\n  users: {%s: {weight: 1, admin: true}, %s: {weight: 2}}\n", statePath, passUser, group, alice.name, bob.name)
-		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		l.writeInventory(path, statePath, passUser, fmt.Sprintf("  users: {%s: {weight: 1, admin: true}, %s: {weight: 2}}\n", alice.name, bob.name))
 	}
-	writeLab(labInv, pass.name)
+	gssh, gsshWith := l.gssh, l.gsshWith
 
-	var gsshWith func(u *labUser, env []string, args ...string) (stdout, stderr string, code int)
-	gssh := func(u *labUser, args ...string) (stdout, stderr string, code int) {
-		t.Helper()
-		return gsshWith(u, []string{"GSSH_INVENTORY=" + labInv}, args...)
-	}
-	gsshWith = func(u *labUser, env []string, args ...string) (stdout, stderr string, code int) {
-		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = u.home
-		cmd.Env = append([]string{"HOME=" + u.home, "PATH=/usr/bin:/bin", "USER=" + u.name, "SSH_AUTH_SOCK="}, env...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{uint32(gid)}}}
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			code = ee.ExitCode()
-		case err != nil:
-			t.Fatalf("gssh %v as %s: %v", args, u.name, err)
-		}
-		t.Logf("%s$ gssh %s\n%s%s(exit %d)", u.name, strings.Join(args, " "), out.String(), errb.String(), code)
-		return out.String(), errb.String(), code
-	}
 	want := func(what, got, sub string) {
 		t.Helper()
 		if !strings.Contains(got, sub) {
@@ -252,6 +307,7 @@ func TestSharedLab(t *testing.T) {
 		t.Fatalf("the pass account's schedule: exit %d: %s", code, errs)
 	}
 	var ran []byte
+	var err error
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if ran, err = os.ReadFile(outA); err == nil && len(ran) > 0 {
 			break
