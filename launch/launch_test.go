@@ -605,7 +605,7 @@ func TestDiedBeforePid(t *testing.T) {
 // the first job never touches the second.
 func TestInheritedJobIDNotPassedOn(t *testing.T) {
 	home := t.TempDir()
-	base := []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+	base := []string{"HOME=" + home, "PATH=/usr/bin:/bin", launch.ClaimsDirEnv + "=" + filepath.Join(home, "claims")}
 	run := sshexec.Local{Env: append(slices.Clone(base), "GSSH_JOB_ID=7", "GSSH_CLUSTER_ID="+cluster, "GSSH_ATTEMPT=1")}
 	j := newJob(8, "sleep", "30")
 	j.Placement.Host = "local"
