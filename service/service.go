@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"sync"
 	"time"
 
@@ -292,7 +293,13 @@ func (l *Local) store(create bool) (*state.Bolt, error) {
 	if l.lab != nil {
 		o.Shared = &l.lab.shared
 	}
-	return state.Open(l.opt.StatePath, o)
+	st, err := state.Open(l.opt.StatePath, o)
+	var fe *state.FileError
+	if l.lab != nil && errors.Is(err, fs.ErrPermission) && errors.As(err, &fe) {
+		// Keep the FileError (exit 3), saying why this user may not.
+		fe.Err = fmt.Errorf("%w: the lab's queue is group %s's (%s); ask its admin to add you (usermod -aG %s %s), then log in again", fe.Err, l.lab.shared.Group, l.lab.file, l.lab.shared.Group, l.opt.User)
+	}
+	return st, err
 }
 
 // readStore opens the state file for reading. none reports that the

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -213,7 +214,11 @@ func (l *sharedLab) gsshQuiet(u *labUser, env []string, args ...string) (stdout,
 	cmd := exec.Command(l.bin, args...)
 	cmd.Dir = u.home
 	cmd.Env = append([]string{"HOME=" + u.home, "PATH=/usr/bin:/bin", "USER=" + u.name, "SSH_AUTH_SOCK="}, env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{uint32(l.gid)}}}
+	groups := []uint32{uint32(l.gid)}
+	if slices.Contains(env, "GSSH_TEST_NO_GROUP=1") { // the user as one outside the lab's group
+		groups = []uint32{}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: groups}}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -291,6 +296,13 @@ func TestSharedLab(t *testing.T) {
 	out, _, _ = gssh(bob, "ps", "-a")
 	if strings.Contains(out, "\n3\t") {
 		t.Fatalf("a refused submit was stored:\n%s", out)
+	}
+
+	// Someone outside the lab's group is told why the queue is closed to
+	// them, and how to join.
+	_, errs, code = l.gsshWith(alice, []string{"GSSH_INVENTORY=" + l.inv, "GSSH_TEST_NO_GROUP=1"}, "ps")
+	if code != 3 || !strings.Contains(errs, "the lab's queue is group "+l.group+"'s") || !strings.Contains(errs, "usermod -aG "+l.group+" "+alice.name) {
+		t.Fatalf("ps outside the group: exit %d: %s", code, errs)
 	}
 
 	// A member is no pass user.
