@@ -143,7 +143,7 @@ func Attach(ctx context.Context, sh Interactor, host, cluster string, j job.Job,
 	var kstderr strings.Builder
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		kerr = sh.Stream(kctx, host, keeper, inR, outW, &syncWriter{w: &kstderr})
+		kerr = sh.Stream(kctx, host, keeper, inR, outW, &kstderr) // read only once Stream returned: outW is closed after it
 		outW.Close()
 	})
 	lines := make(chan string, 4)
@@ -313,18 +313,6 @@ func keeperErr(err error, stderr string) error {
 		return errors.New(firstLines(s, 3))
 	}
 	return errors.New("the keeper session ended early")
-}
-
-// syncWriter serializes writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // Hangup stops interactive job j on host as its keeper does when its

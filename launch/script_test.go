@@ -336,9 +336,13 @@ func runLog(t *testing.T, sh, script, path string) (log, exit string) {
 // allowedCPUs is this process's Cpus_allowed_list, as ids.
 func allowedCPUs(t *testing.T) []int {
 	t.Helper()
-	skip := t.Skipf
-	if os.Getenv("CI") == "true" {
-		skip = t.Fatalf // CI runs on Linux: a missing /proc is a broken runner, never a skip
+	// CI runs on Linux: a missing /proc there is a broken runner, never a skip.
+	skip := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format, args...)
 	}
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
