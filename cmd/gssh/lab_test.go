@@ -232,7 +232,7 @@ func skipOutsideCI(t *testing.T, format string, args ...any) {
 	if os.Getenv("CI") == "true" {
 		t.Fatalf(format+" (CI=true, so no skip)", args...)
 	}
-	t.Skipf(format, args...)
+	t.Skipf(format, args...) // outside CI only: under CI=true it failed above
 }
 
 // TestSharedLab runs the gssh binary as three OS users made for it (two
