@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/state"
@@ -95,11 +97,12 @@ const (
 	JobPreempt  EventKind = "job_preempt" // signalled for a preemption: preempting (Job.Preempt says for whom)
 )
 
-// Event is one change a pass made to a job.
+// Event is one change a pass made to a job (or a host).
 type Event struct {
 	Time time.Time
 	Kind EventKind
-	Job  job.Job // as recorded after the change
+	Job  job.Job // as recorded after the change; a stray's attempt for StrayKilled; zero for host events
+	Host string  // the host, for host events and StrayKilled
 }
 
 // Events receives every change a pass makes (the event log comes later
@@ -144,6 +147,16 @@ type Options struct {
 	// Rebalance has every pass plan preemptions even when the policy's
 	// rebalance is off (gssh schedule --rebalance: sched.Input.Rebalance).
 	Rebalance bool
+	// Ledger keeps each host's record of failed contacts and strays; nil:
+	// no host is ever called down (a simulator's workers always answer).
+	Ledger HostLedger
+	// Rules say when a host is down and its jobs lost (the policy's
+	// down_after and lost_after; the zero value: health's defaults).
+	Rules health.Rules
+	// Known tells whether a host is in the inventory; nil: every host is.
+	// The jobs of a host that is not are neither polled nor an error of
+	// each pass: their reason says so, and gssh cancel --force ends them.
+	Known func(host string) bool
 }
 
 // Grace periods.
@@ -172,6 +185,12 @@ type Controller struct {
 	terse   bool
 	serial  bool
 	rebal   bool
+	ledger  HostLedger
+	rules   health.Rules
+	known   func(string) bool
+	// Per pass (Pass is not run concurrently on one Controller):
+	health    map[string]health.Host // the host records, as this pass knows them
+	contacted map[string]bool        // the hosts this pass polled (or reached for strays)
 }
 
 // New returns a controller, or an error naming a missing seam or a policy
@@ -189,7 +208,8 @@ func New(opt Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events, owners: opt.Sessions, self: opt.Self,
-		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially, rebal: opt.Rebalance}
+		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially, rebal: opt.Rebalance,
+		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), known: opt.Known}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -315,9 +335,19 @@ type Result struct {
 	// finds one gone puts it back in the queue (Requeued).
 	Preempted []job.Job
 	// Requeued are the preempted jobs this pass found gone (or killed
-	// after their grace) and put back in the queue, as recorded then
-	// (Job.Reason says why); the plan may start them again at once.
+	// after their grace) and put back in the queue, and the --requeue
+	// jobs whose host failed under them, as recorded then (Job.Reason
+	// says why); the plan may start them again at once.
 	Requeued []job.Job
+	// Hosts are the hosts this pass called down, found still down, or
+	// found answering again after they were down.
+	Hosts []HostNote
+	// Unknown are the jobs this pass found on a host called down: they
+	// may still run (unknown), their GPUs still booked.
+	Unknown []job.Job
+	// Strays are the attempts given up on a failed host that this pass
+	// found running there when it answered again, and killed.
+	Strays []health.Stray
 }
 
 // Pass runs one pass. It probes (asks Snapshots) only when some job is
@@ -333,6 +363,7 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 		}
 		res.Errors = append(res.Errors, err) // the others still get their pass
 	}
+	c.loadHealth(&res)
 	active = c.cancelRequested(ctx, active, &res)
 	active = c.reconcile(ctx, active, &res)
 	active = c.dropOrphanedRuns(active, &res)
@@ -354,6 +385,7 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, err // cut short: what was half probed is not planned on
 	}
+	c.probed(in.Hosts, c.contacted, c.now(), &res)
 	if err := c.deps(&in); err != nil {
 		res.Errors = append(res.Errors, err)
 	}
@@ -745,20 +777,29 @@ func (c *Controller) stopOnWorker(ctx context.Context, j job.Job, grace time.Dur
 		// gone).
 		return j.State == job.Running, nil
 	}
-	stop := j.State == job.Running || j.State == job.Preempting
+	stop := j.State == job.Running || j.State == job.Preempting || j.State == job.Unknown
 	if j.State == job.Launching {
 		abandoned, err := c.workers.Abandon(ctx, j)
 		if err != nil {
-			return false, fmt.Errorf("job %d: %w", j.ID, err)
+			return false, unreached(j, err)
 		}
 		stop = !abandoned
 	}
 	if stop {
 		if _, err := c.workers.Stop(ctx, j, grace, job.Cancelled); err != nil {
-			return false, fmt.Errorf("job %d: %w", j.ID, err)
+			return false, unreached(j, err)
 		}
 	}
 	return stop, nil
+}
+
+// unreached is err of a worker call for j, with what to do when its host
+// did not answer.
+func unreached(j job.Job, err error) error {
+	if errors.Is(err, job.ErrNoContact) {
+		return fmt.Errorf("job %d: %w; `gssh cancel --force %d` records it cancelled without reaching the host (its processes there are killed when a pass reaches it again)", j.ID, err, j.ID)
+	}
+	return fmt.Errorf("job %d: %w", j.ID, err)
 }
 
 // placementText is "host:0,1".
@@ -1060,7 +1101,21 @@ func onHosts(active []job.Job, skip func(*job.Job) bool) (hosts []string, byHost
 // the active jobs as they are now.
 func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Result) []job.Job {
 	active = c.endedElsewhere(active, res)
-	hosts, byHost := onHosts(active, c.elsewhere)
+	active = c.notInInventory(active, res)
+	hosts, byHost := onHosts(active, func(j *job.Job) bool { return c.elsewhere(j) || !c.inInventory(j.Placement.Host) })
+	// Hosts with strays and no job to poll are reached all the same: the
+	// attempts given up there must be killed when they answer.
+	c.contacted = map[string]bool{}
+	for _, h := range hosts {
+		c.contacted[h] = true
+	}
+	var strayOnly []string
+	for _, name := range slices.Sorted(maps.Keys(c.health)) {
+		if len(c.health[name].Strays) > 0 && !c.contacted[name] && c.inInventory(name) {
+			strayOnly = append(strayOnly, name)
+			c.contacted[name] = true
+		}
+	}
 	polled := make([]map[job.ID]job.Status, len(hosts))
 	errs := make([]error, len(hosts))
 	var wg sync.WaitGroup
@@ -1074,11 +1129,17 @@ func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Resul
 	wg.Wait()
 	now := c.now()
 	changed := map[job.ID]job.Job{}
-	for i := range hosts {
+	for i, host := range hosts {
 		if errs[i] != nil {
-			res.Errors = append(res.Errors, errs[i]) // a host that cannot be polled keeps its jobs as they are
+			if errors.Is(errs[i], job.ErrNoContact) {
+				maps.Copy(changed, c.noAnswer(ctx, host, errs[i], byHost[i], now, res))
+			} else {
+				res.Errors = append(res.Errors, errs[i]) // a host that cannot be polled keeps its jobs as they are
+			}
 			continue
 		}
+		c.observe(host, "", now, res)
+		c.killStrays(ctx, host, false, res)
 		for _, j := range byHost[i] {
 			st, ok := polled[i][j.ID]
 			if !ok {
@@ -1088,6 +1149,9 @@ func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Resul
 				changed[j.ID] = u
 			}
 		}
+	}
+	for _, host := range strayOnly {
+		c.killStrays(ctx, host, true, res)
 	}
 	if len(changed) == 0 {
 		return active
@@ -1194,6 +1258,14 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 	case j.Spec.Interactive != nil && j.State == job.Launching && (st.Missing || st.State == job.Launching) && !c.ownerGone(&j):
 		// Its gssh run is attaching it: leave it be.
 		return j, false
+	case st.State == job.Running && j.State == job.Unknown:
+		// Its host answers again and the job still runs: adopted, as it
+		// was (its GPUs stayed booked).
+		u, ok := update(func(x *job.Job) { x.State, x.Reason, x.ReasonCode = job.Running, "", "" })
+		if ok {
+			c.emit(JobAdopted, u)
+		}
+		return u, ok
 	case st.State == job.Running && j.State == job.Launching:
 		// A launch whose outcome was unknown: it did start.
 		return update(func(x *job.Job) {
@@ -1253,10 +1325,17 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 			state = job.Lost
 		}
 		return update(func(x *job.Job) {
+			why := fmt.Sprintf("%s; its %d leftover processes were killed", st.Reason, n)
+			if state == job.Lost && x.Spec.Requeue {
+				requeue(x, endedAt(j, st, now), why+"; requeued (--requeue)")
+				return
+			}
 			x.State, x.EndedAt, x.ReasonCode = state, endedAt(j, st, now), ""
-			x.Reason = fmt.Sprintf("%s; its %d leftover processes were killed", st.Reason, n)
+			x.Reason = why
 			x.ExitCode, x.Signal = st.ExitCode, st.Signal
 		})
+	case st.State == job.Lost && j.Spec.Requeue:
+		return update(func(x *job.Job) { requeue(x, endedAt(j, st, now), st.Reason+"; requeued (--requeue)") })
 	case st.State.Terminal():
 		return update(func(x *job.Job) {
 			x.State, x.EndedAt, x.Reason, x.ReasonCode = st.State, endedAt(j, st, now), st.Reason, ""

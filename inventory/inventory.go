@@ -34,6 +34,8 @@
 //	  rebalance: true        # preempt --preemptible jobs for jobs ranked ahead (default false)
 //	  preempt_after: 10m     # a job waits this long before others are preempted for it
 //	  min_runtime: 10m       # a job runs this long (since its latest start) before it may be preempted
+//	  down_after: 60s        # a host is down after 3 failed contacts in a row spanning this
+//	  lost_after: 5m         # the jobs of a host down this long are lost (or requeued: --requeue)
 //	lab:                 # optional; the shared-lab queue (see Lab)
 //	  state: /var/lib/gssh/state.db
 //	  pass_user: gssh
@@ -472,7 +474,7 @@ func (p parser) lab(k, m *yaml.Node) (*Lab, error) {
 }
 
 var (
-	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime"}
+	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after"}
 	fairShareKeys = []string{"half_life", "window"}
 	userKeys      = []string{"weight", "admin", "max_gpus", "max_jobs"}
 	capKeys       = []string{"max_gpus", "max_jobs"}
@@ -524,6 +526,16 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 				return err
 			}
 			pol.Rebalance = b
+		case "down_after", "lost_after":
+			d, err := p.duration(v, "policy "+k.Value, 0)
+			if err != nil {
+				return err
+			}
+			if k.Value == "down_after" {
+				pol.DownAfter = d
+			} else {
+				pol.LostAfter = d
+			}
 		case "preempt_after", "min_runtime":
 			d, err := p.duration(v, "policy "+k.Value, 0)
 			if err != nil {

@@ -15,6 +15,7 @@ type ID uint64
 //
 //	queued -> launching -> running -> succeeded | failed | cancelled | timeout | lost
 //	                        running -> preempting -> queued (same id, the attempt counted)
+//	                        running -> unknown (host down) -> running | lost | queued (--requeue)
 //
 // `launching` is written before the remote launch, so a crash between the
 // claim and the launch is found and resolved by the next pass; a launch
@@ -37,6 +38,13 @@ const (
 	// pass sees it gone (or kills it after its SignalGrace) and puts it
 	// back in the queue.
 	Preempting State = "preempting"
+	// Unknown: the job's host stopped answering (down: failed contacts
+	// spanning the policy's down_after) while the job ran. It may still
+	// run, so its GPUs stay booked and its use counts; the pass that
+	// reaches the host again finds out how it is (running again, or
+	// ended), and after the policy's lost_after it is recorded lost (or
+	// requeued, with Spec.Requeue).
+	Unknown State = "unknown"
 )
 
 // DefaultSignalGrace is the time a preempted job gets between SIGTERM and
@@ -53,7 +61,9 @@ func (s State) Terminal() bool {
 }
 
 // Active reports whether s holds or may soon hold GPUs.
-func (s State) Active() bool { return s == Launching || s == Running || s == Preempting }
+func (s State) Active() bool {
+	return s == Launching || s == Running || s == Preempting || s == Unknown
+}
 
 // Spec is what the user asked for at submit time. It never changes.
 type Spec struct {
@@ -107,8 +117,15 @@ type Spec struct {
 	Preemptible bool `json:"preemptible,omitempty"`
 	// SignalGrace is the time between a preemption's SIGTERM and its
 	// SIGKILL (--signal-grace); 0 means DefaultSignalGrace.
-	SignalGrace time.Duration     `json:"signal_grace,omitempty"`
-	Extra       map[string]string `json:"extra,omitempty"` // for later fields without a schema bump
+	SignalGrace time.Duration `json:"signal_grace,omitempty"`
+	// Requeue puts the job back in the queue, under its id with the
+	// attempt counted, when its host fails under it (recorded lost after
+	// the host was down for lost_after, or its process vanished with no
+	// exit status): Slurm's --requeue. Its next attempt gets
+	// GSSH_RESTART_COUNT raised; the copy left on the failed host is
+	// killed when that host answers again.
+	Requeue bool              `json:"requeue,omitempty"`
+	Extra   map[string]string `json:"extra,omitempty"` // for later fields without a schema bump      map[string]string `json:"extra,omitempty"` // for later fields without a schema bump
 }
 
 // Grace is the time s's job gets between a preemption's SIGTERM and its
@@ -265,6 +282,12 @@ type Placement struct {
 // so the job may be running. Such a job stays launching and is resolved
 // from the worker by the next pass; it is never launched again blindly.
 var ErrOutcomeUnknown = errors.New("launch outcome unknown")
+
+// ErrNoContact marks a worker call that failed because the host could not
+// be reached or stopped answering (connect, handshake, timeout, the
+// connection lost mid-command, refused credentials): what counts toward
+// calling the host down. A command that ran and failed is not one.
+var ErrNoContact = errors.New("host did not answer")
 
 // Remote is what the launcher learnt on the worker.
 type Remote struct {

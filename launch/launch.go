@@ -530,11 +530,12 @@ func Poll(ctx context.Context, run Runner, host, cluster string, jobs []job.Job)
 		if j.Remote.PID > 0 {
 			pid, st = strconv.Itoa(j.Remote.PID), strconv.FormatInt(j.Remote.StartTicks, 10)
 		}
-		fmt.Fprintf(&in, "%d %s %s %s\n", j.ID, pid, st, d)
+		fmt.Fprintf(&in, "%d %s %s %s %s\n", j.ID, attemptArg(j), pid, st, d)
 	}
 	script := aliveFn + procsFn + jobdirFn + exitfileFn + `
 cid=` + q(cluster) + `
-while read -r id pid st dir; do
+while read -r id att pid st dir; do
+  [ "$att" = - ] && att=
   jobdir "$dir"
   if [ ! -d "$d" ]; then echo "$id missing"; continue; fi
   if [ -e "$d/abandoned" ]; then echo "$id abandoned"; continue; fi
@@ -542,16 +543,16 @@ while read -r id pid st dir; do
   alive=
   if [ "$pid" != - ] && alive "$pid" "$st"; then alive=1; fi
   if [ -e "$d/cancelled" ] && [ -z "$alive" ]; then
-    n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)
+    n=$(procs "$pid" "$st" "$id" "$cid" "$att" | sort -u | grep -vx "$$" | grep -c .)
     echo "$id stopped $n $(head -c 20 "$d/cancelled")"
   elif [ -s "$d/exit" ] && [ -z "$alive" ]; then
-    n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)
+    n=$(procs "$pid" "$st" "$id" "$cid" "$att" | sort -u | grep -vx "$$" | grep -c .)
     echo "$id exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) $n $(exitfile "$d/exit")"
   elif [ -n "$alive" ]; then echo "$id running $pid $st $d"
   elif [ "$pid" = - ] && [ -d "$d/go" ] && ! grep -qsF -- "$d/run.sh" /proc/[0-9]*/cmdline; then echo "$id died"
   elif [ "$pid" = - ]; then echo "$id starting"
   else
-    n=$(procs "$pid" "$st" "$id" "$cid" | sort -u | grep -vx "$$" | grep -c .)
+    n=$(procs "$pid" "$st" "$id" "$cid" "$att" | sort -u | grep -vx "$$" | grep -c .)
     if [ "$n" -gt 0 ]; then echo "$id orphaned $n"; else echo "$id lost"; fi
   fi
 done`
@@ -698,20 +699,34 @@ func exitStatus(s string) job.Status {
 // pid nor an unreaped zombie passes for the job.
 const aliveFn = `alive() { s=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1; w=$2; set -- $s; [ "$1" != Z ] && [ "$1" != X ] && [ "${20}" = "$w" ]; }`
 
-// procsFn defines procs PID TICKS JOBID CLUSTER: the live processes of a
-// job: the members of its session (when its leader PID is gone, or is
-// still the job, never a reused pid), and every process whose environment
-// carries its GSSH_JOB_ID and GSSH_CLUSTER_ID (children that started a
-// session of their own).
+// procsFn defines procs PID TICKS JOBID CLUSTER ATTEMPT: the live
+// processes of a job's attempt: the members of its session (when its
+// leader PID is gone, or is still the job, never a reused pid), and every
+// process whose environment carries its GSSH_JOB_ID and GSSH_CLUSTER_ID
+// (children that started a session of their own) and, when ATTEMPT is
+// not empty, its GSSH_ATTEMPT: a stray attempt left on a host that failed
+// is stopped without touching the job's next attempt on the same host.
 const procsFn = `
 procs() {
   if [ "$1" != 0 ] && [ "$1" != - ] && { [ ! -r "/proc/$1/stat" ] || alive "$1" "$2"; }; then
     ps -e -o pid= -o sid= -o stat= | awk -v s="$1" '$2 == s && $3 !~ /^Z/ { print $1 }'
   fi
   for f in $(grep -l -z -x "GSSH_JOB_ID=$3" /proc/[0-9]*/environ 2>/dev/null); do
-    grep -q -z -x "GSSH_CLUSTER_ID=$4" "$f" 2>/dev/null && { p=${f#/proc/}; echo "${p%/environ}"; }
+    grep -q -z -x "GSSH_CLUSTER_ID=$4" "$f" 2>/dev/null || continue
+    if [ -n "$5" ]; then grep -q -z -x "GSSH_ATTEMPT=$5" "$f" 2>/dev/null || continue; fi
+    p=${f#/proc/}; echo "${p%/environ}"
   done
 }`
+
+// attemptArg is j's attempt as procs takes it: "-" for attempt 0 (a job
+// launched before attempts were counted: its processes carry no
+// GSSH_ATTEMPT, so any attempt matches).
+func attemptArg(j job.Job) string {
+	if j.Attempt <= 0 {
+		return "-"
+	}
+	return strconv.Itoa(j.Attempt)
+}
 
 // DefaultGrace is how long Cancel waits between SIGTERM and SIGKILL.
 const DefaultGrace = 10 * time.Second
@@ -777,10 +792,10 @@ func stopSteps(cluster string, j job.Job, grace time.Duration, why string) strin
 	steps := int(grace / (200 * time.Millisecond))
 	return `
 pid=` + strconv.Itoa(j.Remote.PID) + `; st=` + strconv.FormatInt(j.Remote.StartTicks, 10) + `
-jid=` + q(strconv.FormatUint(uint64(j.ID), 10)) + `; cid=` + q(cluster) + `
+jid=` + q(strconv.FormatUint(uint64(j.ID), 10)) + `; cid=` + q(cluster) + `; att=` + q(strings.TrimPrefix(attemptArg(j), "-")) + `
 ` + mark + `
 if [ "$pid" = 0 ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
-members() { procs "$pid" "$st" "$jid" "$cid"; }
+members() { procs "$pid" "$st" "$jid" "$cid" "$att"; }
 list=$(members | sort -un | grep -vx "$$")
 n=$(printf '%s\n' $list | grep -c .)
 ` + hup + `
@@ -858,8 +873,28 @@ func (w Workers) Poll(ctx context.Context, host string, jobs []*job.Job) (map[jo
 	for i, j := range jobs {
 		js[i] = *j
 	}
-	return Poll(ctx, sh, host, w.Cluster, js)
+	m, err := Poll(ctx, sh, host, w.Cluster, js)
+	return m, noContact(ctx, err)
 }
+
+// noContact marks err with job.ErrNoContact when it is a transport
+// failure (an *sshexec.Error: the host was not reached, or stopped
+// answering) and ctx was not cancelled; other errors are returned as they
+// are.
+func noContact(ctx context.Context, err error) error {
+	var te *sshexec.Error
+	if err == nil || ctx.Err() != nil || !errors.As(err, &te) {
+		return err
+	}
+	return &contactError{err}
+}
+
+// contactError is an error of a host that did not answer: its text is the
+// cause's, and it matches job.ErrNoContact as well as the cause.
+type contactError struct{ err error }
+
+func (e *contactError) Error() string   { return e.err.Error() }
+func (e *contactError) Unwrap() []error { return []error{job.ErrNoContact, e.err} }
 
 // Abandon makes sure j's attempt never starts, unless it has; see Abandon.
 func (w Workers) Abandon(ctx context.Context, j job.Job) (bool, error) {
@@ -867,7 +902,8 @@ func (w Workers) Abandon(ctx context.Context, j job.Job) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return Abandon(ctx, sh, j.Placement.Host, w.Cluster, j)
+	ok, err := Abandon(ctx, sh, j.Placement.Host, w.Cluster, j)
+	return ok, noContact(ctx, err)
 }
 
 // Stop ends j where it runs; see Stop.
@@ -876,7 +912,8 @@ func (w Workers) Stop(ctx context.Context, j job.Job, grace time.Duration, why j
 	if err != nil {
 		return 0, err
 	}
-	return Stop(ctx, sh, j.Placement.Host, w.Cluster, j, grace, why)
+	n, err := Stop(ctx, sh, j.Placement.Host, w.Cluster, j, grace, why)
+	return n, noContact(ctx, err)
 }
 
 // Logs writes j's log to out; see Logs.

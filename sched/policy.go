@@ -93,6 +93,14 @@ type Policy struct {
 	// it may be preempted (0 = DefaultMinRuntime): a job preempted once
 	// is not preempted again within MinRuntime of its restart.
 	MinRuntime time.Duration `json:"min_runtime,omitempty"`
+	// DownAfter and LostAfter are the host-failure thresholds the passes
+	// apply (control, health.Rules; the planner never reads them): a host
+	// is down after 3 failed contacts in a row spanning DownAfter (0 =
+	// health.DefaultDownAfter, 60 s), and the jobs of a host down for
+	// LostAfter (0 = health.DefaultLostAfter, 5 min) are recorded lost,
+	// or requeued with --requeue.
+	DownAfter time.Duration `json:"down_after,omitempty"`
+	LostAfter time.Duration `json:"lost_after,omitempty"`
 }
 
 // FairShare weighs a user's GPU-seconds over time: with a half-life (a

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/probe"
 )
@@ -73,6 +74,11 @@ type HostInfo struct {
 	GPUs      int      `json:"gpu_count"`
 	RTTMS     float64  `json:"rtt_ms"`     // one SSH request round trip; 0 for local
 	ConnectMS float64  `json:"connect_ms"` // TCP + SSH handshake + auth; 0 for local or reused
+	// Record is what the queue's passes learned of the host over time
+	// (the state file's host record: failed contacts in a row, since
+	// when, the last error, down since, attempts left to kill); nil when
+	// the passes never failed to reach it (or no state file exists).
+	Record *health.Host `json:"record,omitempty"`
 }
 
 // JobsDoc is the document `gssh ps --json` prints: job records as

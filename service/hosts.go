@@ -36,7 +36,17 @@ func (l *Local) Hosts(ctx context.Context, q HostQuery) (HostsDoc, error) {
 	if err != nil {
 		return HostsDoc{}, err
 	}
-	return hostsDoc(reports), partial(reports)
+	doc := hostsDoc(reports)
+	if st, none, err := l.readStore(); err == nil && !none {
+		if recs, _ := st.Hosts(); len(recs) > 0 { // a record that cannot be read is shown as none
+			for i, h := range doc.Hosts {
+				if r, ok := recs[h.Name]; ok && (r.Failures > 0 || r.Down() || len(r.Strays) > 0 || r.LastError != "") {
+					doc.Hosts[i].Record = &r
+				}
+			}
+		}
+	}
+	return doc, partial(reports)
 }
 
 func (l *Local) probe(ctx context.Context, q HostQuery, ping bool) ([]fleet.Report, error) {

@@ -25,7 +25,7 @@ func (l *Local) Jobs(_ context.Context, q JobQuery) (JobsDoc, error) {
 	}
 	f := state.Filter{User: q.User}
 	if !q.All {
-		f.States = []job.State{job.Queued, job.Launching, job.Running, job.Preempting}
+		f.States = []job.State{job.Queued, job.Launching, job.Running, job.Preempting, job.Unknown}
 	}
 	jobs, err := st.List(f)
 	doc.Jobs = append(doc.Jobs, jobs...)
@@ -119,6 +119,13 @@ func (l *Local) Cancel(ctx context.Context, r CancelRequest) (CancelResult, erro
 	}
 	if err := l.mayAct(f, st, r.ID, "cancel"); err != nil {
 		return CancelResult{Job: job.Job{ID: r.ID}}, err
+	}
+	if r.Force {
+		j, err := ctl.ForceCancel(r.ID, cmp.Or(r.By, l.opt.User))
+		if errors.Is(err, state.ErrNotFound) {
+			err = fmt.Errorf("%w (see gssh ps -a)", err)
+		}
+		return CancelResult{Job: j}, err // its GPUs are not known free: no pass
 	}
 	if l.member() {
 		// No SSH: a queued job is cancelled, an active one's cancel is

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/launch"
 	"github.com/gssh/gssh/sched"
@@ -133,6 +134,11 @@ type CancelRequest struct {
 	// By is who the job is recorded cancelled by ("cancelled by ...");
 	// "": the service's user.
 	By string
+	// Force records the job cancelled without reaching its worker
+	// (control.ForceCancel): for a job whose host is down or gone from
+	// the inventory. Its processes are killed if a pass reaches the host
+	// again.
+	Force bool
 }
 
 // CancelResult is what a cancel did.
@@ -173,11 +179,42 @@ type PassResult struct {
 	// preempting), Requeued the preempted ones it put back in the queue.
 	Preempted []job.Job `json:"preempted,omitempty"`
 	Requeued  []job.Job `json:"requeued,omitempty"`
+	// Hosts are what the pass said of hosts called down, still down, or
+	// answering again; Strays the attempts left on a failed host that it
+	// found running there and killed (each as the job was then).
+	Hosts  []HostChange `json:"hosts,omitempty"`
+	Strays []job.Job    `json:"strays_killed,omitempty"`
+	// Unknown are the jobs the pass found on a host it called down.
+	Unknown []job.Job `json:"unknown,omitempty"`
 	// Preempts are what a dry run (ScheduleRequest.DryRun) would preempt,
 	// and for whom, and why.
 	Preempts []sched.Preempt `json:"preempts,omitempty"`
 	// Problems are per-host and per-job errors that did not stop the pass.
 	Problems []error `json:"-"`
+}
+
+// HostChange is one host a pass found down (Change "down": called down
+// now; "still down") or answering again ("up"), with its record.
+type HostChange struct {
+	Host   string      `json:"host"`
+	Change string      `json:"change"`
+	Record health.Host `json:"record"`
+}
+
+func hostNotes(ns []control.HostNote) []HostChange {
+	var out []HostChange
+	for _, n := range ns {
+		out = append(out, HostChange{Host: n.Host.Name, Change: n.Change, Record: n.Host})
+	}
+	return out
+}
+
+func strayJobs(ss []health.Stray) []job.Job {
+	var out []job.Job
+	for _, s := range ss {
+		out = append(out, s.Job)
+	}
+	return out
 }
 
 // PartialError means the answer is complete but some hosts could not be
@@ -347,7 +384,24 @@ func (l *Local) rebalancer(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 		Policy:    f.Inventory().Policy,
 		Cluster:   cluster,
 		Rebalance: rebalance,
+		Ledger:    ledgerOf(st),
+		Rules:     rulesOf(f.Inventory().Policy),
+		Known:     func(h string) bool { _, ok := f.Inventory().Lookup(h); return ok },
 	})
+}
+
+// ledgerOf is st's host ledger, when it keeps one (a state file does; a
+// dry run's store without a file does not).
+func ledgerOf(st control.Store) control.HostLedger {
+	if l, ok := st.(control.HostLedger); ok {
+		return l
+	}
+	return nil
+}
+
+// rulesOf is the host-failure rules of the inventory's policy.
+func rulesOf(p sched.Policy) health.Rules {
+	return health.Rules{DownAfter: p.DownAfter, LostAfter: p.LostAfter}
 }
 
 // pass runs one pass under the pass lock (next to the state file),
@@ -383,7 +437,7 @@ func (l *Local) rebalancePass(ctx context.Context, f *fleet.Fleet, st *state.Bol
 		err = ierr
 	}
 	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Queued: res.Queued, Problems: res.Errors,
-		Preempted: res.Preempted, Requeued: res.Requeued}, err
+		Preempted: res.Preempted, Requeued: res.Requeued, Hosts: hostNotes(res.Hosts), Strays: strayJobs(res.Strays), Unknown: res.Unknown}, err
 }
 
 // Schedule implements Service. An error wrapping control.ErrPassBusy

@@ -280,6 +280,8 @@ func CheckSpec(s job.Spec) (job.Spec, error) {
 		return s, errors.New("--workdir: empty: give the directory the job runs in")
 	case s.Preemptible && s.Interactive != nil:
 		return s, errors.New("--preemptible: a job of gssh run is never preempted (nobody would run it again); give it to gssh submit")
+	case s.Requeue && s.Interactive != nil:
+		return s, errors.New("--requeue: a job of gssh run is never requeued (nobody would run it again); give it to gssh submit")
 	case s.SignalGrace < 0 || s.SignalGrace > 0 && !s.Preemptible:
 		return s, fmt.Errorf("--signal-grace %s: give a duration more than 0, such as 60s, with --preemptible (it is the time a preempted job gets between SIGTERM and SIGKILL)", s.SignalGrace)
 	}

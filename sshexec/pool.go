@@ -93,6 +93,11 @@ type hostConn struct {
 	fatalAt  time.Time          // when fatal was found
 	settings sshconfig.Settings // what client was dialled with
 	gate     gate
+	// silent is a client the keepalives gave up on (the host stopped
+	// answering), and silentWhy says how: a session that ends with it
+	// says so instead of a bare "no exit status".
+	silent    *ssh.Client
+	silentWhy string
 }
 
 func (p *Pool) host(name string) (*hostConn, error) {
@@ -204,6 +209,10 @@ loop:
 				missed = 0
 			case <-time.After(interval):
 				if missed++; missed >= maxMiss {
+					hc.mu.Lock()
+					hc.silent = c
+					hc.silentWhy = fmt.Sprintf("no answer to %d keepalives in a row, %s apart (ServerAliveInterval × ServerAliveCountMax)", maxMiss, interval)
+					hc.mu.Unlock()
 					break loop
 				}
 			case <-done:
@@ -364,6 +373,13 @@ func (p *Pool) withSession(ctx context.Context, host string, fn func(*ssh.Sessio
 		if err == nil {
 			err = fn(sess)
 			hc.gate.release()
+			if errors.Is(err, ErrNoOutcome) {
+				hc.mu.Lock()
+				if hc.silent == c {
+					err = &Error{Host: host, Kind: ErrNoOutcome, Detail: "the host stopped answering (" + hc.silentWhy + "); the command may still run there", Sent: true}
+				}
+				hc.mu.Unlock()
+			}
 			return err
 		}
 		var oce *ssh.OpenChannelError

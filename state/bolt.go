@@ -1,10 +1,10 @@
 package state
 
 /*
-The state file is a bbolt database (go.etcd.io/bbolt), schema version 3:
+The state file is a bbolt database (go.etcd.io/bbolt), schema version 4:
 
 	meta/                   gssh's own metadata
-	  version    -> uint64, big-endian: schema version (3)
+	  version    -> uint64, big-endian: schema version (4)
 	  cluster_id -> 32 lowercase hex characters: 16 random bytes made when
 	                the file was created; names worker job dirs
 	                (~/.gssh/jobs/<cluster-id>-<job-id>.<attempt>)
@@ -14,7 +14,9 @@ The state file is a bbolt database (go.etcd.io/bbolt), schema version 3:
 	                so cursor order is submit order
 	active/                 index of the non-terminal jobs
 	  <id>       -> empty; present iff jobs/<id> has !State.Terminal()
-	hosts/                  reserved (later: host name -> JSON host status)
+	hosts/                  what passes learned of each host
+	  <name>     -> JSON health.Host: failed contacts in a row, since when,
+	                the last error, down since, stray attempts to kill
 	usage/                  the fair-share usage ledger: one entry per job that
 	                        ended after it started (job.Job.Use ok and
 	                        State.Terminal()), none for the others
@@ -55,6 +57,11 @@ Versions:
      usage would silently miss them. Migration from 1 or 2 builds the
      ledger from every job record; a read of an older file (which cannot
      migrate) computes Uses from the job records instead.
+  4  hosts/ holds health.Host records, and jobs may be `unknown` (their
+     host is down) with attempts given up recorded as strays there. The
+     bump keeps a gssh of version 3 off the file: it knows no `unknown`
+     job, and would give a down host's GPUs away while its jobs may
+     still run, and never kill the strays. Nothing to rewrite.
 */
 
 import (
@@ -83,7 +90,7 @@ import (
 )
 
 // schemaVersion is the version of the bucket tree documented above.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // ledgerVersion is the first schema version whose files keep the usage
 // ledger: Uses of an older file (read, not migrated) reads the job records.
@@ -795,6 +802,8 @@ func migrate(tx *bolt.Tx, v uint64) error {
 			if err := buildLedger(tx); err != nil {
 				return err
 			}
+		case 3:
+			// 3 -> 4: hosts/ existed (reserved, empty); nothing to rewrite.
 		}
 	}
 	return tx.Bucket([]byte(bucketMeta)).Put([]byte(keyVersion), uint64Bytes(schemaVersion))

@@ -23,6 +23,7 @@ type Mem struct {
 	jobs      map[job.ID][]byte // JSON records, as Bolt stores them
 	ids       []job.ID          // every id, ascending
 	active    map[job.ID]struct{}
+	hosts     map[string][]byte // health.Host records by host name, as JSON
 }
 
 var _ Store = (*Mem)(nil)

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/service"
 )
 
@@ -26,6 +28,12 @@ func newHostsCmd(a *app, runF func(*hostsOptions) error) *cobra.Command {
 resolved through the inventory and ~/.ssh/config (with jump hosts), whether
 it is reachable and if not why, which probe source answered, the driver
 version, the GPU count, the SSH round-trip time and the connect time.
+PASSES is what the queue's scheduling passes found lately: - (never a
+failure), ok (answering again after failures), N failed
+contacts in a row, or down (3 failed contacts spanning the policy's
+down_after: its jobs are unknown, and lost after lost_after); a line
+under the table says since when, the last error, and how many attempts
+of jobs given up there are to be killed when it answers again.
 
 --json prints one document (schema "gssh.hosts/v1", see README).
 
@@ -73,12 +81,46 @@ func hostsRun(ctx context.Context, a *app, opts *hostsOptions) error {
 		if d.Drain {
 			state += " (drained)"
 		}
-		rows[i] = []string{d.Name, d.Address, state, src, cmp.Or(d.Driver, "-"), fmt.Sprint(d.GPUs), msCell(d.RTTMS), msCell(d.ConnectMS)}
+		rows[i] = []string{d.Name, d.Address, state, src, cmp.Or(d.Driver, "-"), fmt.Sprint(d.GPUs), msCell(d.RTTMS), msCell(d.ConnectMS), failedCell(d.Record)}
 	}
-	if terr := printTable(a.stdout, a.tty, []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "CONNECT"}, rows); terr != nil {
+	if terr := printTable(a.stdout, a.tty, []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "CONNECT", "PASSES"}, rows); terr != nil {
 		return terr
 	}
+	for _, d := range doc.Hosts {
+		if r := d.Record; r != nil {
+			fmt.Fprintf(a.stdout, "%s: %s\n", d.Name, recordText(*r))
+		}
+	}
 	return err
+}
+
+// failedCell is the PASSES column: what the queue's passes found of the
+// host lately ("-" when they never failed to reach it).
+func failedCell(r *health.Host) string {
+	switch {
+	case r == nil:
+		return "-"
+	case r.Failures == 0 && !r.Down():
+		return "ok"
+	case r.Down():
+		return fmt.Sprintf("down (%d failed)", r.Failures)
+	}
+	return fmt.Sprintf("%d failed", r.Failures)
+}
+
+// recordText says in words what the passes learned of a host.
+func recordText(r health.Host) string {
+	var parts []string
+	if s := r.Summary(); s != "" {
+		parts = append(parts, "passes: "+s)
+	}
+	if r.LastError != "" {
+		parts = append(parts, fmt.Sprintf("last failed contact %s: %s", r.LastErrorAt.Local().Format("2006-01-02 15:04:05"), oneLine(r.LastError)))
+	}
+	if n := len(r.Strays); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d job attempt(s) given up there, to kill when it answers", n))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func msCell(ms float64) string {

@@ -69,8 +69,9 @@ func newPsCmd(a *app, runF func(*psOptions) error) *cobra.Command {
 		Long: `List jobs, oldest first: ID, USER, STATE, PRIORITY (0 first ... 10 last),
 HOST:GPUS, MEM (per GPU, or "excl" for whole GPUs), AGE (queued) or
 RUNTIME, REASON (a queued job's pending reason code: no_free_gpu, mem,
-reserved, foreign, drained, ...; gssh show ID says it in words), NAME and
-command.
+reserved, foreign, drained, ...; host_down for an unknown job, whose host
+stopped answering; not_in_inventory for a job on a host the inventory no
+longer has; gssh show ID says it in words), NAME and command.
 This reads the state file only: what it shows changes when a pass runs
 (gssh submit, or gssh schedule from cron). It never creates the state
 file: a --state or $GSSH_STATE that names no file is an error.
@@ -142,7 +143,7 @@ func foldsWith(next, j job.Job) bool {
 // reasonCell is a queued job's pending reason code ("no_free_gpu",
 // "reserved", "mem"; see gssh show for the words), "-" otherwise.
 func reasonCell(j job.Job) string {
-	if j.State == job.Queued && j.ReasonCode != "" {
+	if (j.State == job.Queued || j.State == job.Unknown || j.ReasonCode == "not_in_inventory") && j.ReasonCode != "" {
 		return printable(j.ReasonCode)
 	}
 	return "-"
@@ -320,6 +321,9 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	}
 	if s.Preemptible {
 		lines = append(lines, [2]string{"preemptible", fmt.Sprintf("yes (SIGTERM, then SIGKILL after %s; requeued)", s.Grace())})
+	}
+	if s.Requeue {
+		lines = append(lines, [2]string{"requeue", "yes (back in the queue if its host fails under it)"})
 	}
 	if j.Restarts > 0 {
 		lines = append(lines, [2]string{"restarts", strconv.Itoa(j.Restarts)})
@@ -530,6 +534,7 @@ type cancelOptions struct {
 	mine     bool
 	jobState string
 	yes      bool
+	force    bool
 }
 
 // jobStateOf reads --job-state: queued or running, or Slurm's names for
@@ -559,6 +564,11 @@ or the grace has run out. After the last job given, if any held GPUs, it
 runs one scheduling pass, so that queued jobs start on the GPUs they freed
 (it prints those that do); none of the jobs given is started meanwhile.
 An array's id cancels every task of it; 12_3 one task.
+
+--force records the jobs cancelled without reaching their hosts, for a
+job whose host is down (state unknown) or no longer in the inventory: its
+processes may still run there, and the first pass that reaches the host
+again kills them.
 
 --user U, --mine (your own jobs) and --job-state queued|running select
 the active jobs to cancel instead of ids (together: all must hold), as
@@ -602,6 +612,7 @@ there are more than 10 (--yes does not ask).
 	fl.BoolVar(&opts.mine, "mine", false, "cancel every active job of yours")
 	fl.StringVar(&opts.jobState, "job-state", "", "cancel only jobs in this state: queued or running")
 	fl.BoolVarP(&opts.yes, "yes", "y", false, "do not ask, even for more than 10 jobs on a terminal")
+	fl.BoolVar(&opts.force, "force", false, "record the jobs cancelled without reaching their hosts (a host that is down or gone from the inventory); their processes may still run, and are killed if a pass reaches the host again")
 	return cmd
 }
 
@@ -675,7 +686,7 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 	for _, id := range opts.ids {
 		// One pass after the last: a pass after each would start the next
 		// job given, only to cancel it.
-		res, err := a.service().Cancel(ctx, service.CancelRequest{ID: id, Grace: opts.grace, NoPass: true})
+		res, err := a.service().Cancel(ctx, service.CancelRequest{ID: id, Grace: opts.grace, NoPass: true, Force: opts.force})
 		freed = freed || res.Freed
 		j := res.Job
 		switch {
@@ -690,6 +701,8 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 			code = max(code, exitCode(err))
 		case res.Recorded:
 			fmt.Fprintf(a.stdout, "job %d: cancel recorded; the next pass stops it\n", id)
+		case opts.force:
+			fmt.Fprintf(a.stdout, "job %d cancelled (--force: %s)\n", id, j.Reason)
 		case j.State != job.Cancelled:
 			fmt.Fprintf(a.stdout, "job %d ended meanwhile (%s: %s)\n", id, j.State, j.Reason)
 		default:
@@ -778,6 +791,20 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 		}
 		_, err := io.WriteString(a.stdout, b.String())
 		return err
+	}
+	for _, h := range res.Hosts {
+		switch h.Change {
+		case "up":
+			fmt.Fprintf(&b, "host %s answers again\n", h.Host)
+		default: // down, still down
+			fmt.Fprintf(&b, "host %s is down: %s; last error: %s\n", h.Host, h.Record.Summary(), oneLine(h.Record.LastError))
+		}
+	}
+	for _, j := range res.Unknown {
+		fmt.Fprintf(&b, "job %d unknown: %s\n", j.ID, j.Reason)
+	}
+	for _, j := range res.Strays {
+		fmt.Fprintf(&b, "job %d: attempt %d, left running on %s when it failed, was killed\n", j.ID, j.Attempt, j.Placement.Host)
 	}
 	for _, j := range res.Preempted {
 		fmt.Fprintf(&b, "job %d preempting: %s\n", j.ID, j.Reason)

@@ -77,7 +77,7 @@ was interrupted and the job cancelled.`,
 		},
 	}
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		for _, f := range []string{"array", "hold", "wait", "interval", "dry-run", "json", "preemptible", "signal-grace"} {
+		for _, f := range []string{"array", "hold", "wait", "interval", "dry-run", "json", "preemptible", "signal-grace", "requeue"} {
 			if strings.HasPrefix(err.Error(), "unknown flag: --"+f) {
 				err = fmt.Errorf("%w: gssh run has no --%s (it runs one job in the foreground); gssh submit --%s does", err, f, f)
 			}

@@ -51,6 +51,7 @@ type submitOptions struct {
 	signalGrace time.Duration
 	// signalGraceSet: --signal-grace was given (0 is refused, not the default).
 	signalGraceSet bool
+	requeue        bool // --requeue
 }
 
 func newSubmitCmd(a *app, runF func(*submitOptions) error) *cobra.Command {
@@ -147,6 +148,7 @@ reservation and when it is expected to start (as sbatch --test-only does).
 	fl.BoolVar(&opts.json, "json", false, "print the result as JSON")
 	fl.BoolVar(&opts.preemptible, "preemptible", false, "a rebalancing pass may preempt the job for one ranked ahead: SIGTERM, SIGKILL after --signal-grace, then back in the queue under its id (GSSH_RESTART_COUNT counts restarts)")
 	fl.DurationVar(&opts.signalGrace, "signal-grace", 0, "with --preemptible: time between a preemption's SIGTERM and SIGKILL, for a checkpoint (default 60s)")
+	fl.BoolVar(&opts.requeue, "requeue", false, "when the job's host fails under it (down for the policy's lost_after, or the job vanished without an exit status: reboot, OOM killer), put it back in the queue under its id (GSSH_RESTART_COUNT counts restarts) instead of recording it lost; the copy left on that host is killed when it answers again")
 	return cmd
 }
 
@@ -293,7 +295,7 @@ func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Locat
 	if o.signalGraceSet && (o.signalGrace < time.Second || o.signalGrace > 24*time.Hour) {
 		return s, fmt.Errorf("--signal-grace %s: give a duration from 1s to 24h, such as 60s", o.signalGrace)
 	}
-	s.Preemptible, s.SignalGrace = o.preemptible, o.signalGrace
+	s.Preemptible, s.SignalGrace, s.Requeue = o.preemptible, o.signalGrace, o.requeue
 	exported, err := exportEnv(o.export, o.environ, warn)
 	if err != nil {
 		return s, err

@@ -59,6 +59,13 @@ type SSHDOptions struct {
 	SetEnv      map[string]string
 	MaxSessions int    // sessions per connection; 0 = sshd's default (10)
 	HostKeyType string // "ed25519" (default), "ecdsa" or "rsa"
+	// NetNS is the name of a network namespace (`ip netns add NAME`:
+	// /run/netns/NAME) to listen in, at ListenIP (an address of that
+	// namespace); "" listens in the test's own. Only the listening socket
+	// (and so every connection) is in it: the sshd and its sessions run
+	// in the test's namespace, so cutting the namespace's link cuts the
+	// host off while its jobs run on.
+	NetNS string
 	// ExtraConfig is appended to sshd_config. sshd keeps the first value
 	// of most keywords, so it cannot override what the helper sets; use
 	// it for other keywords and Match blocks.
@@ -154,7 +161,11 @@ func StartSSHD(tb testing.TB, opt SSHDOptions) *SSHD {
 	}
 	tb.Cleanup(func() { s.log.Close() }) // after the cleanup below: LIFO
 
-	s.ln, s.Host, s.Port = listen(tb, opt.ListenIP)
+	if opt.NetNS != "" {
+		s.ln, s.Host, s.Port = listenInNetNS(tb, opt.NetNS, opt.ListenIP)
+	} else {
+		s.ln, s.Host, s.Port = listen(tb, opt.ListenIP)
+	}
 	s.Addr = s.ln.Addr().String()
 	s.KnownHostsLine = knownHostsLine(s.Addr, s.HostKey)
 	tb.Cleanup(func() {

@@ -1,0 +1,361 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gssh/gssh/gpuinfo"
+	"github.com/gssh/gssh/health"
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
+)
+
+// HostLedger keeps what passes learned of each host (*state.Bolt and
+// *state.Mem are ones): failed contacts, down, and the strays to kill.
+// Each method is one short transaction; fn never does I/O.
+type HostLedger interface {
+	Hosts() (map[string]health.Host, error)
+	UpdateHost(name string, fn func(*health.Host) error) (health.Host, error)
+}
+
+// Host failure events.
+const (
+	JobUnknown  EventKind = "job_unknown"  // its host is down: it may still run (Job.Reason says since when)
+	JobAdopted  EventKind = "job_adopted"  // unknown, then found running when its host answered again
+	StrayKilled EventKind = "stray_killed" // an attempt given up on a failed host, found running there and killed
+	HostDown    EventKind = "host_down"    // a host was called down (Event.Host)
+	HostUp      EventKind = "host_up"      // a down host answered again (Event.Host)
+)
+
+// HostNote is what a pass says of a host whose contacts fail, or that
+// came back: for the pass's output, not an error of the pass.
+type HostNote struct {
+	Host   health.Host
+	Change string // "down" (called down in this pass), "still down", "up" (answered again)
+}
+
+// observe records one contact with host at now (why "" for one that
+// succeeded), and returns the host's record after it; with no ledger, or
+// when the ledger cannot be written (reported), it returns a record of
+// one failure or none, never down.
+func (c *Controller) observe(host string, why string, now time.Time, res *Result) health.Host {
+	if c.ledger == nil {
+		return health.Host{Name: host}
+	}
+	prev := c.health[host]
+	if why == "" && prev.Failures == 0 && !prev.Down() {
+		return prev // nothing to write: passes keep up hosts off the disk
+	}
+	h, err := c.ledger.UpdateHost(host, func(h *health.Host) error {
+		if why == "" {
+			*h = h.Answered(now)
+		} else {
+			*h = h.Failed(now, why, c.rules)
+		}
+		return nil
+	})
+	if err != nil {
+		res.Errors = append(res.Errors, fmt.Errorf("host %s: record the contact: %w", host, err))
+		return prev
+	}
+	c.health[host] = h
+	switch {
+	case why == "" && prev.Down():
+		res.Hosts = append(res.Hosts, HostNote{Host: h, Change: "up"})
+		c.events.Emit(Event{Time: now, Kind: HostUp, Host: host})
+	case why == "":
+	case h.Down() && !prev.Down():
+		res.Hosts = append(res.Hosts, HostNote{Host: h, Change: "down"})
+		c.events.Emit(Event{Time: now, Kind: HostDown, Host: host})
+	case h.Down():
+		res.Hosts = append(res.Hosts, HostNote{Host: h, Change: "still down"})
+	}
+	return h
+}
+
+// loadHealth reads every host record for the pass (c.health); an error
+// leaves the records it could read and is reported.
+func (c *Controller) loadHealth(res *Result) {
+	c.health = map[string]health.Host{}
+	if c.ledger == nil {
+		return
+	}
+	hs, err := c.ledger.Hosts()
+	if err != nil {
+		res.Errors = append(res.Errors, fmt.Errorf("host records: %w", err))
+	}
+	for k, v := range hs {
+		c.health[k] = v
+	}
+}
+
+// noAnswer handles the jobs of host, whose poll failed with a failed
+// contact (err wraps job.ErrNoContact): the failure is recorded, and
+// once the host is down its running jobs become unknown and, after
+// lost_after, lost (or requeued). Interactive jobs are their gssh run's
+// (it sees its connection drop) and are left as they are.
+func (c *Controller) noAnswer(ctx context.Context, host string, err error, jobs []*job.Job, now time.Time, res *Result) map[job.ID]job.Job {
+	h := c.observe(host, err.Error(), now, res)
+	if !h.Down() {
+		res.Errors = append(res.Errors, fmt.Errorf("%w (failed contact %d of %d before the host is called down; its jobs are kept as they are)", err, h.Failures, c.rules.Failures))
+		return nil
+	}
+	changed := map[job.ID]job.Job{}
+	for _, j := range jobs {
+		if j.Spec.Interactive != nil {
+			continue
+		}
+		if h.JobsLost(now, c.rules) {
+			if u, ok := c.giveUp(*j, h, now, res); ok {
+				changed[j.ID] = u
+			}
+			continue
+		}
+		if j.State != job.Running {
+			continue // launching: its outcome is asked for when the host answers; preempting: its kill waits too
+		}
+		u, uerr := c.store.Update(j.ID, func(x *job.Job) error {
+			if x.State != job.Running || x.Attempt != j.Attempt {
+				return errSkip
+			}
+			x.State, x.ReasonCode = job.Unknown, "host_down"
+			x.Reason = fmt.Sprintf("%s has not answered since %s (down since %s): the job may still run, and keeps its GPUs until the host answers, or for lost_after (%s)",
+				host, clock(h.FailingSince), clock(h.DownSince), c.rules.LostAfter)
+			return nil
+		})
+		switch {
+		case uerr == nil:
+			changed[j.ID] = u
+			res.Unknown = append(res.Unknown, u)
+			c.emit(JobUnknown, u)
+		case !errors.Is(uerr, errSkip):
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: record it unknown: %w", j.ID, uerr))
+		}
+	}
+	return changed
+}
+
+// giveUp records j, on the host h that has been down for lost_after,
+// lost, or back in the queue when it asked for it (--requeue). The
+// attempt is first recorded as a stray of the host, so that the copy
+// still running there, if any, is killed when the host answers again:
+// never two copies of one job.
+func (c *Controller) giveUp(j job.Job, h health.Host, now time.Time, res *Result) (job.Job, bool) {
+	why := "lost"
+	if j.Spec.Requeue {
+		why = "requeued"
+	}
+	sh, err := c.addStray(j, now, why)
+	if err != nil {
+		res.Errors = append(res.Errors, fmt.Errorf("job %d: %w", j.ID, err))
+		return j, false
+	}
+	if c.ledger != nil {
+		c.health[sh.Name] = sh
+	}
+	lost := fmt.Sprintf("%s stopped answering at %s and was down for lost_after (%s)", h.Name, clock(h.FailingSince), c.rules.LostAfter)
+	u, err := c.store.Update(j.ID, func(x *job.Job) error {
+		if x.State.Terminal() || x.Attempt != j.Attempt || x.Placement.Host != j.Placement.Host {
+			return errSkip
+		}
+		if x.Spec.Requeue {
+			requeue(x, now, lost+"; requeued (if it still runs there, it is killed when the host answers)")
+			return nil
+		}
+		x.State, x.EndedAt, x.ReasonCode = job.Lost, now, "host_lost"
+		x.Reason = lost + "; if it still runs there, it is killed when the host answers"
+		return nil
+	})
+	switch {
+	case err == nil:
+		if u.State == job.Queued {
+			res.Requeued = append(res.Requeued, u)
+			c.emit(JobRequeued, u)
+		} else {
+			res.Finished = append(res.Finished, u)
+			c.emit(JobEnded, u)
+		}
+		return u, true
+	case !errors.Is(err, errSkip):
+		res.Errors = append(res.Errors, fmt.Errorf("job %d: record it lost: %w", j.ID, err))
+	}
+	return j, false
+}
+
+// requeue puts x back in the queue after its host failed under it: its
+// run so far counts in fair-share (until now), Restarts counts the
+// restart (GSSH_RESTART_COUNT), and the next pass may place it anywhere.
+func requeue(x *job.Job, now time.Time, why string) {
+	if use, ok := x.Use(); ok {
+		use.Ended = now
+		x.Runs = append(x.Runs, use)
+		x.Restarts++
+	}
+	x.State, x.Reason, x.ReasonCode = job.Queued, why, "requeued"
+	x.Preempt = nil
+	x.Placement, x.Remote, x.StartedAt, x.ExitCode, x.Signal = job.Placement{}, job.Remote{}, time.Time{}, nil, ""
+}
+
+// addStray records attempt j.Attempt of j as a stray of its host and
+// returns the host's record after it.
+func (c *Controller) addStray(j job.Job, now time.Time, why string) (health.Host, error) {
+	if c.ledger == nil {
+		return health.Host{}, nil
+	}
+	h, err := c.ledger.UpdateHost(j.Placement.Host, func(h *health.Host) error {
+		*h = h.AddStray(j, now, why)
+		return nil
+	})
+	if err != nil {
+		return h, fmt.Errorf("record the attempt left on %s: %w", j.Placement.Host, err)
+	}
+	return h, nil
+}
+
+// killStrays ends, on host, the attempts given up on it that are not
+// their job's live attempt: abandoned if they never started, else stopped
+// (SIGTERM, the orphan grace, SIGKILL; matched on the attempt, so the
+// job's next attempt on the same host is left alone). Each stray is
+// dropped from the record once done; one that fails stays for the next
+// pass. With record (a host this pass did not poll), the first call's
+// outcome is recorded as the pass's contact with the host, and a host
+// that does not answer is left for a later pass.
+func (c *Controller) killStrays(ctx context.Context, host string, record bool, res *Result) {
+	recorded := !record
+	for _, s := range c.health[host].Strays {
+		cur, err := c.store.Get(s.Job.ID)
+		if err == nil && s.Live(cur) {
+			c.dropStray(host, s, res) // a record left by a crash before the attempt was given up
+			continue
+		}
+		abandoned, err := c.workers.Abandon(ctx, s.Job)
+		n := 0
+		if err == nil && !abandoned {
+			n, err = c.workers.Stop(ctx, s.Job, c.orphan, "")
+		}
+		if !recorded {
+			recorded = true
+			why := ""
+			if errors.Is(err, job.ErrNoContact) {
+				why = err.Error()
+			}
+			c.observe(host, why, c.now(), res)
+		}
+		switch {
+		case errors.Is(err, job.ErrNoContact) && record:
+			return // still away: the next pass tries again
+		case err != nil:
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: stop attempt %d left on %s (%s): %w", s.Job.ID, s.Job.Attempt, host, s.Why, err))
+			continue
+		case n > 0:
+			res.Strays = append(res.Strays, s)
+			c.events.Emit(Event{Time: c.now(), Kind: StrayKilled, Job: s.Job, Host: host})
+		}
+		c.dropStray(host, s, res)
+	}
+}
+
+func (c *Controller) dropStray(host string, s health.Stray, res *Result) {
+	h, err := c.ledger.UpdateHost(host, func(h *health.Host) error {
+		*h = h.DropStray(s.Job.ID, s.Job.Attempt)
+		return nil
+	})
+	if err != nil {
+		res.Errors = append(res.Errors, fmt.Errorf("host %s: %w", host, err))
+		return
+	}
+	c.health[host] = h
+}
+
+// inInventory reports whether host is in the inventory (Options.Known).
+func (c *Controller) inInventory(host string) bool { return c.known == nil || c.known(host) }
+
+// notInInventory gives the active jobs placed on a host the inventory no
+// longer has a reason that says so (once), and returns active: they are
+// not polled, nor an error of every pass; gssh cancel --force ends them.
+func (c *Controller) notInInventory(active []job.Job, res *Result) []job.Job {
+	for i := range active {
+		j := &active[i]
+		if !j.State.Active() || j.Placement.Host == "" || c.inInventory(j.Placement.Host) || j.ReasonCode == codeNotInInventory {
+			continue
+		}
+		why := fmt.Sprintf("%s is not in the inventory any more: gssh cannot reach it, and the job may still run there; add the host back, or `gssh cancel --force %d` to forget the job", j.Placement.Host, j.ID)
+		u, err := c.store.Update(j.ID, func(x *job.Job) error {
+			if !x.State.Active() || x.Placement.Host != j.Placement.Host {
+				return errSkip
+			}
+			x.Reason, x.ReasonCode = why, codeNotInInventory
+			return nil
+		})
+		switch {
+		case err == nil:
+			*j = u
+		case !errors.Is(err, errSkip):
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: %w", j.ID, err))
+		}
+	}
+	return active
+}
+
+// codeNotInInventory is the reason code of an active job whose host the
+// inventory no longer has.
+const codeNotInInventory = "not_in_inventory"
+
+// probed records a contact for each host the pass probed but did not
+// poll (polled hosts were recorded by their poll).
+func (c *Controller) probed(hosts []sched.Host, polled map[string]bool, now time.Time, res *Result) {
+	for _, h := range hosts {
+		if polled[h.Name] {
+			continue
+		}
+		switch s := h.Snapshot.State; s {
+		case gpuinfo.HostUnreachable, gpuinfo.HostTimeout, gpuinfo.HostConnectionLost, gpuinfo.HostTransportError,
+			gpuinfo.HostAuthFailed, gpuinfo.HostKeyMismatch, gpuinfo.HostKeyUnknown:
+			c.observe(h.Name, fmt.Sprintf("%s: %s", s, h.Snapshot.Error), now, res)
+		case "":
+			// not probed (cut short): no contact either way
+		default:
+			c.observe(h.Name, "", now, res)
+		}
+	}
+}
+
+// ForceCancel records j cancelled without reaching its worker (gssh
+// cancel --force): for a job whose host is down or no longer in the
+// inventory. Its attempt is recorded as a stray of the host, killed if
+// the host answers again. who is who asked.
+func (c *Controller) ForceCancel(id job.ID, who string) (job.Job, error) {
+	j, err := c.store.Get(id)
+	if err != nil {
+		return job.Job{}, err
+	}
+	if j.State.Terminal() {
+		return j, fmt.Errorf("job %d %w (%s)", j.ID, ErrEnded, j.State)
+	}
+	now := c.now()
+	if j.State != job.Queued && j.Placement.Host != "" {
+		if _, err := c.addStray(j, now, "cancelled with --force"); err != nil {
+			return j, fmt.Errorf("job %d: %w", j.ID, err)
+		}
+	}
+	u, err := c.store.Update(id, func(x *job.Job) error {
+		if x.State.Terminal() {
+			return fmt.Errorf("job %d %w (%s)", x.ID, ErrEnded, x.State)
+		}
+		x.State, x.EndedAt, x.ReasonCode = job.Cancelled, now, ""
+		x.Reason = "cancelled with --force by " + who
+		if j.State != job.Queued && j.Placement.Host != "" {
+			x.Reason += "; its processes on " + j.Placement.Host + " may still run (gssh did not reach the host; they are killed if a pass reaches it again)"
+		}
+		return nil
+	})
+	if err == nil {
+		c.emit(JobCancel, u)
+	}
+	return u, err
+}
+
+// clock is t as the pass reasons write it: local time, to the second.
+func clock(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") }

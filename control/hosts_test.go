@@ -1,0 +1,368 @@
+package control_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gssh/gssh/control"
+	"github.com/gssh/gssh/gpuinfo"
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/state"
+)
+
+// fleetSim is a lab whose hosts can stop answering: its workers keep each
+// attempt of each job apart (a copy left on a failed host and the job's
+// next attempt elsewhere are two processes), and its snapshots say a
+// host that does not answer is unreachable.
+type fleetSim struct {
+	mu    sync.Mutex
+	hosts []sched.Host
+	down  map[string]bool
+	runs  map[string]*simRun // "id.attempt"
+	stops []string           // "id.attempt@host" of each Stop that found the attempt running
+}
+
+type simRun struct {
+	host    string
+	running bool
+}
+
+func newFleetSim(hosts ...sched.Host) *fleetSim {
+	return &fleetSim{hosts: hosts, down: map[string]bool{}, runs: map[string]*simRun{}}
+}
+
+func runKey(j job.Job) string { return fmt.Sprintf("%d.%d", j.ID, j.Attempt) }
+
+func (f *fleetSim) noAnswer(host string) error {
+	if f.down[host] {
+		return fmt.Errorf("%s: %w: connect: i/o timeout", host, job.ErrNoContact)
+	}
+	return nil
+}
+
+func (f *fleetSim) Hosts(context.Context) ([]sched.Host, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.hosts)
+	for i, h := range out {
+		if f.down[h.Name] {
+			out[i].Snapshot = gpuinfo.Snapshot{Host: h.Name, State: gpuinfo.HostTimeout, Error: "connect: i/o timeout"}
+		}
+	}
+	return out, nil
+}
+
+func (f *fleetSim) Start(_ context.Context, j job.Job) (job.Remote, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.noAnswer(j.Placement.Host); err != nil {
+		return job.Remote{}, err
+	}
+	f.runs[runKey(j)] = &simRun{host: j.Placement.Host, running: true}
+	return job.Remote{Dir: "/d/" + runKey(j), PID: 1000 + int(j.ID)}, nil
+}
+
+func (f *fleetSim) Abandon(_ context.Context, j job.Job) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.noAnswer(j.Placement.Host); err != nil {
+		return false, err
+	}
+	_, started := f.runs[runKey(j)]
+	return !started, nil
+}
+
+func (f *fleetSim) Poll(_ context.Context, host string, jobs []*job.Job) (map[job.ID]job.Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.noAnswer(host); err != nil {
+		return nil, err
+	}
+	out := map[job.ID]job.Status{}
+	for _, j := range jobs {
+		r, ok := f.runs[runKey(*j)]
+		switch {
+		case !ok:
+			out[j.ID] = job.Status{State: job.Lost, Missing: true}
+		case r.running:
+			out[j.ID] = job.Status{State: job.Running, PID: 1000 + int(j.ID)}
+		default:
+			out[j.ID] = job.Status{State: job.Cancelled, Reason: "stopped"}
+		}
+	}
+	return out, nil
+}
+
+func (f *fleetSim) Stop(_ context.Context, j job.Job, _ time.Duration, _ job.State) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.noAnswer(j.Placement.Host); err != nil {
+		return 0, err
+	}
+	r, ok := f.runs[runKey(j)]
+	if !ok || !r.running || r.host != j.Placement.Host {
+		return 0, nil
+	}
+	r.running = false
+	f.stops = append(f.stops, runKey(j)+"@"+r.host)
+	return 1, nil
+}
+
+func (f *fleetSim) setDown(host string, down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down[host] = down
+}
+
+// running lists the attempts running now, as "id.attempt@host", sorted.
+func (f *fleetSim) running() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for k, r := range f.runs {
+		if r.running {
+			out = append(out, k+"@"+r.host)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+type hostRig struct {
+	store  *state.Mem
+	fleet  *fleetSim
+	events *events
+	ctl    *control.Controller
+}
+
+func newHostRig(t *testing.T, known func(string) bool, hosts ...sched.Host) *hostRig {
+	t.Helper()
+	r := &hostRig{store: state.NewMem(), fleet: newFleetSim(hosts...), events: &events{}}
+	ctl, err := control.New(control.Options{Store: r.store, Snapshots: r.fleet, Workers: r.fleet, Events: r.events,
+		Ledger: r.store, Known: known, Policy: sched.Policy{Fit: sched.FitFirst}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ctl = ctl
+	return r
+}
+
+func (r *hostRig) pass(t *testing.T) control.Result {
+	t.Helper()
+	res, err := r.ctl.Pass(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func (r *hostRig) submit(t *testing.T, host string, requeue bool) job.Job {
+	t.Helper()
+	j, err := r.store.Submit(job.Job{User: "u", Spec: job.Spec{Argv: []string{"train"}, Host: host, GPUs: 1, Workdir: "~", Priority: 5, Requeue: requeue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func (r *hostRig) get(t *testing.T, id job.ID) job.Job {
+	t.Helper()
+	j, err := r.store.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func notes(res control.Result) []string {
+	var out []string
+	for _, n := range res.Hosts {
+		out = append(out, n.Host.Name+" "+n.Change)
+	}
+	return out
+}
+
+// One failed contact, or three in 20 s, never make a host down; three
+// spanning down_after do: its running job becomes unknown (its GPU still
+// booked: a job for that host waits), and when the host answers again
+// the job, still running there, is adopted.
+func TestHostDownThenAdopted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newHostRig(t, nil, idleHost("h1", 1))
+		a := r.submit(t, "h1", false)
+		r.pass(t)
+		if j := r.get(t, a.ID); j.State != job.Running {
+			t.Fatalf("job %d %s, want running", a.ID, j.State)
+		}
+		b := r.submit(t, "h1", false)
+		r.fleet.setDown("h1", true)
+		for i := range 3 {
+			res := r.pass(t)
+			if j := r.get(t, a.ID); j.State != job.Running || len(res.Errors) == 0 || !strings.Contains(fmt.Sprint(res.Errors), fmt.Sprintf("failed contact %d of 3", i+1)) {
+				t.Fatalf("failure %d within 20 s: job %s, errors %v; want running and the failure counted", i+1, j.State, res.Errors)
+			}
+			time.Sleep(10 * time.Second)
+		}
+		time.Sleep(30 * time.Second) // the 4th failure is 60 s after the first
+		res := r.pass(t)
+		j := r.get(t, a.ID)
+		if j.State != job.Unknown || !strings.Contains(j.Reason, "h1 has not answered since") || !slices.Equal(notes(res), []string{"h1 down"}) || len(res.Errors) != 0 {
+			t.Fatalf("after 60 s of failures: job %s %q, notes %v, errors %v; want unknown, h1 down, no errors", j.State, j.Reason, notes(res), res.Errors)
+		}
+		hs, _ := r.store.Hosts()
+		if h := hs["h1"]; !h.Down() || h.Failures != 4 || !strings.Contains(h.LastError, "i/o timeout") {
+			t.Errorf("h1's record %+v, want down after 4 failures with the error", h)
+		}
+		if jb := r.get(t, b.ID); jb.State != job.Queued {
+			t.Errorf("job %d %s: want queued (h1 is down, its GPU still booked)", b.ID, jb.State)
+		}
+		res = r.pass(t)
+		if !slices.Equal(notes(res), []string{"h1 still down"}) {
+			t.Errorf("notes %v, want h1 still down", notes(res))
+		}
+
+		time.Sleep(time.Minute)
+		r.fleet.setDown("h1", false)
+		res = r.pass(t)
+		if j := r.get(t, a.ID); j.State != job.Running || j.Reason != "" {
+			t.Errorf("after h1 answered: job %s %q, want running again", j.State, j.Reason)
+		}
+		if !slices.Equal(notes(res), []string{"h1 up"}) {
+			t.Errorf("notes %v, want h1 up", notes(res))
+		}
+		if jb := r.get(t, b.ID); jb.State != job.Queued {
+			t.Errorf("job %d %s: want queued (h1's GPU is job %d's again)", b.ID, jb.State, a.ID)
+		}
+		if !slices.Contains(r.events.seen, fmt.Sprintf("job_unknown %d unknown", a.ID)) || !slices.Contains(r.events.seen, fmt.Sprintf("job_adopted %d running", a.ID)) {
+			t.Errorf("events %q: want job_unknown and job_adopted", r.events.seen)
+		}
+		if got := r.fleet.running(); !slices.Equal(got, []string{fmt.Sprintf("%d.1@h1", a.ID)}) {
+			t.Errorf("running %v", got)
+		}
+	})
+}
+
+// A host down for lost_after: its --requeue job goes back to the queue
+// (attempt and restart counted) and runs elsewhere in the same pass; the
+// other job is lost. When the host answers again, the copies left there
+// are killed, the new attempt is not: never two copies of one job.
+func TestHostLostRequeueAndStrays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newHostRig(t, nil, idleHost("h1", 2), idleHost("h2", 1))
+		req := r.submit(t, "h1", true)
+		plain := r.submit(t, "h1", false)
+		r.pass(t)
+		r.fleet.setDown("h1", true)
+		for range 4 {
+			r.pass(t)
+			time.Sleep(20 * time.Second)
+		}
+		if j := r.get(t, req.ID); j.State != job.Unknown {
+			t.Fatalf("job %d %s, want unknown", req.ID, j.State)
+		}
+		// Move the requeued job's host: the request named h1, and h1 is
+		// down; a job for "auto" would go anywhere.
+		if _, err := r.store.Update(req.ID, func(x *job.Job) error { x.Spec.Host = "auto"; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Minute)
+		res := r.pass(t)
+		q, p := r.get(t, req.ID), r.get(t, plain.ID)
+		if p.State != job.Lost || !strings.Contains(p.Reason, "lost_after") {
+			t.Errorf("job %d %s %q, want lost after lost_after", plain.ID, p.State, p.Reason)
+		}
+		if q.State != job.Running || q.Placement.Host != "h2" || q.Attempt != 2 || q.Restarts != 1 || len(q.Runs) != 1 {
+			t.Fatalf("--requeue job: %s on %q attempt %d restarts %d runs %d; want running on h2, attempt 2, restart 1", q.State, q.Placement.Host, q.Attempt, q.Restarts, len(q.Runs))
+		}
+		if !slices.Contains(ids(res.Requeued), req.ID) {
+			t.Errorf("requeued %v, want job %d", ids(res.Requeued), req.ID)
+		}
+		hs, _ := r.store.Hosts()
+		if h := hs["h1"]; len(h.Strays) != 2 {
+			t.Fatalf("h1 strays %+v, want both attempts", h.Strays)
+		}
+
+		r.fleet.setDown("h1", false)
+		res = r.pass(t)
+		want := []string{fmt.Sprintf("%d.2@h2", req.ID)}
+		if got := r.fleet.running(); !slices.Equal(got, want) {
+			t.Errorf("running after h1 answered: %v, want only %v", got, want)
+		}
+		if len(res.Strays) != 2 {
+			t.Errorf("strays killed %+v, want 2", res.Strays)
+		}
+		hs, _ = r.store.Hosts()
+		if h := hs["h1"]; len(h.Strays) != 0 || h.Down() {
+			t.Errorf("h1 after it answered: %+v, want up, no strays", h)
+		}
+	})
+}
+
+// A host with strays and no job left there is reached all the same.
+func TestStraysOnHostWithoutJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newHostRig(t, nil, idleHost("h1", 1))
+		a := r.submit(t, "h1", false)
+		r.pass(t)
+		r.fleet.setDown("h1", true)
+		if _, err := r.ctl.Cancel(context.Background(), a.ID, 0, "u"); err == nil || !strings.Contains(err.Error(), "--force") {
+			t.Fatalf("cancel with the host away = %v, want an error saying --force", err)
+		}
+		j, err := r.ctl.ForceCancel(a.ID, "u")
+		if err != nil || j.State != job.Cancelled || !strings.Contains(j.Reason, "may still run") {
+			t.Fatalf("ForceCancel = %s %q, %v", j.State, j.Reason, err)
+		}
+		res := r.pass(t) // h1 still away: nothing to poll, the stray waits
+		if len(res.Errors) != 0 {
+			t.Errorf("errors %v", res.Errors)
+		}
+		r.fleet.setDown("h1", false)
+		r.pass(t)
+		if got := r.fleet.running(); len(got) != 0 {
+			t.Errorf("running %v after h1 answered, want the cancelled job killed", got)
+		}
+	})
+}
+
+// The jobs of a host no longer in the inventory are not polled and make
+// no error; their reason says what to do, and --force ends them.
+func TestJobOnHostNotInInventory(t *testing.T) {
+	known := true
+	r := newHostRig(t, func(h string) bool { return known || h != "h1" }, idleHost("h1", 1))
+	a := r.submit(t, "h1", false)
+	r.pass(t)
+	known = false
+	for range 2 {
+		if res := r.pass(t); len(res.Errors) != 0 {
+			t.Fatalf("pass errors %v, want none", res.Errors)
+		}
+	}
+	j := r.get(t, a.ID)
+	if j.State != job.Running || !strings.Contains(j.Reason, "not in the inventory") || !strings.Contains(j.Reason, "--force") {
+		t.Errorf("job %s %q", j.State, j.Reason)
+	}
+	if _, err := r.ctl.ForceCancel(a.ID, "u"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ctl.ForceCancel(a.ID, "u"); !errors.Is(err, control.ErrEnded) {
+		t.Errorf("second ForceCancel = %v, want ErrEnded", err)
+	}
+}
+
+// idleHost is a host of n idle 80 GiB GPUs.
+func idleHost(name string, n int) sched.Host {
+	var gs []gpuinfo.GPU
+	for i := range n {
+		gs = append(gs, gpuinfo.GPU{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", name, i), Health: gpuinfo.HealthOK, ProcsKnown: true,
+			MemTotal: ptr(uint64(80 * GiB)), MemUsed: ptr(uint64(0)), MemFree: ptr(uint64(80 * GiB)), Procs: []gpuinfo.Proc{}})
+	}
+	return sched.Host{Name: name, Snapshot: gpuinfo.Snapshot{Host: name, State: gpuinfo.HostOK, GPUs: gs}}
+}
