@@ -342,6 +342,9 @@ type Result struct {
 	// Hosts are the hosts this pass called down, found still down, or
 	// found answering again after they were down.
 	Hosts []HostNote
+	// GPUFailed are the running jobs whose GPU this pass found unhealthy
+	// (Job.Reason says which and how).
+	GPUFailed []job.Job
 	// Unknown are the jobs this pass found on a host called down: they
 	// may still run (unknown), their GPUs still booked.
 	Unknown []job.Job
@@ -373,6 +376,7 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	if len(in.Queue) == 0 {
+		c.watchGPUs(ctx, in.Running, &res)
 		return res, nil
 	}
 	if in.Usage, err = c.Usage(in.Running, in.Now); err != nil {
@@ -386,6 +390,7 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 		return res, err // cut short: what was half probed is not planned on
 	}
 	c.probed(in.Hosts, c.contacted, c.now(), &res)
+	c.gpuHealth(in.Hosts, in.Running, c.now(), &res)
 	if err := c.deps(&in); err != nil {
 		res.Errors = append(res.Errors, err)
 	}
@@ -1336,6 +1341,18 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		})
 	case st.State == job.Lost && j.Spec.Requeue:
 		return update(func(x *job.Job) { requeue(x, endedAt(j, st, now), st.Reason+"; requeued (--requeue)") })
+	case j.ReasonCode == codeGPUFailed && (st.State == job.Failed || st.State == job.Lost):
+		// Its GPU failed under it: the reason says so, and with --requeue
+		// it goes back to the queue (its processes are gone: this is
+		// their end).
+		why := st.Reason + "; " + j.Reason
+		if j.Spec.Requeue {
+			return update(func(x *job.Job) { requeue(x, endedAt(j, st, now), why+"; requeued (--requeue)") })
+		}
+		return update(func(x *job.Job) {
+			x.State, x.EndedAt, x.Reason, x.ReasonCode = st.State, endedAt(j, st, now), why, codeGPUFailed
+			x.ExitCode, x.Signal = st.ExitCode, st.Signal
+		})
 	case st.State.Terminal():
 		return update(func(x *job.Job) {
 			x.State, x.EndedAt, x.Reason, x.ReasonCode = st.State, endedAt(j, st, now), st.Reason, ""

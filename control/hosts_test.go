@@ -33,6 +33,7 @@ type fleetSim struct {
 type simRun struct {
 	host    string
 	running bool
+	failed  bool // ended with exit status 1
 }
 
 func newFleetSim(hosts ...sched.Host) *fleetSim {
@@ -94,6 +95,8 @@ func (f *fleetSim) Poll(_ context.Context, host string, jobs []*job.Job) (map[jo
 			out[j.ID] = job.Status{State: job.Lost, Missing: true}
 		case r.running:
 			out[j.ID] = job.Status{State: job.Running, PID: 1000 + int(j.ID)}
+		case r.failed:
+			out[j.ID] = job.Status{State: job.Failed, ExitCode: ptr(1), Reason: "exit status 1"}
 		default:
 			out[j.ID] = job.Status{State: job.Cancelled, Reason: "stopped"}
 		}
@@ -365,4 +368,75 @@ func idleHost(name string, n int) sched.Host {
 			MemTotal: ptr(uint64(80 * GiB)), MemUsed: ptr(uint64(0)), MemFree: ptr(uint64(80 * GiB)), Procs: []gpuinfo.Proc{}})
 	}
 	return sched.Host{Name: name, Snapshot: gpuinfo.Snapshot{Host: name, State: gpuinfo.HostOK, GPUs: gs}}
+}
+
+func (f *fleetSim) HostsOf(ctx context.Context, names []string) ([]sched.Host, error) {
+	hs, _ := f.Hosts(ctx)
+	return slices.DeleteFunc(hs, func(h sched.Host) bool { return !slices.Contains(names, h.Name) }), nil
+}
+
+func (f *fleetSim) setHealth(host string, gpu int, hl gpuinfo.Health) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.hosts {
+		if f.hosts[i].Name == host {
+			gs := slices.Clone(f.hosts[i].Snapshot.GPUs)
+			gs[gpu].Health = hl
+			f.hosts[i].Snapshot.GPUs = gs
+			f.hosts[i].Snapshot.State = gpuinfo.HostOK
+			if hl != gpuinfo.HealthOK {
+				f.hosts[i].Snapshot.State = gpuinfo.HostDegraded
+			}
+		}
+	}
+}
+
+// fail ends attempt a of job id with exit status 1 (its CUDA call failed).
+func (f *fleetSim) fail(id job.ID, a int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.runs[fmt.Sprintf("%d.%d", id, a)]
+	r.running, r.failed = false, true
+}
+
+// A GPU that falls off the bus under a running job: the job is marked
+// with why (a pass with nothing queued probes its host for that), and
+// with --requeue it goes back to the queue when its process is gone; the
+// GPU takes no job until it reads healthy in 3 probes in a row.
+func TestGPUFailsUnderJob(t *testing.T) {
+	r := newHostRig(t, nil, idleHost("h1", 1))
+	a := r.submit(t, "h1", true)
+	r.pass(t)
+	r.fleet.setHealth("h1", 0, gpuinfo.HealthLost)
+	res := r.pass(t)
+	j := r.get(t, a.ID)
+	if j.State != job.Running || j.ReasonCode != "gpu_failed" || !strings.Contains(j.Reason, "GPU 0 (GPU-h1-0) on h1 read lost") || len(res.GPUFailed) != 1 {
+		t.Fatalf("job on the lost GPU: %s %q (%s); GPUFailed %v", j.State, j.Reason, j.ReasonCode, ids(res.GPUFailed))
+	}
+	hs, _ := r.store.Hosts()
+	if g, ok := hs["h1"].GPUs["0"]; !ok || g.Why != "lost" {
+		t.Fatalf("h1's GPU record %+v", hs["h1"].GPUs)
+	}
+	r.fleet.fail(a.ID, 1) // the job's CUDA context died with the GPU
+	res = r.pass(t)
+	j = r.get(t, a.ID)
+	if j.State != job.Queued || j.Restarts != 1 || len(j.Runs) != 1 || !strings.Contains(j.Reason, "lost") {
+		t.Fatalf("after its process ended: %s restarts %d runs %d %q; want queued again, waiting for the GPU", j.State, j.Restarts, len(j.Runs), j.Reason)
+	}
+	if !slices.Contains(r.events.seen, fmt.Sprintf("job_requeue %d queued", a.ID)) {
+		t.Errorf("events %q: want the requeue", r.events.seen)
+	}
+	// The GPU reads healthy again (a reset): not placed on until the 3rd
+	// healthy probe in a row.
+	r.fleet.setHealth("h1", 0, gpuinfo.HealthOK)
+	for i := range 3 {
+		r.pass(t)
+		j = r.get(t, a.ID)
+		if i < 2 && (j.State != job.Queued || !strings.Contains(j.Reason, "recovering")) {
+			t.Fatalf("healthy probe %d: job %s %q; want queued, the GPU recovering", i+1, j.State, j.Reason)
+		}
+	}
+	if j.State != job.Running || j.Attempt != 2 {
+		t.Errorf("after 3 healthy probes: job %s attempt %d; want running, attempt 2", j.State, j.Attempt)
+	}
 }

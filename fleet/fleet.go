@@ -588,3 +588,22 @@ func FindHelper(path string) (*probe.HelperBinary, string) {
 	}
 	return bin, ""
 }
+
+// HostsOf implements control.HostsOf: the hosts named (in the
+// inventory's order; names it does not have are left out), probed now,
+// or taken from Reports when set.
+func (s Snapshots) HostsOf(ctx context.Context, names []string) ([]sched.Host, error) {
+	inv := s.Fleet.Inventory()
+	var hosts []inventory.Host
+	for _, h := range inv.Hosts {
+		if slices.Contains(names, h.Name) {
+			hosts = append(hosts, h)
+		}
+	}
+	reports := s.Reports
+	if reports == nil {
+		reports = s.Fleet.Probe(ctx, hosts, ProbeOptions{Timeout: s.Timeout})
+	}
+	out := SchedHosts(inv, reports)
+	return slices.DeleteFunc(out, func(h sched.Host) bool { return !slices.Contains(names, h.Name) }), nil
+}

@@ -10,7 +10,9 @@ package health
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gssh/gssh/job"
@@ -75,6 +77,83 @@ type Host struct {
 	// processes may still run there, and the first pass that reaches the
 	// host again kills them.
 	Strays []Stray `json:"strays,omitempty"`
+	// GPUs are the GPUs of the host that read unhealthy (lost, requires
+	// reset, error) in a probe and have not read healthy in
+	// HealthyProbes probes in a row since, by index (as a string: JSON
+	// keys; nvidia-smi's index, which a GPU keeps while it falls off the
+	// bus, when its UUID can no longer be read): no job is placed on them
+	// meanwhile.
+	GPUs map[string]GPU `json:"gpus,omitempty"`
+}
+
+// HealthyProbes is how many probes in a row a GPU that read unhealthy
+// must read healthy before jobs are placed on it again: a GPU that fell
+// off the bus and came back after a reset may fall off again.
+const HealthyProbes = 3
+
+// GPU is one GPU's record of failure.
+type GPU struct {
+	Index int       `json:"index"` // nvidia-smi's index, for messages
+	Why   string    `json:"why"`   // the last unhealthy reading: "lost", "requires reset", "error"
+	Since time.Time `json:"since"` // the first unhealthy reading of this failure
+	Good  int       `json:"good"`  // healthy probes in a row since the last unhealthy one
+}
+
+// Text says in words why g keeps jobs off: "GPU 2 lost since ..." or,
+// once it reads healthy again, how many more probes it needs.
+func (g GPU) Text() string {
+	if g.Good == 0 {
+		return fmt.Sprintf("GPU %d %s since %s", g.Index, g.Why, clock(g.Since))
+	}
+	return fmt.Sprintf("GPU %d was %s since %s; healthy in %d of the %d probes in a row it needs", g.Index, g.Why, clock(g.Since), g.Good, HealthyProbes)
+}
+
+// Reading is one GPU as a probe read it: its index and health ("" when
+// healthy).
+type Reading struct {
+	Index int
+	Bad   string // "" healthy; else its health ("lost", "requires reset", "error")
+}
+
+// Probed is h after a probe at now that read the GPUs in rs: a GPU that
+// reads unhealthy gets a record (kept, with its first time, while it
+// stays so or reads unhealthy again before it recovers); one with a
+// record that reads healthy counts a good probe, and after HealthyProbes
+// of them in a row its record goes. A GPU the probe did not list keeps
+// its record. changed reports whether the record differs.
+func (h Host) Probed(rs []Reading, now time.Time) (out Host, changed bool) {
+	for _, r := range rs {
+		key := strconv.Itoa(r.Index)
+		g, had := h.GPUs[key]
+		next := g
+		switch {
+		case r.Bad != "":
+			next.Index, next.Why, next.Good = r.Index, r.Bad, 0
+			if !had {
+				next.Since = now
+			}
+		case had:
+			next.Good++
+		}
+		if !had && r.Bad == "" || had && next == g {
+			continue
+		}
+		if !changed {
+			h.GPUs, changed = maps.Clone(h.GPUs), true
+			if h.GPUs == nil {
+				h.GPUs = map[string]GPU{}
+			}
+		}
+		if next.Good >= HealthyProbes {
+			delete(h.GPUs, key)
+		} else {
+			h.GPUs[key] = next
+		}
+	}
+	if changed && len(h.GPUs) == 0 {
+		h.GPUs = nil
+	}
+	return h, changed
 }
 
 // Stray is one job attempt that may still run on a host gssh gave it up

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,44 @@ func TestStrays(t *testing.T) {
 	}
 	if h = h.DropStray(3, 1); h.Strays != nil {
 		t.Errorf("DropStray left %+v", h.Strays)
+	}
+}
+
+func TestGPUHealth(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }
+	lost := []Reading{{Index: 0}, {Index: 1, Bad: "lost"}}
+	ok := []Reading{{Index: 0}, {Index: 1}}
+	var h Host
+	h, changed := h.Probed(ok, at(0))
+	if changed || h.GPUs != nil {
+		t.Fatalf("healthy GPUs made a record: %+v", h.GPUs)
+	}
+	h, changed = h.Probed(lost, at(1))
+	if !changed || len(h.GPUs) != 1 || h.GPUs["1"].Why != "lost" || !h.GPUs["1"].Since.Equal(at(1)) {
+		t.Fatalf("after GPU 1 read lost: %+v", h.GPUs)
+	}
+	if h2, changed := h.Probed(lost, at(2)); changed || !h2.GPUs["1"].Since.Equal(at(1)) {
+		t.Errorf("lost again: changed %v, %+v; want the record as it was", changed, h2.GPUs)
+	}
+	// Two healthy probes, then lost again: the count starts over, the
+	// failure keeps its first time.
+	h, _ = h.Probed(ok, at(3))
+	h, _ = h.Probed(ok, at(4))
+	if g := h.GPUs["1"]; g.Good != 2 || !strings.Contains(g.Text(), "healthy in 2 of the 3") {
+		t.Fatalf("after 2 healthy probes: %+v %q", g, g.Text())
+	}
+	h, _ = h.Probed(lost, at(5))
+	if g := h.GPUs["1"]; g.Good != 0 || !g.Since.Equal(at(1)) {
+		t.Fatalf("lost again while recovering: %+v", g)
+	}
+	for i := range 3 {
+		if len(h.GPUs) != 1 {
+			t.Fatalf("record gone after %d healthy probes, want 3", i)
+		}
+		h, _ = h.Probed(ok, at(6+i))
+	}
+	if h.GPUs != nil {
+		t.Errorf("after 3 healthy probes: %+v, want no record", h.GPUs)
 	}
 }

@@ -185,8 +185,13 @@ func checkState(n *node, _ *want) Reason {
 
 // Eligibility: the unit itself.
 
-func checkHealth(u *unit, _ *want, _ *node) Reason {
+func checkHealth(u *unit, _ *want, n *node) Reason {
 	switch hl := u.gpu.Health; {
+	case u.gpu.Schedulable() && len(n.Recovering) > 0:
+		if why, ok := n.Recovering[u.index]; ok {
+			return because(CodeUnhealthy, why)
+		}
+		return Reason{}
 	case u.gpu.Schedulable():
 		return Reason{}
 	case hl == gpuinfo.HealthError:

@@ -29,6 +29,11 @@ type Host struct {
 	// claims say (launch.OtherQueues): their GPUs are taken, as the
 	// bookings of this queue's jobs are, and never taken back.
 	Others []OtherJob
+	// Recovering are the GPUs (by index) that read unhealthy in an
+	// earlier probe and have not read healthy in enough probes in a row
+	// since (health.HealthyProbes), each with why in words: no job is
+	// placed on them (CodeUnhealthy), whatever this snapshot says.
+	Recovering map[int]string
 
 	// units are the snapshot's units, listed by Prepare; nil: listed by
 	// each plan.

@@ -40,6 +40,11 @@ type HostGPUs struct {
 	// Jobs are the gssh jobs holding GPUs of the host, as the state file
 	// records them (launching or running), one entry per GPU held.
 	Jobs []GPUJob `json:"gssh_jobs"`
+	// Recovering are the GPUs (by index) that read
+	// unhealthy in a pass's probe and have not read healthy in
+	// health.HealthyProbes probes in a row since: no job is placed on
+	// them. From the state file; absent when none.
+	Recovering map[string]health.GPU `json:"recovering,omitempty"`
 }
 
 // GPUJob is one gssh job holding one GPU (or MIG device).

@@ -26,6 +26,13 @@ func (l *Local) GPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	if serr != nil {
 		doc.JobsError = serr.Error()
 	}
+	if st != nil && !none {
+		if recs, _ := st.Hosts(); len(recs) > 0 {
+			for i, h := range doc.Hosts {
+				doc.Hosts[i].Recovering = recs[h.Host].GPUs
+			}
+		}
+	}
 	return doc, partial(reports)
 }
 
@@ -40,7 +47,7 @@ func (l *Local) Hosts(ctx context.Context, q HostQuery) (HostsDoc, error) {
 	if st, none, err := l.readStore(); err == nil && !none {
 		if recs, _ := st.Hosts(); len(recs) > 0 { // a record that cannot be read is shown as none
 			for i, h := range doc.Hosts {
-				if r, ok := recs[h.Name]; ok && (r.Failures > 0 || r.Down() || len(r.Strays) > 0 || r.LastError != "") {
+				if r, ok := recs[h.Name]; ok && (r.Failures > 0 || r.Down() || len(r.Strays) > 0 || r.LastError != "" || len(r.GPUs) > 0) {
 					doc.Hosts[i].Record = &r
 				}
 			}

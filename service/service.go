@@ -186,6 +186,8 @@ type PassResult struct {
 	Strays []job.Job    `json:"strays_killed,omitempty"`
 	// Unknown are the jobs the pass found on a host it called down.
 	Unknown []job.Job `json:"unknown,omitempty"`
+	// GPUFailed are the running jobs whose GPU the pass found unhealthy.
+	GPUFailed []job.Job `json:"gpu_failed,omitempty"`
 	// Preempts are what a dry run (ScheduleRequest.DryRun) would preempt,
 	// and for whom, and why.
 	Preempts []sched.Preempt `json:"preempts,omitempty"`
@@ -437,7 +439,7 @@ func (l *Local) rebalancePass(ctx context.Context, f *fleet.Fleet, st *state.Bol
 		err = ierr
 	}
 	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Queued: res.Queued, Problems: res.Errors,
-		Preempted: res.Preempted, Requeued: res.Requeued, Hosts: hostNotes(res.Hosts), Strays: strayJobs(res.Strays), Unknown: res.Unknown}, err
+		Preempted: res.Preempted, Requeued: res.Requeued, Hosts: hostNotes(res.Hosts), Strays: strayJobs(res.Strays), Unknown: res.Unknown, GPUFailed: res.GPUFailed}, err
 }
 
 // Schedule implements Service. An error wrapping control.ErrPassBusy

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/probe"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
@@ -129,7 +130,7 @@ func gpuRows(hosts []service.HostGPUs) (rows [][]string, warnings []string) {
 		for _, g := range gpus {
 			id := cmp.Or(g.UUID, strconv.Itoa(g.Index))
 			rows = append(rows, []string{name, fmt.Sprint(g.Index), cmp.Or(g.Name, "-"), memory(g.MemUsed, g.MemTotal, g.MemoryState),
-				pct(g.UtilPct), temp(g.TempC), procs(g), holdersCell(r.Jobs, id), gpuState(g)})
+				pct(g.UtilPct), temp(g.TempC), procs(g), holdersCell(r.Jobs, id), gpuState(g, r.Recovering)})
 			for _, m := range g.MIG {
 				rows = append(rows, []string{name, fmt.Sprintf("%d/mig%d", g.Index, m.Index), "MIG " + m.Profile,
 					memory(m.MemUsed, m.MemTotal, ""), "-", "-", "-", holdersCell(r.Jobs, m.UUID), string(g.Health)})
@@ -178,10 +179,16 @@ func hostState(s probe.Snapshot) string {
 	return string(s.State) + ": " + oneLine(s.Error)
 }
 
-func gpuState(g probe.GPU) string {
+// gpuState is a GPU's STATE cell: its health (and why), MIG, and, for a
+// GPU a pass found unhealthy that has not read healthy in enough probes
+// since, that it takes no jobs and why.
+func gpuState(g probe.GPU, recovering map[string]health.GPU) string {
 	st := string(g.Health)
 	if g.HealthWhy != "" && g.Health != probe.HealthOK {
 		st += ": " + oneLine(g.HealthWhy)
+	}
+	if rec, ok := recovering[strconv.Itoa(g.Index)]; ok {
+		st += " (no new jobs: " + rec.Text() + ")"
 	}
 	if g.MIGMode == "Enabled" {
 		st += " (MIG)"

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -116,6 +118,9 @@ func recordText(r health.Host) string {
 	}
 	if r.LastError != "" {
 		parts = append(parts, fmt.Sprintf("last failed contact %s: %s", r.LastErrorAt.Local().Format("2006-01-02 15:04:05"), oneLine(r.LastError)))
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.GPUs)) {
+		parts = append(parts, r.GPUs[k].Text()+fmt.Sprintf(": no new jobs until it reads healthy in %d probes in a row", health.HealthyProbes))
 	}
 	if n := len(r.Strays); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d job attempt(s) given up there, to kill when it answers", n))

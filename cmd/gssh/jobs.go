@@ -71,7 +71,8 @@ HOST:GPUS, MEM (per GPU, or "excl" for whole GPUs), AGE (queued) or
 RUNTIME, REASON (a queued job's pending reason code: no_free_gpu, mem,
 reserved, foreign, drained, ...; host_down for an unknown job, whose host
 stopped answering; not_in_inventory for a job on a host the inventory no
-longer has; gssh show ID says it in words), NAME and command.
+longer has; gpu_failed for a job whose GPU read lost, requires reset or
+error while it ran; gssh show ID says it in words), NAME and command.
 This reads the state file only: what it shows changes when a pass runs
 (gssh submit, or gssh schedule from cron). It never creates the state
 file: a --state or $GSSH_STATE that names no file is an error.
@@ -143,7 +144,7 @@ func foldsWith(next, j job.Job) bool {
 // reasonCell is a queued job's pending reason code ("no_free_gpu",
 // "reserved", "mem"; see gssh show for the words), "-" otherwise.
 func reasonCell(j job.Job) string {
-	if (j.State == job.Queued || j.State == job.Unknown || j.ReasonCode == "not_in_inventory") && j.ReasonCode != "" {
+	if (j.State == job.Queued || j.State == job.Unknown || j.ReasonCode == "not_in_inventory" || j.ReasonCode == "gpu_failed") && j.ReasonCode != "" {
 		return printable(j.ReasonCode)
 	}
 	return "-"
@@ -802,6 +803,9 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 	}
 	for _, j := range res.Unknown {
 		fmt.Fprintf(&b, "job %d unknown: %s\n", j.ID, j.Reason)
+	}
+	for _, j := range res.GPUFailed {
+		fmt.Fprintf(&b, "job %d: %s\n", j.ID, j.Reason)
 	}
 	for _, j := range res.Strays {
 		fmt.Fprintf(&b, "job %d: attempt %d, left running on %s when it failed, was killed\n", j.ID, j.Attempt, j.Placement.Host)
