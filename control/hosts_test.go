@@ -139,16 +139,15 @@ func (f *fleetSim) running() []string {
 	return out
 }
 
+// hostRig is a rig whose hosts and workers are a fleetSim.
 type hostRig struct {
-	store  *state.Mem
-	fleet  *fleetSim
-	events *events
-	ctl    *control.Controller
+	*rig
+	fleet *fleetSim
 }
 
 func newHostRig(t *testing.T, known func(string) bool, hosts ...sched.Host) *hostRig {
 	t.Helper()
-	r := &hostRig{store: state.NewMem(), fleet: newFleetSim(hosts...), events: &events{}}
+	r := &hostRig{rig: &rig{store: state.NewMem(), events: &events{}}, fleet: newFleetSim(hosts...)}
 	ctl, err := control.New(control.Options{Store: r.store, Snapshots: r.fleet, Workers: r.fleet, Events: r.events,
 		Ledger: r.store, Known: known, Policy: sched.Policy{Fit: sched.FitFirst}})
 	if err != nil {
@@ -158,31 +157,9 @@ func newHostRig(t *testing.T, known func(string) bool, hosts ...sched.Host) *hos
 	return r
 }
 
-func (r *hostRig) pass(t *testing.T) control.Result {
-	t.Helper()
-	res, err := r.ctl.Pass(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
-
 func (r *hostRig) submit(t *testing.T, host string, requeue bool) job.Job {
 	t.Helper()
-	j, err := r.store.Submit(job.Job{User: "u", Spec: job.Spec{Argv: []string{"train"}, Host: host, GPUs: 1, Workdir: "~", Priority: 5, Requeue: requeue}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return j
-}
-
-func (r *hostRig) get(t *testing.T, id job.ID) job.Job {
-	t.Helper()
-	j, err := r.store.Get(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return j
+	return r.submitSpec(t, job.Spec{Argv: []string{"train"}, Host: host, GPUs: 1, Workdir: "~", Priority: 5, Requeue: requeue})
 }
 
 func notes(res control.Result) []string {

@@ -510,42 +510,19 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 			if err != nil {
 				return err
 			}
-		case "backfill_estimate", "default_timeout":
+		case "backfill_estimate", "default_timeout", "preempt_after", "min_runtime", "down_after", "lost_after":
 			d, err := p.duration(v, "policy "+k.Value, 0)
 			if err != nil {
 				return err
 			}
-			if k.Value == "default_timeout" {
-				pol.DefaultTimeout = d
-			} else {
-				pol.BackfillEstimate = d
-			}
+			*map[string]*time.Duration{"backfill_estimate": &pol.BackfillEstimate, "default_timeout": &pol.DefaultTimeout,
+				"preempt_after": &pol.PreemptAfter, "min_runtime": &pol.MinRuntime, "down_after": &pol.DownAfter, "lost_after": &pol.LostAfter}[k.Value] = d
 		case "rebalance":
 			b, err := p.boolean(v, "policy rebalance")
 			if err != nil {
 				return err
 			}
 			pol.Rebalance = b
-		case "down_after", "lost_after":
-			d, err := p.duration(v, "policy "+k.Value, 0)
-			if err != nil {
-				return err
-			}
-			if k.Value == "down_after" {
-				pol.DownAfter = d
-			} else {
-				pol.LostAfter = d
-			}
-		case "preempt_after", "min_runtime":
-			d, err := p.duration(v, "policy "+k.Value, 0)
-			if err != nil {
-				return err
-			}
-			if k.Value == "preempt_after" {
-				pol.PreemptAfter = d
-			} else {
-				pol.MinRuntime = d
-			}
 		case "fairshare":
 			if err := p.fairShare(v, &pol.FairShare); err != nil {
 				return err
