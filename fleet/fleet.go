@@ -89,7 +89,8 @@ type Options struct {
 	// is shown.
 	HelperPath string
 	// CacheDir holds helper-fallback.json, where hosts that cannot run the
-	// helper are remembered ("" = not remembered).
+	// helper are remembered, and smi-fields.json, where hosts whose
+	// nvidia-smi rejects query fields are ("" = not remembered).
 	CacheDir string
 	// Source replaces the helper/nvidia-smi choice (tests); nil = that choice.
 	Source SourceFunc
@@ -114,8 +115,9 @@ type Fleet struct {
 	local       Shell
 	// jobs runs the jobs of local hosts (Shell): with the environment an
 	// SSH login would give them, not gssh's own.
-	jobs Shell
-	memo probe.FallbackMemo
+	jobs   Shell
+	memo   probe.FallbackMemo
+	fields probe.FieldMemo
 }
 
 // New reads the inventory and ssh_config and returns the fleet, with an
@@ -136,6 +138,7 @@ func New(opt Options) (*Fleet, error) {
 	}
 	if opt.CacheDir != "" {
 		f.memo = NewFallbackFile(filepath.Join(opt.CacheDir, "helper-fallback.json"), opt.Now)
+		f.fields = NewFieldsFile(filepath.Join(opt.CacheDir, "smi-fields.json"), opt.Now)
 	}
 	inv, ssh, err := f.load()
 	if err != nil {
@@ -276,7 +279,7 @@ func (f *Fleet) source(h inventory.Host, d time.Duration) probe.Source {
 	if f.opt.Source != nil {
 		return within{f.opt.Source(run, h.Name), d}
 	}
-	smi := within{probe.SMI(run, h.Name), d}
+	smi := within{probe.SMIMemo(run, h.Name, f.fields), d}
 	if f.helper == nil {
 		return because{smi, f.noHelperWhy}
 	}

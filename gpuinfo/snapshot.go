@@ -49,6 +49,12 @@ type Snapshot struct {
 	// /proc/self/status); nil when the probe could not read any of them.
 	HostInfo *HostInfo `json:"host,omitempty"`
 
+	// MissingFields are the nvidia-smi --query-gpu fields the host's
+	// nvidia-smi does not know (an old driver: R418 has no
+	// mig.mode.current), left out of its query: the facts they give are
+	// unknown on every GPU of the host. Empty when none.
+	MissingFields []string `json:"missing_fields,omitempty"`
+
 	// ProcsBogus: the helper dropped NVML's process records (HelperDoc.ProcsBogus);
 	// probe.Fallback fills them from nvidia-smi. Not part of the JSON output.
 	ProcsBogus bool `json:"-"`
@@ -85,7 +91,7 @@ type GPU struct {
 	// NVMLCode is the NVML return code behind a Health other than ok when
 	// NVML answered (e.g. 15 = NVML_ERROR_GPU_IS_LOST); 0 otherwise.
 	NVMLCode int    `json:"nvml_error_code,omitempty"`
-	MIGMode  string `json:"mig_mode,omitempty"` // mig.mode.current: "Enabled", "Disabled", "" when not supported
+	MIGMode  string `json:"mig_mode,omitempty"` // mig.mode.current: "Enabled", "Disabled", "" when not supported or unknown (Snapshot.MissingFields)
 	MIG      []MIG  `json:"mig_devices,omitempty"`
 	// Procs are the compute processes on this GPU. ProcsKnown is false when
 	// the list could not be read (permissions): an empty list then does not

@@ -233,11 +233,78 @@ var fleetWant = map[string]func(t *testing.T, s Snapshot, err error){
 			t.Errorf("state %q, error %v", s.State, err)
 		}
 	},
+	"v100-r418": func(t *testing.T, s Snapshot, err error) {
+		// Without GSSH_FAKE_SMI_DRIVER=418 it answers as a newer driver
+		// would; TestSMIOldDriver runs it as R418.
+		wantOldV100(t, s, err)
+		if len(s.MissingFields) != 0 || len(s.Warnings) != 0 {
+			t.Errorf("missing %q, warnings %q", s.MissingFields, s.Warnings)
+		}
+	},
 	"bin-missing": func(t *testing.T, s Snapshot, err error) {
 		wantState(t, s, err, HostSMIMissing, 0)
 		wantError(t, s, "nvidia-smi not found on PATH, in /usr/lib/wsl/lib or in /usr/bin: ")
 		wantError(t, s, "not found") // the shell's own words: dash "nvidia-smi: not found", bash "command not found"
 	},
+}
+
+// wantOldV100 checks the GPUs of fixture v100-r418, whichever the driver.
+func wantOldV100(t *testing.T, s Snapshot, err error) {
+	t.Helper()
+	wantState(t, s, err, HostOK, 2)
+	for _, g := range s.GPUs {
+		if g.Name != "Tesla V100-SXM2-32GB" || !eqU64(g.MemTotal, mib(32510)) || g.MIGMode != "" || g.TempC == nil || !g.Schedulable() {
+			t.Errorf("GPU %d: %+v", g.Index, g)
+		}
+	}
+	if s.Driver != "418.87.01" || !eqU64(s.GPUs[1].MemFree, mib(32510)) {
+		t.Errorf("driver %q, GPU 1 %+v", s.Driver, s.GPUs[1])
+	}
+	wantProcs(t, s.GPUs[0], "5120 python ivan 16252")
+	wantProcs(t, s.GPUs[1])
+}
+
+// runCount counts the runs of a Runner: one per probe script.
+type runCount struct {
+	Runner
+	n int
+}
+
+func (r *runCount) Run(ctx context.Context, host, cmd string, stdin io.Reader) (sshexec.Result, error) {
+	r.n++
+	return r.Runner.Run(ctx, host, cmd, stdin)
+}
+
+// TestSMIOldDriver runs the probe script for real against the fake
+// nvidia-smi playing an R418 driver (GSSH_FAKE_SMI_DRIVER=418), which
+// rejects mig.mode.current as the real one does: the GPUs are listed with
+// MIG mode unknown, and once the memo knows, a probe is one run.
+func TestSMIOldDriver(t *testing.T) {
+	host := fleetHost(t, "v100-r418")
+	host.env = append(host.env, "GSSH_FAKE_SMI_DRIVER=418")
+	run := &runCount{Runner: host}
+	memo := &fieldMemo{}
+	ctx := context.Background()
+	for i, runs := range []int{2, 1, 1} {
+		run.n = 0
+		s, err := SMIMemo(run, "oldsmi", memo).Snapshot(ctx)
+		wantOldV100(t, s, err)
+		if run.n != runs || !slices.Equal(s.MissingFields, []string{"mig.mode.current"}) {
+			t.Errorf("probe %d: %d runs, missing %q; want %d runs", i+1, run.n, s.MissingFields, runs)
+		}
+		if !slices.Equal(s.Warnings, []string{"old driver 418.87.01: nvidia-smi cannot report MIG mode (it does not know mig.mode.current); shown as unknown"}) {
+			t.Errorf("probe %d: warnings %q", i+1, s.Warnings)
+		}
+		liveHost(t, &s)
+		golden(t, "fleet/v100-r418-as-r418", s)
+	}
+	// Without a memo every probe asks twice, and still lists the GPUs.
+	run.n = 0
+	s, err := SMI(run, "oldsmi").Snapshot(ctx)
+	wantOldV100(t, s, err)
+	if run.n != 2 {
+		t.Errorf("without a memo: %d runs", run.n)
+	}
 }
 
 // TestFleetFixtures runs SMIScript for real, with /bin/sh, against the fake

@@ -29,18 +29,73 @@ var ErrUnparsable = errors.New("nvidia-smi output not understood")
 // MIG devices; the process list attaches by GPU UUID; ps adds users.
 // Warnings and error lines mixed into the output go to Warnings.
 //
-// The error is non-nil only when the output could not be understood
-// (garbage instead of CSV, a missing section): then State is
-// HostProbeError, Error says which row and what was expected, the error
-// wraps ErrUnparsable, and the GPUs that did parse are still listed. Every
-// other state, a broken driver included, is a fact about the host.
+// The error is non-nil when the output could not be understood (garbage
+// instead of CSV, a missing section): then State is HostProbeError, Error
+// says which row and what was expected, the error wraps ErrUnparsable, and
+// the GPUs that did parse are still listed. It is a *RejectedFieldError
+// when nvidia-smi refused a query field it does not know (State
+// HostProbeError): SMI then asks again without it. Every other state, a
+// broken driver included, is a fact about the host.
 func ParseSMI(host string, out []byte) (Snapshot, error) {
+	return parseSMI(host, strings.Split(smiGPUFields, ","), out)
+}
+
+// parseSMI is ParseSMI of a script whose --query-gpu asked for gpuFields.
+func parseSMI(host string, gpuFields []string, out []byte) (Snapshot, error) {
 	p := smiParse{
-		snap:   Snapshot{Host: host, State: HostOK, Source: SourceSMI, Warnings: []string{}, GPUs: []GPU{}},
-		warned: map[string]bool{},
+		snap:      Snapshot{Host: host, State: HostOK, Source: SourceSMI, Warnings: []string{}, GPUs: []GPU{}},
+		warned:    map[string]bool{},
+		gpuFields: gpuFields,
 	}
 	p.parse(out)
 	return p.result()
+}
+
+// RejectedFieldError is nvidia-smi refusing a query field it does not
+// know, as a driver older than the field does (corpus f01-f04):
+//
+//	Field "mig.mode.current" is not a valid field to query.
+//
+// on stdout, then an empty line, exit status 2, and nothing queried.
+type RejectedFieldError struct {
+	Host    string
+	Query   string // "--query-gpu" (a rejection in --query-compute-apps is a warning)
+	Field   string // as nvidia-smi names it
+	Message string // its line
+}
+
+func (e *RejectedFieldError) Error() string { return e.Host + ": " + e.detail() }
+
+// detail is the error without the host, for Snapshot.Error.
+func (e *RejectedFieldError) detail() string {
+	return fmt.Sprintf("nvidia-smi %s rejects the field %s: %s", e.Query, e.Field, e.Message)
+}
+
+// rejectedField finds nvidia-smi's refusal of a query field among a
+// section's lines and returns the field and the line. The quotes may be
+// typographic (“…”) where the line was copied through a word processor.
+func rejectedField(lines []string) (field, msg string, ok bool) {
+	for _, l := range lines {
+		rest, found := strings.CutPrefix(strings.TrimSpace(l), "Field ")
+		if !found {
+			continue
+		}
+		var closing string
+		switch {
+		case strings.HasPrefix(rest, `"`):
+			rest, closing = rest[1:], `"`
+		case strings.HasPrefix(rest, "“"):
+			rest, closing = strings.TrimPrefix(rest, "“"), "”"
+		default:
+			continue
+		}
+		name, tail, found := strings.Cut(rest, closing)
+		tail = strings.TrimSuffix(strings.TrimSpace(tail), ".")
+		if found && isFieldName(name) && tail == "is not a valid field to query" {
+			return name, strings.TrimSpace(l), true
+		}
+	}
+	return "", "", false
 }
 
 // maxWarnings bounds Snapshot.Warnings: broken output can make one per
@@ -49,11 +104,13 @@ const maxWarnings = 32
 
 // smiParse is one run of ParseSMI.
 type smiParse struct {
-	snap     Snapshot
-	warned   map[string]bool // warnings already given
-	dropped  int             // warnings past maxWarnings
-	lost     []lostLine      // "Unable to determine the device handle" lines, in order
-	problems []error         // why the output is not understood
+	snap      Snapshot
+	gpuFields []string            // what --query-gpu asked for
+	rejected  *RejectedFieldError // --query-gpu refused a field
+	warned    map[string]bool     // warnings already given
+	dropped   int                 // warnings past maxWarnings
+	lost      []lostLine          // "Unable to determine the device handle" lines, in order
+	problems  []error             // why the output is not understood
 }
 
 // parse reads out into p.snap.
@@ -98,6 +155,9 @@ func (p *smiParse) result() (Snapshot, error) {
 	slices.SortStableFunc(p.snap.GPUs, func(a, b GPU) int { return a.Index - b.Index })
 	if p.dropped > 0 {
 		p.snap.Warnings = append(p.snap.Warnings, fmt.Sprintf("(%d more warnings)", p.dropped))
+	}
+	if p.rejected != nil {
+		return p.snap, p.rejected
 	}
 	if len(p.problems) > 0 {
 		err := problems(p.problems)
@@ -249,8 +309,13 @@ func (p *smiParse) host(s *section) {
 // gpus reads the --query-gpu section. It reports false when the host has
 // no GPU list to go on (a failure state or a problem).
 func (p *smiParse) gpus(s *section, d sifted) bool {
-	t, rowErrs := parseTable(strings.Split(smiGPUFields, ","), d.data)
+	t, rowErrs := parseTable(p.gpuFields, d.data)
 	if len(t.Rows) == 0 && len(p.lost) == 0 {
+		if field, msg, ok := rejectedField(d.text); ok {
+			p.rejected = &RejectedFieldError{Host: p.snap.Host, Query: "--query-gpu", Field: field, Message: msg}
+			p.fail(HostProbeError, p.rejected.detail())
+			return false
+		}
 		text := strings.Join(d.text, "; ")
 		if state, ok := smiFailure(s.rc, text); ok {
 			if state == HostSMIMissing {
@@ -519,6 +584,12 @@ func (p *smiParse) missing(listed []ListedGPU, extra int) []int {
 func (p *smiParse) procs(s *section, d sifted) {
 	if s == nil || !s.done {
 		p.warn("nvidia-smi --query-compute-apps did not run: process lists unknown")
+		return
+	}
+	if field, msg, ok := rejectedField(d.text); ok && s.rc != 0 {
+		// Every field of the process query is one the lists need.
+		p.warn(fmt.Sprintf("process lists unknown: nvidia-smi --query-compute-apps rejects the field %s (%s)", field, msg))
+		p.unknownProcs(p.all())
 		return
 	}
 	p.exitWarning("nvidia-smi --query-compute-apps", s.rc, d.msgs)

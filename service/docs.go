@@ -84,6 +84,10 @@ type HostInfo struct {
 	// when, the last error, down since, attempts left to kill); nil when
 	// the passes never failed to reach it (or no state file exists).
 	Record *health.Host `json:"record,omitempty"`
+
+	// MissingFields are the nvidia-smi query fields the host's driver
+	// does not know (probe.Snapshot.MissingFields): those facts are unknown.
+	MissingFields []string `json:"missing_fields,omitempty"`
 }
 
 // JobsDoc is the document `gssh ps --json` prints: job records as
@@ -167,7 +171,7 @@ func hostsDoc(reports []fleet.Report) HostsDoc {
 		s := r.Snapshot
 		doc.Hosts = append(doc.Hosts, HostInfo{Name: r.Host.Name, Address: r.Address, Labels: nonNil(r.Host.Labels), Drain: r.Host.Drain,
 			State: string(s.State), Error: s.Error, Source: s.Source, SourceWhy: s.SourceWhy, Driver: s.Driver,
-			GPUs: len(s.GPUs), RTTMS: ms(r.RTT), ConnectMS: ms(r.Connect)})
+			MissingFields: s.MissingFields, GPUs: len(s.GPUs), RTTMS: ms(r.RTT), ConnectMS: ms(r.Connect)})
 	}
 	return doc
 }

@@ -27,6 +27,7 @@ type fleetHost struct {
 	fixture string // probe/testdata/fleet/<fixture>; "" = no nvidia-smi on PATH
 	kind    string // "" (sshd), "down", "silent", "badkey", "noauth", "local"
 	labels  string
+	driver  string // GSSH_FAKE_SMI_DRIVER: the fake nvidia-smi plays this driver ("418": no mig.mode.current)
 }
 
 var testFleet = []fleetHost{
@@ -51,6 +52,7 @@ var testFleet = []fleetHost{
 	{name: "badkey", fixture: "a100x4", kind: "badkey"},
 	{name: "noauth", fixture: "a100x4", kind: "noauth"},
 	{name: "ctl", fixture: "a100x4", kind: "local"},
+	{name: "oldsmi", fixture: "v100-r418", driver: "418"},
 }
 
 // TestScripts runs testdata/script/*.txtar against a fleet of real OpenSSH
@@ -165,6 +167,9 @@ func fleetFor(t *testing.T, withSMI, fixtures, lib string, key, stranger sshtest
 			if h.fixture != "" {
 				path = withSMI + ":" + path
 				env["GSSH_FAKE_SMI_DIR"] = filepath.Join(fixtures, h.fixture)
+			}
+			if h.driver != "" {
+				env["GSSH_FAKE_SMI_DRIVER"] = h.driver
 			}
 			env["PATH"] = path
 			env["GSSH_CLAIMS_DIR"] = t.TempDir() // this host's GPU claims (launch.ClaimsDirEnv)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gssh/gssh/health"
+	"github.com/gssh/gssh/probe"
 	"github.com/gssh/gssh/service"
 )
 
@@ -29,7 +30,9 @@ func newHostsCmd(a *app, runF func(*hostsOptions) error) *cobra.Command {
 		Long: `Connect to every host in parallel and show, per host: the address as
 resolved through the inventory and ~/.ssh/config (with jump hosts), whether
 it is reachable and if not why, which probe source answered, the driver
-version, the GPU count, the SSH round-trip time and the connect time.
+version (for an old driver also the facts its nvidia-smi cannot report:
+"418.87.01 (old: no MIG mode)"), the GPU count, the SSH round-trip time
+and the connect time.
 PASSES is what the queue's scheduling passes found lately: - (never a
 failure), ok (answering again after failures), N failed
 contacts in a row, or down (3 failed contacts spanning the policy's
@@ -83,7 +86,7 @@ func hostsRun(ctx context.Context, a *app, opts *hostsOptions) error {
 		if d.Drain {
 			state += " (drained)"
 		}
-		rows[i] = []string{d.Name, d.Address, state, src, cmp.Or(d.Driver, "-"), fmt.Sprint(d.GPUs), msCell(d.RTTMS), msCell(d.ConnectMS), failedCell(d.Record)}
+		rows[i] = []string{d.Name, d.Address, state, src, driverCell(d), fmt.Sprint(d.GPUs), msCell(d.RTTMS), msCell(d.ConnectMS), failedCell(d.Record)}
 	}
 	if terr := printTable(a.stdout, a.tty, []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "CONNECT", "PASSES"}, rows); terr != nil {
 		return terr
@@ -126,6 +129,17 @@ func recordText(r health.Host) string {
 		parts = append(parts, fmt.Sprintf("%d job attempt(s) given up there, to kill when it answers", n))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// driverCell is the driver version, and for a driver whose nvidia-smi
+// lacks query fields the facts it cannot give: "418.87.01 (old: no MIG
+// mode)".
+func driverCell(d service.HostInfo) string {
+	cell := cmp.Or(d.Driver, "-")
+	if len(d.MissingFields) > 0 {
+		cell += " (old: no " + probe.MissingFacts(d.MissingFields) + ")"
+	}
+	return cell
 }
 
 func msCell(ms float64) string {
