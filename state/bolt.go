@@ -80,6 +80,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -162,8 +163,9 @@ var _ Store = (*Bolt)(nil)
 // file, with NoCreate); a *BusyError (errors.Is ErrBusy) when another
 // process holds the file past opt.Timeout; ErrDamaged when the file is
 // empty or truncated; ErrCorrupt when it is not a gssh state file;
-// ErrNewerSchema when a newer gssh wrote it; the OS error when it cannot
-// be read or written (a directory, no permission, a full disk).
+// ErrNewerSchema when a newer gssh wrote it; ErrDiskFull (and the errno)
+// when a new file cannot be written for want of space or quota; the OS
+// error when it cannot be read or written (a directory, no permission).
 func Open(path string, opt Options) (*Bolt, error) {
 	if path == "" {
 		return nil, errors.New("open state: empty path")
@@ -333,7 +335,8 @@ func groupName(gid int) string {
 // FileError is a failure of the state file itself (it cannot be opened,
 // read, written or trusted), as opposed to a job the store does not have:
 // `gssh` exits 3 for it. Err wraps ErrBusy, ErrNoState, ErrDamaged,
-// ErrCorrupt, ErrNewerSchema or the OS error.
+// ErrCorrupt, ErrNewerSchema, ErrDiskFull (a write or a creation that
+// found no space: nothing was stored) or the OS error.
 type FileError struct {
 	Op   string // "open", "create", "read", "write"
 	Path string
@@ -344,8 +347,54 @@ func (e *FileError) Error() string { return e.Op + " state " + e.Path + ": " + e
 
 func (e *FileError) Unwrap() error { return e.Err }
 
-// fail wraps err as a *FileError of op on s's file.
-func (s *Bolt) fail(op string, err error) error { return &FileError{Op: op, Path: s.path, Err: err} }
+// fail wraps err as a *FileError of op on s's file; a full disk or
+// quota is told as such (see diskFull).
+func (s *Bolt) fail(op string, err error) error {
+	if errno, ok := noSpace(err); ok {
+		err = &diskFull{op: op, dir: filepath.Dir(s.path), errno: errno, err: err}
+	}
+	return &FileError{Op: op, Path: s.path, Err: err}
+}
+
+// noSpace reports whether err is a full disk (ENOSPC) or quota (EDQUOT),
+// and which. bbolt wraps the errors of growing its file (truncate, fsync)
+// as text ("file resize error: ..."), so the text is read too.
+func noSpace(err error) (syscall.Errno, bool) {
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT} {
+		if errors.Is(err, errno) || strings.Contains(err.Error(), errno.Error()) {
+			return errno, true
+		}
+	}
+	return 0, false
+}
+
+// diskFull is a write (or the creation) of the state file that failed for
+// want of space: bbolt writes a transaction's pages, then its meta page,
+// and rolls back on the first failure, so the file holds what it held
+// before (an Open that must write first, or a commit, alike); a file being
+// created is removed.
+type diskFull struct {
+	op    string // as FileError's
+	dir   string // the state file's directory
+	errno syscall.Errno
+	err   error // as the OS or bbolt gave it
+}
+
+func (e *diskFull) Error() string {
+	why := "the disk holding it is full"
+	if e.errno == syscall.EDQUOT {
+		why = "your disk quota there is used up"
+	}
+	kept := "the change was not stored, and the file holds what it held before"
+	if e.op == "create" {
+		kept = "no state file was made"
+	}
+	return fmt.Sprintf("%s (%s): %s; free space on the filesystem of %s (df -h %s shows it) and run the command again", e.errno, why, kept, e.dir, e.dir)
+}
+
+// Unwrap makes errors.Is match ErrDiskFull, the errno and what the OS or
+// bbolt returned.
+func (e *diskFull) Unwrap() []error { return []error{ErrDiskFull, e.errno, e.err} }
 
 // Path returns the state file's path.
 func (s *Bolt) Path() string { return s.path }
@@ -580,8 +629,8 @@ func (s *Bolt) update(fn func(*bolt.Tx) error) error { return s.do(true, fn) }
 
 // do opens the file, checks the schema and runs fn in one transaction, then
 // closes the file (and so releases the lock) before it returns. fn's own
-// error comes back as it is; any other (the commit of a write on a full
-// disk, a close) is a *FileError.
+// error comes back as it is; any other (a close, the commit of a write on
+// a full disk: ErrDiskFull, the transaction rolled back) is a *FileError.
 func (s *Bolt) do(write bool, fn func(*bolt.Tx) error) (err error) {
 	db, err := s.openDB(!write)
 	if err != nil {

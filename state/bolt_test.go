@@ -774,8 +774,8 @@ func TestNoCreate(t *testing.T) {
 	}
 }
 
-// A write that fails for a full disk is a *FileError (exit 3), the job is
-// not stored, and the file stays readable.
+// A write that fails for a full disk is a *FileError (exit 3) saying so
+// and what to do, the job is not stored, and the file stays readable.
 func TestDiskFull(t *testing.T) {
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -802,8 +802,12 @@ func TestDiskFull(t *testing.T) {
 			continue
 		}
 		var fe *state.FileError
-		if !errors.As(err, &fe) || fe.Op != "write" || !errors.Is(err, syscall.ENOSPC) {
+		if !errors.As(err, &fe) || fe.Op != "write" || !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, state.ErrDiskFull) {
 			t.Fatalf("submit %d: %v, want a write *FileError for ENOSPC", i, err)
+		}
+		want := "write state " + path + ": no space left on device (the disk holding it is full): the change was not stored, and the file holds what it held before; free space on the filesystem of " + dir + " (df -h " + dir + " shows it) and run the command again"
+		if err.Error() != want {
+			t.Errorf("submit %d: %q, want %q", i, err, want)
 		}
 		js, err := s.List(state.Filter{})
 		if err != nil || len(js) == 0 || js[len(js)-1].ID != last {

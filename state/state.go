@@ -96,6 +96,12 @@ var (
 	// ErrBadRecord: Active or List could not decode some job records; they
 	// return the others, and the error names each bad one.
 	ErrBadRecord = errors.New("unreadable job records")
+	// ErrDiskFull: the state file could not be written (or made) for want
+	// of space on its filesystem (ENOSPC) or of the owner's quota
+	// (EDQUOT). The transaction was rolled back: the file holds what it
+	// held before. Bolt returns it inside a *FileError whose message says
+	// so and what to do; errors.Is also matches the errno.
+	ErrDiskFull = errors.New("no space for the state file")
 )
 
 // DefaultPath returns the default state file: $XDG_STATE_HOME/gssh/state.db,

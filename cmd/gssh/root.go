@@ -334,13 +334,24 @@ func (a *app) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// warn prints each problem as a warning on stderr.
 // warnf prints one warning on stderr.
 func (a *app) warnf(w string) { fmt.Fprintln(a.stderr, "gssh: warning:", w) }
 
+// warn prints each problem as a warning on stderr. State writes that
+// failed for a full disk are told once, in full, and then counted: a pass
+// on a full disk fails to record every job it reaches, for one reason.
 func (a *app) warn(problems []error) {
+	full := 0
 	for _, e := range problems {
+		if errors.Is(e, state.ErrDiskFull) {
+			if full++; full > 1 {
+				continue
+			}
+		}
 		fmt.Fprintln(a.stderr, "gssh: warning:", e)
+	}
+	if full > 1 {
+		fmt.Fprintf(a.stderr, "gssh: warning: %d more changes to jobs were not stored, for the same reason (the state file's disk is full)\n", full-1)
 	}
 }
 

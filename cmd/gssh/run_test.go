@@ -147,6 +147,26 @@ func TestScheduleRunExits(t *testing.T) {
 	}
 }
 
+// A pass on a full disk fails to store a change for every job it
+// reaches: the reason is told once, the rest counted; exit 3.
+func TestScheduleRunDiskFull(t *testing.T) {
+	var problems []error
+	for id := 3; id <= 6; id++ {
+		problems = append(problems, fmt.Errorf("job %d: %w", id, &state.FileError{Op: "write", Path: "/s.db", Err: fmt.Errorf("%w: free space", state.ErrDiskFull)}))
+	}
+	problems = append(problems[:1], append([]error{errors.New("poll on gpu01: timeout")}, problems[1:]...)...)
+	a, _, errb := fakeApp(&fakeService{pass: service.PassResult{Problems: problems}})
+	if err := scheduleRun(context.Background(), a, &scheduleOptions{}); exitCode(err) != exitState {
+		t.Errorf("exit %d, want %d", exitCode(err), exitState)
+	}
+	want := "gssh: warning: job 3: write state /s.db: no space for the state file: free space\n" +
+		"gssh: warning: poll on gpu01: timeout\n" +
+		"gssh: warning: 3 more changes to jobs were not stored, for the same reason (the state file's disk is full)\n"
+	if errb.String() != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", errb.String(), want)
+	}
+}
+
 // Cancel prints each job's outcome as the service reports it, then runs
 // one pass (after the last: none of the jobs given is started meanwhile)
 // and prints what started on the GPUs they freed.
