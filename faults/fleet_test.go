@@ -33,6 +33,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the gssh binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // gsshBinary builds bin/gssh as `make` does (static, no cgo) into a temp
 // dir, once per test binary, and returns its path. It has no helper
 // beside it, so hosts are probed through (the fake) nvidia-smi.
