@@ -60,8 +60,11 @@ type Snapshots interface {
 // one). Start, Abandon and Cancel act on the host the job is placed on.
 type Workers interface {
 	// Start launches attempt j.Attempt of j and returns what the worker
-	// recorded. An error wrapping job.ErrOutcomeUnknown means the job may
-	// be running; any other error, that it did not start.
+	// recorded. j.Spec.Timeout is the walltime the attempt runs under (the
+	// controller fills in the policy's default_timeout): the worker
+	// enforces it too (launch: run.sh's own walltime stop). An error
+	// wrapping job.ErrOutcomeUnknown means the job may be running; any
+	// other error, that it did not start.
 	Start(ctx context.Context, j job.Job) (job.Remote, error)
 	// Abandon makes sure attempt j.Attempt never starts unless it has: true
 	// when it is abandoned (nothing ran or will), false when its command
@@ -72,10 +75,13 @@ type Workers interface {
 	// them, and keeps none past its return.
 	Poll(ctx context.Context, host string, jobs []*job.Job) (map[job.ID]job.Status, error)
 	// Stop ends j (SIGTERM, grace, SIGKILL: its session and what carries
-	// its GSSH_JOB_ID) and returns how many processes it signalled. why is
+	// its GSSH_JOB_ID) and says how many processes it signalled. why is
 	// what the worker should say of the job from then on: job.Cancelled,
-	// job.Timeout, or "" for the leftovers of a job that ended.
-	Stop(ctx context.Context, j job.Job, grace time.Duration, why job.State) (int, error)
+	// job.Timeout, job.Preempting, or "" for the leftovers of a job that
+	// ended. A job that had ended on its own before the stop (or been
+	// stopped by the worker's walltime) is reported in Stopped.Ended: the
+	// caller records that end, never the stop.
+	Stop(ctx context.Context, j job.Job, grace time.Duration, why job.State) (job.Stopped, error)
 }
 
 // Sessions tells whether the gssh run process that owns an interactive
@@ -728,7 +734,7 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 		if j.Spec.Interactive != nil {
 			return j, fmt.Errorf("job %d is interactive (gssh run): it cannot go back to the queue; gssh cancel %d ends it", j.ID, j.ID)
 		}
-		stop, err := c.stopOnWorker(ctx, j, grace)
+		stop, stopped, err := c.stopOnWorker(ctx, j, grace)
 		if err != nil {
 			return j, err
 		}
@@ -742,6 +748,12 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 			case x.State != j.State || x.Attempt != j.Attempt:
 				moved = true
 				return errSkip
+			case stopped.Ended != nil:
+				// It had ended on its worker before the requeue: that
+				// outcome stands, and nothing runs it again.
+				ended = true
+				c.recordEnd(x, j, *stopped.Ended, stopped.Signalled, now)
+				return nil
 			}
 			if use, ok := x.Use(); ok && stop {
 				use.Ended = now
@@ -757,6 +769,9 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 		switch {
 		case moved:
 			continue
+		case ended && err == nil:
+			c.emit(JobEnded, u)
+			return u, fmt.Errorf("job %d %w before the requeue (%s: %s): it is not queued again", id, ErrEnded, u.State, u.Reason)
 		case ended:
 			got, err := c.store.Get(id)
 			if err != nil {
@@ -774,28 +789,29 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 // stopOnWorker ends what j runs on its worker (SIGTERM, grace, SIGKILL),
 // for Cancel and Requeue: a launching job's launch is resolved first
 // (abandoned, it never runs; started, it is stopped like a running one).
-// stopped reports whether something ran and was stopped.
-func (c *Controller) stopOnWorker(ctx context.Context, j job.Job, grace time.Duration) (stopped bool, err error) {
+// ran reports whether something ran (and was stopped, or had ended on
+// its own: then s.Ended says how).
+func (c *Controller) stopOnWorker(ctx context.Context, j job.Job, grace time.Duration) (ran bool, s job.Stopped, err error) {
 	if c.elsewhere(&j) {
 		// Out of this controller's reach: its owner's gssh run sees the
 		// record end and stops it (its keeper does when that gssh run is
 		// gone).
-		return j.State == job.Running, nil
+		return j.State == job.Running, s, nil
 	}
 	stop := j.State == job.Running || j.State == job.Preempting || j.State == job.Unknown
 	if j.State == job.Launching {
 		abandoned, err := c.workers.Abandon(ctx, j)
 		if err != nil {
-			return false, unreached(j, err)
+			return false, s, unreached(j, err)
 		}
 		stop = !abandoned
 	}
 	if stop {
-		if _, err := c.workers.Stop(ctx, j, grace, job.Cancelled); err != nil {
-			return false, unreached(j, err)
+		if s, err = c.workers.Stop(ctx, j, grace, job.Cancelled); err != nil {
+			return false, s, unreached(j, err)
 		}
 	}
-	return stop, nil
+	return stop, s, nil
 }
 
 // unreached is err of a worker call for j, with what to do when its host
@@ -821,9 +837,13 @@ var ErrEnded = errors.New("has already ended")
 
 // Cancel stops job id and records it cancelled by who: a queued job at
 // once; an active one after its processes got SIGTERM on its worker and,
-// after grace, SIGKILL. A job that ended meanwhile keeps how it ended. An
-// ended job is an error wrapping ErrEnded; a missing one, the store's
-// not-found error.
+// after grace, SIGKILL. A job that ended meanwhile keeps how it ended,
+// and so does one whose command had ended on its worker before the
+// cancel could mark it (no pass had recorded it yet) or that the
+// worker's walltime stop had ended: Cancel records that end (its exit
+// status, timeout), never a cancel that did not happen; the job returned
+// then is not cancelled. An ended job is an error wrapping ErrEnded; a
+// missing one, the store's not-found error.
 //
 // Cancel does not hold the pass lock, so a pass may act on the job
 // meanwhile (start an attempt, requeue one). Its record is written only
@@ -839,7 +859,8 @@ func (c *Controller) Cancel(ctx context.Context, id job.ID, grace time.Duration,
 		if j.State.Terminal() {
 			return j, fmt.Errorf("job %d %w (%s)", j.ID, ErrEnded, j.State)
 		}
-		if _, err := c.stopOnWorker(ctx, j, grace); err != nil {
+		_, stopped, err := c.stopOnWorker(ctx, j, grace)
+		if err != nil {
 			return j, err
 		}
 		now := c.now()
@@ -851,15 +872,19 @@ func (c *Controller) Cancel(ctx context.Context, id job.ID, grace time.Duration,
 			case x.State != j.State || x.Attempt != j.Attempt:
 				moved = true // a pass acted on it meanwhile: look again
 				return errSkip
+			case stopped.Ended != nil:
+				c.recordEnd(x, j, *stopped.Ended, stopped.Signalled, now) // it had ended before the cancel
 			default:
 				x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, "cancelled by "+who, ""
 			}
 			return nil
 		})
-		if moved {
+		switch {
+		case moved:
 			continue
-		}
-		if err == nil && !ended {
+		case err == nil && !ended && stopped.Ended != nil:
+			c.emit(JobEnded, u)
+		case err == nil && !ended:
 			c.emit(JobCancel, u)
 		}
 		return u, err
@@ -1014,7 +1039,9 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 		}
 		return u, nil
 	}
-	remote, lerr := c.workers.Start(ctx, claimed)
+	launched := claimed
+	launched.Spec.Timeout = c.walltime(claimed) // the worker enforces it too
+	remote, lerr := c.workers.Start(ctx, launched)
 	now := c.now()
 	unknown := errors.Is(lerr, job.ErrOutcomeUnknown)
 	var cancelled bool
@@ -1042,6 +1069,8 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 	}
 	if cancelled {
 		if lerr == nil || unknown {
+			// Recorded cancelled while it launched: it may have run for an
+			// instant, never longer.
 			if _, err := c.workers.Stop(ctx, updated, c.grace, job.Cancelled); err != nil {
 				return job.Job{}, fmt.Errorf("job %d was cancelled while it launched; stopping it: %w", j.ID, err)
 			}
@@ -1237,26 +1266,32 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 	case j.State == job.Preempting:
 		return c.preempted(ctx, j, st, now, res)
 	case st.State == job.Running && c.pastWalltime(j, now):
-		if _, err := c.workers.Stop(ctx, j, c.grace, job.Timeout); err != nil {
+		stopped, err := c.workers.Stop(ctx, j, c.grace, job.Timeout)
+		if err != nil {
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: walltime: %w", j.ID, err))
 			return j, false
 		}
 		return update(func(x *job.Job) {
-			x.State, x.EndedAt = job.Timeout, now
-			x.Reason = fmt.Sprintf("ran past its walltime of %s: stopped", c.walltime(j))
-			if j.Spec.Timeout == 0 {
-				x.Reason = fmt.Sprintf("ran past the default walltime of %s (policy default_timeout): stopped", c.walltime(j))
+			if stopped.Ended != nil { // it ended on its own just before
+				c.recordEnd(x, j, *stopped.Ended, stopped.Signalled, now)
+				return
 			}
+			x.State, x.EndedAt, x.Reason = job.Timeout, now, c.timeoutReason(j)
 		})
 	case st.State == job.Running && c.ownerGone(&j):
 		// Its gssh run is gone (killed, its terminal closed) and the
 		// keeper did not stop it (the connection is still up, or the
 		// keeper was killed too): nobody is at it any more.
-		if _, err := c.workers.Stop(ctx, j, c.grace, job.Cancelled); err != nil {
+		stopped, err := c.workers.Stop(ctx, j, c.grace, job.Cancelled)
+		if err != nil {
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: its gssh run is gone: %w", j.ID, err))
 			return j, false
 		}
 		return update(func(x *job.Job) {
+			if stopped.Ended != nil {
+				c.recordEnd(x, j, *stopped.Ended, stopped.Signalled, now)
+				return
+			}
 			x.State, x.EndedAt, x.ReasonCode = job.Cancelled, now, ""
 			x.Reason = "its gssh run went away; its processes were stopped"
 		})
@@ -1320,25 +1355,18 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		// some of its processes still run, with its GPUs: end them before
 		// the GPUs are offered again, as Slurm does when a batch script
 		// ends.
-		n, err := c.workers.Stop(ctx, j, c.orphan, "")
+		stopped, err := c.workers.Stop(ctx, j, c.orphan, "")
 		if err != nil {
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: end its leftover processes: %w", j.ID, err))
 			return j, false
 		}
-		state := st.State
-		if !state.Terminal() {
-			state = job.Lost
+		n := stopped.Signalled
+		if (st.State == job.Lost || !st.State.Terminal()) && j.Spec.Requeue {
+			return update(func(x *job.Job) {
+				requeue(x, endedAt(j, st, now), fmt.Sprintf("%s; its %d leftover processes were killed; requeued (--requeue)", st.Reason, n))
+			})
 		}
-		return update(func(x *job.Job) {
-			why := fmt.Sprintf("%s; its %d leftover processes were killed", st.Reason, n)
-			if state == job.Lost && x.Spec.Requeue {
-				requeue(x, endedAt(j, st, now), why+"; requeued (--requeue)")
-				return
-			}
-			x.State, x.EndedAt, x.ReasonCode = state, endedAt(j, st, now), ""
-			x.Reason = why
-			x.ExitCode, x.Signal = st.ExitCode, st.Signal
-		})
+		return update(func(x *job.Job) { c.recordEnd(x, j, st, n, now) })
 	case st.State == job.Lost && j.Spec.Requeue:
 		return update(func(x *job.Job) { requeue(x, endedAt(j, st, now), st.Reason+"; requeued (--requeue)") })
 	case j.ReasonCode == codeGPUFailed && (st.State == job.Failed || st.State == job.Lost):
@@ -1354,15 +1382,46 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 			x.ExitCode, x.Signal = st.ExitCode, st.Signal
 		})
 	case st.State.Terminal():
-		return update(func(x *job.Job) {
-			x.State, x.EndedAt, x.Reason, x.ReasonCode = st.State, endedAt(j, st, now), st.Reason, ""
-			x.ExitCode, x.Signal = st.ExitCode, st.Signal
-			if x.StartedAt.IsZero() { // a launch whose outcome was unknown, found ended
-				x.StartedAt = x.EndedAt.Add(-st.Runtime)
-			}
-		})
+		return update(func(x *job.Job) { c.recordEnd(x, j, st, 0, now) })
 	}
 	return j, false
+}
+
+// recordEnd records in x how the worker says j ended (st), by now: its
+// state (Lost for a job whose leader died without an exit status), its
+// end on the controller's clock (endedAt), the reason (a walltime stop's
+// in the controller's words; with the leftover processes killed, when
+// leftovers > 0), its exit code and signal. A job found ended with no
+// start recorded (a launch whose outcome was unknown) gets the start its
+// run time gives.
+func (c *Controller) recordEnd(x *job.Job, j job.Job, st job.Status, leftovers int, now time.Time) {
+	state, reason := st.State, st.Reason
+	if !state.Terminal() {
+		state = job.Lost
+	}
+	if state == job.Timeout {
+		reason = c.timeoutReason(j)
+	}
+	if leftovers > 0 {
+		reason = fmt.Sprintf("%s; its %d leftover processes were killed", reason, leftovers)
+	}
+	x.State, x.EndedAt, x.Reason, x.ReasonCode = state, endedAt(j, st, now), reason, ""
+	x.ExitCode, x.Signal = st.ExitCode, st.Signal
+	if x.StartedAt.IsZero() { // a launch whose outcome was unknown, found ended
+		x.StartedAt = x.EndedAt.Add(-st.Runtime)
+	}
+}
+
+// timeoutReason is the reason of a job stopped past its walltime (by a
+// pass, or by its worker: run.sh's own walltime stop).
+func (c *Controller) timeoutReason(j job.Job) string {
+	switch {
+	case c.walltime(j) == 0: // the policy's default_timeout is gone since
+		return "stopped: past its walltime"
+	case j.Spec.Timeout == 0:
+		return fmt.Sprintf("ran past the default walltime of %s (policy default_timeout): stopped", c.walltime(j))
+	}
+	return fmt.Sprintf("ran past its walltime of %s: stopped", c.walltime(j))
 }
 
 // cancelRequested carries out the cancels recorded for the pass

@@ -198,21 +198,39 @@ func (w *workers) Abandon(_ context.Context, j job.Job) (bool, error) {
 	return outcome == "abandoned", nil
 }
 
-func (w *workers) Stop(_ context.Context, j job.Job, grace time.Duration, why job.State) (int, error) {
+// Stop implements control.Workers as launch's end gate does: a job
+// whose command has ended on its own (its runFor is over) is reported
+// ended, not stopped; so is one whose status says the worker's walltime
+// stop ended it (Timeout).
+func (w *workers) Stop(_ context.Context, j job.Job, grace time.Duration, why job.State) (job.Stopped, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.cancelled = append(w.cancelled, fmt.Sprintf("%d %s", j.ID, grace))
 	if why == job.Preempting {
 		w.preempts++
 		if w.ignoreTerm[j.ID] {
-			return 1, nil
+			return job.Stopped{Signalled: 1}, nil
 		}
 	}
-	if s, ok := w.jobs[j.ID]; ok {
+	s, ok := w.jobs[j.ID]
+	if st, set := w.status[j.ID]; why != "" && set && st.State == job.Timeout && why != job.Timeout {
+		delete(w.status, j.ID)
+		return job.Stopped{Ended: &st}, nil
+	}
+	if why != "" && ok && !s.ended && s.runFor >= 0 && time.Since(s.started) >= s.runFor {
+		code := s.exit
+		st := job.Status{State: job.Succeeded, ExitCode: &code, Reason: "exit status 0", Runtime: s.runFor}
+		if code != 0 {
+			st.State, st.Reason = job.Failed, fmt.Sprintf("exit status %d", code)
+		}
+		s.ended = true
+		return job.Stopped{Ended: &st}, nil
+	}
+	if ok {
 		s.ended = true
 	}
 	delete(w.status, j.ID)
-	return 1, nil
+	return job.Stopped{Signalled: 1}, nil
 }
 
 // events records what the pass reports.

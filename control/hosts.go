@@ -235,7 +235,9 @@ func (c *Controller) killStrays(ctx context.Context, host string, record bool, r
 		abandoned, err := c.workers.Abandon(ctx, s.Job)
 		n := 0
 		if err == nil && !abandoned {
-			n, err = c.workers.Stop(ctx, s.Job, c.orphan, "")
+			var stopped job.Stopped
+			stopped, err = c.workers.Stop(ctx, s.Job, c.orphan, "")
+			n = stopped.Signalled
 		}
 		if !recorded {
 			recorded = true

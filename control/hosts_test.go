@@ -104,19 +104,19 @@ func (f *fleetSim) Poll(_ context.Context, host string, jobs []*job.Job) (map[jo
 	return out, nil
 }
 
-func (f *fleetSim) Stop(_ context.Context, j job.Job, _ time.Duration, _ job.State) (int, error) {
+func (f *fleetSim) Stop(_ context.Context, j job.Job, _ time.Duration, _ job.State) (job.Stopped, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.noAnswer(j.Placement.Host); err != nil {
-		return 0, err
+		return job.Stopped{}, err
 	}
 	r, ok := f.runs[runKey(j)]
 	if !ok || !r.running || r.host != j.Placement.Host {
-		return 0, nil
+		return job.Stopped{}, nil
 	}
 	r.running = false
 	f.stops = append(f.stops, runKey(j)+"@"+r.host)
-	return 1, nil
+	return job.Stopped{Signalled: 1}, nil
 }
 
 func (f *fleetSim) setDown(host string, down bool) {

@@ -44,10 +44,41 @@ func (c *Controller) preempt(ctx context.Context, ps []sched.Preempt, running []
 		}
 		res.Preempted = append(res.Preempted, u)
 		c.emit(JobPreempt, u)
-		if _, err := c.workers.Stop(ctx, u, 0, job.Preempting); err != nil {
+		stopped, err := c.workers.Stop(ctx, u, 0, job.Preempting)
+		switch {
+		case err != nil:
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: signal its preemption (SIGKILL follows after its %s grace): %w", p.Job, u.Spec.Grace(), err))
+		case stopped.Ended != nil:
+			// It had ended on its own (or at its walltime) before the
+			// signal: that end stands, and nothing runs it again.
+			c.endedFirst(u, *stopped.Ended, stopped.Signalled, res)
 		}
 	}
+}
+
+// endedFirst records the end of preempting job j that ended on its own
+// (or was stopped at its walltime by its worker) before its preemption
+// signal, rather than requeueing it: a job that finished is never run
+// again.
+func (c *Controller) endedFirst(j job.Job, st job.Status, leftovers int, res *Result) (job.Job, bool) {
+	now := c.now()
+	u, err := c.store.Update(j.ID, func(x *job.Job) error {
+		if x.State != job.Preempting || x.Attempt != j.Attempt {
+			return errSkip // cancelled or requeued meanwhile
+		}
+		x.Preempt = nil
+		c.recordEnd(x, j, st, leftovers, now)
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, errSkip) {
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: record how it ended before its preemption: %w", j.ID, err))
+		}
+		return j, false
+	}
+	res.Finished = append(res.Finished, u)
+	c.emit(JobEnded, u)
+	return u, true
 }
 
 // preempted records what the worker says of preempting job j: while its
@@ -55,9 +86,25 @@ func (c *Controller) preempt(ctx context.Context, ps []sched.Preempt, running []
 // (Spec.Grace) since the SIGTERM is over, then SIGKILL; once they are gone
 // the job goes back to the queue under its id, its run recorded in Runs
 // for fair-share and Restarts counted (its next attempt gets
-// GSSH_RESTART_COUNT). However the worker says it ended (an exit status,
-// stopped, lost), a preempted job is requeued, never recorded ended.
+// GSSH_RESTART_COUNT). However the worker says it ended once signalled
+// (stopped, lost), a preempted job is requeued, never recorded ended;
+// one whose exit status shows it ended on its own before the signal (no
+// stop mark: see launch's end gate) is recorded as it ended.
 func (c *Controller) preempted(ctx context.Context, j job.Job, st job.Status, now time.Time, res *Result) (job.Job, bool) {
+	if st.State == job.Succeeded || st.State == job.Failed {
+		// An exit status and no stop mark: its command ended on its own
+		// before the preemption's signal could mark it.
+		n := 0
+		if st.Orphans > 0 {
+			stopped, err := c.workers.Stop(ctx, j, c.orphan, "")
+			if err != nil {
+				res.Errors = append(res.Errors, fmt.Errorf("job %d: end its leftover processes: %w", j.ID, err))
+				return j, false
+			}
+			n = stopped.Signalled
+		}
+		return c.endedFirst(j, st, n, res)
+	}
 	alive := st.State == job.Running || st.State == job.Launching || st.Orphans > 0
 	grace := j.Spec.Grace()
 	var since time.Time

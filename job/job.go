@@ -384,6 +384,20 @@ type Status struct {
 	Runtime time.Duration
 }
 
+// Stopped is what a stop of a job (control.Workers.Stop) found and did
+// on its worker.
+type Stopped struct {
+	// Signalled counts the processes it sent a signal to.
+	Signalled int
+	// Ended is set when the job had already ended when the stop came: its
+	// command exited first (it won the job directory's end gate, see
+	// launch), or the worker's own walltime stop did. It says how, as a
+	// poll would (an exit status with its run time, or Timeout); the stop
+	// then marked nothing and only ended what the job left running
+	// (counted in Signalled). nil: the stop is what ended the job.
+	Ended *Status
+}
+
 // Use is what one job used of the GPUs, for fair-share usage: who, from
 // when to when (the controller's clock), and how many whole GPUs' worth.
 type Use struct {

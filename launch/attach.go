@@ -93,7 +93,9 @@ type Session struct {
 //     then it stays. Attach writes it a line every s.BeatEvery, and "end" once the job's session has ended
 //     with an exit status. When its stdin ends (Attach returns, or the
 //     gssh run process died and took its connection with it), or no line
-//     came for s.StaleAfter (the connection went silent), and the job has
+//     came for s.StaleAfter (the connection went silent: the beat file's
+//     mtime unchanged over that many of its own one-second looks, so no
+//     clock is compared with another's), and the job has
 //     written no exit status, the keeper stops the job as Stop does,
 //     marked "hangup" (Poll reports it cancelled, saying why; SIGHUP
 //     first, as a closed terminal gives): a dropped connection never
@@ -266,7 +268,8 @@ func Attach(ctx context.Context, sh Interactor, host, cluster string, j job.Job,
 // the first n bytes of its stdin, spec.json the next m.
 func keeperScript(cluster string, j job.Job, n, m int, stale time.Duration) string {
 	return `trap '' HUP PIPE INT TERM
-` + aliveFn + claimsFn + procsFn + jobdirFn + `fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
+` + aliveFn + claimsFn + procsFn + jobdirFn + exitfileFn + `
+fail() { echo "$1" >&2; exit ` + strconv.Itoa(exitDefinite) + `; }
 ` + makeDir(cluster, j, strconv.Itoa(n)) + `
 head -c ` + strconv.Itoa(m) + ` >"$d/spec.json" || fail "cannot write $d/spec.json (disk full?)"
 [ "$(wc -c <"$d/run.sh")" -eq ` + strconv.Itoa(n) + ` ] || fail "run.sh was cut short on the way (disk full?)"` + claimSteps(j, cluster) + `
@@ -280,11 +283,17 @@ exec 3<&0 </dev/null
   printf 'pid %s\n' "$(cat "$d/pid")"
   exec >/dev/null 2>&1` + claimPid + `
   read -r lpid lst <"$d/pid"
-  k=0
+  k=0; lb=; idle=0
   while alive "$lpid" "$lst"; do
     k=$((k+1))
     if [ $((k % 5)) = 0 ]; then
-      b=$(stat -c %Y "$d/beat" 2>/dev/null) && [ $(( $(date +%s) - b )) -gt ` + strconv.Itoa(int(max(stale/time.Second, 1))) + ` ] && {` + stopSteps(cluster, j, DefaultGrace, markHangup) + `
+      # A second or more since the last look: the beat file unchanged
+      # (its full mtime, only ever compared with itself, never with this
+      # host's clock: a home on NFS has the server's times) for the
+      # stale time means the connection went silent.
+      b=$(stat -c %y "$d/beat" 2>/dev/null)
+      if [ "$b" != "$lb" ]; then lb=$b; idle=0; else idle=$((idle+1)); fi
+      [ $idle -ge ` + strconv.Itoa(int(max(stale/time.Second, 1))) + ` ] && {` + stopSteps(cluster, j, DefaultGrace, markHangup) + `
         kill -KILL $$ # the keeper's reader: its connection is gone too
         exit 0
       }
@@ -319,7 +328,7 @@ func keeperErr(err error, stderr string) error {
 // gssh run went away (Stop, marked so that Poll says why, SIGHUP first):
 // for a gssh run whose session dropped while the host can still be
 // reached.
-func Hangup(ctx context.Context, run Runner, host, cluster string, j job.Job) (int, error) {
+func Hangup(ctx context.Context, run Runner, host, cluster string, j job.Job) (job.Stopped, error) {
 	return Stop(ctx, run, host, cluster, j, DefaultGrace, markHangup)
 }
 

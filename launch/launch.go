@@ -20,16 +20,24 @@
 //	abandoned  present when the attempt was abandoned before it started
 //	pid        "PID STARTTICKS" of run.sh, the job's session leader
 //	exit       how it ended, written atomically (exit.tmp, then mv) when
-//	           it ends: a first line "exit N" (the command's exit status)
-//	           or "error <why>" (it could not start: the workdir), then,
+//	           it ends: a first line "exit N" (the command's exit status),
+//	           "error <why>" (it could not start: the workdir) or
+//	           "timeout" (run.sh's own walltime stop ended it), then,
 //	           when the command ran and /proc/uptime could be read before
 //	           and after it, a second line "runtime U0 U1": the worker's
 //	           /proc/uptime (seconds, 2 decimals) just before the command
 //	           started and just after it ended, so U1 − U0 is its run time
 //	           on the worker's own monotonic clock. Exit files of a gssh
 //	           before runtimes were recorded have the first line alone.
+//	end        the end gate: made (atomically: a file of the maker's own,
+//	           hard-linked to this name) by run.sh as its command ends,
+//	           holding "exit", or by a stop before it marks the job,
+//	           holding why; the first one decides how the job ended (see
+//	           Stop), so a stop never overwrites an exit that came first
 //	cancelled  present when gssh stopped the job: "cancelled" (gssh cancel),
-//	           "timeout" (past its walltime) or "preempting" (preempted)
+//	           "timeout" (past its walltime: the controller's stop, or
+//	           run.sh's own), "preempting" (preempted) or "hangup" (an
+//	           interactive job's gssh run went away)
 //
 // A job of gssh run (Spec.Interactive) is launched by Attach instead: the
 // same directory, files and start gate, but run.sh runs in the foreground
@@ -311,6 +319,7 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	w("  printf 'gssh: workdir %%s does not exist on %%s (or may not be entered)\\n' %s %s >&2\n", q(j.Spec.Workdir), q(cmp.Or(j.Placement.Host, "this host")))
 	w("  fin %s; exit 1\nfi\n", q("error workdir "+j.Spec.Workdir+" does not exist on the worker"))
 	b.WriteString(readU0)
+	b.WriteString(walltimeSteps(cluster, j))
 	in := " </dev/null" // a batch job reads nothing
 	if j.Spec.Interactive != nil {
 		// The command reads the terminal of gssh run. Signals that end
@@ -351,13 +360,21 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	return b.String(), nil
 }
 
-// finFn defines `fin LINE`, run.sh's one way to end: it writes the exit
-// file atomically (exit.tmp, then mv): LINE, then "runtime U0 U1" when the
-// command's start was read from /proc/uptime (GSSH_U0, set by readU0 just
-// before the command) and /proc/uptime reads again now (GSSH_U1). POSIX sh
-// only: run.sh's sh may be dash, bash or busybox.
+// finFn defines `fin LINE`, run.sh's one way to end: it first takes the
+// job directory's end gate for the command's own end (see endGate: a stop
+// that comes later then finds the job ended and says how, rather than
+// marking it stopped), then writes the exit file atomically (exit.tmp,
+// then mv): LINE, then "runtime U0 U1" when the command's start was read
+// from /proc/uptime (GSSH_U0, set by readU0 just before the command) and
+// /proc/uptime reads again now (GSSH_U1). It writes the exit file also
+// when a stop took the gate first (the mark decides, the run time is
+// kept), with the first line "timeout" when that stop was run.sh's own
+// walltime stop (see walltimeSteps). POSIX sh only: run.sh's sh may be
+// dash, bash or busybox.
 const finFn = `unset GSSH_U0 GSSH_U1
 fin() {
+  { printf 'exit\n' >"$d/end.$$" && ln "$d/end.$$" "$d/end"; } 2>/dev/null; rm -f "$d/end.$$"
+  if [ "$(head -n 1 "$d/end" 2>/dev/null)" = timeout ]; then set -- timeout; fi # its own walltime stop won
   GSSH_U1=
   if [ -n "$GSSH_U0" ]; then { read -r GSSH_U1 </proc/uptime; } 2>/dev/null || GSSH_U1=; GSSH_U1=${GSSH_U1%% *}; fi
   if [ -n "$GSSH_U1" ]; then printf '%s\nruntime %s %s\n' "$1" "$GSSH_U0" "$GSSH_U1"; else printf '%s\n' "$1"; fi >"$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"
@@ -369,6 +386,57 @@ fin() {
 // the command.
 const readU0 = `{ read -r GSSH_U0 </proc/uptime; } 2>/dev/null || GSSH_U0=; GSSH_U0=${GSSH_U0%% *}
 `
+
+// walltimeSteps is the part of run.sh that enforces j's walltime
+// (Spec.Timeout: the controller fills in the policy's default_timeout)
+// on the worker itself, so that a job stops on time while the controller
+// is down or cron is late: just before the command, run.sh starts a
+// watchdog in a session of its own (setsid) and without the job's GSSH_*
+// marks, so it is never taken for one of the job's processes. The
+// watchdog measures the walltime on the worker's own monotonic clock
+// (/proc/uptime, from the command's start: GSSH_U0), whatever its wall
+// clock says; at the limit it stops the job as the controller's walltime
+// stop does (the end gate, the `cancelled` mark "timeout", SIGTERM,
+// SIGKILL after DefaultGrace, one line in the job's log) and writes the
+// exit file "timeout" with the command's run time, which the next pass
+// records as timeout. It wakes at least every 5 s and leaves as soon as
+// the job's run.sh is gone, or when the job was stopped otherwise (a
+// mark). A job without a walltime, an interactive one (its gssh run
+// enforces it), and a host without setsid or /proc/uptime get no
+// watchdog (the controller's pass enforces the walltime alone; the log
+// says so).
+func walltimeSteps(cluster string, j job.Job) string {
+	w := j.Spec.Timeout
+	if w <= 0 || j.Spec.Interactive != nil {
+		return ""
+	}
+	cs := (w + 10*time.Millisecond - 1) / (10 * time.Millisecond) // centiseconds, rounded up
+	limit, grace := w.String(), DefaultGrace.String()
+	watch := aliveFn + procsFn + exitfileFn + `
+d=$1; u0=$2; lpid=$3; lst=$4
+cs() { case $1 in *[!0-9.]*) return 1 ;; [0-9]*.[0-9][0-9]) echo $(( ${1%.*} * 100 + 1${1#*.} - 100 )) ;; *) return 1 ;; esac; }
+e=$(cs "$u0") || exit 0
+e=$((e + ` + strconv.FormatInt(int64(cs), 10) + `))
+while alive "$lpid" "$lst"; do
+  { read -r now _ </proc/uptime; } 2>/dev/null && n=$(cs "$now") || exit 0
+  l=$((e - n))
+  if [ $l -le 0 ]; then
+    [ -e "$d/cancelled" ] && exit 0 # stopped otherwise already
+` + stopScript(cluster, job.Job{ID: j.ID, Attempt: j.Attempt}, DefaultGrace, string(job.Timeout),
+		`echo `+q("gssh: the job reached its walltime of "+limit+" on this host: SIGTERM, then SIGKILL after "+grace)+` >&2`,
+		`{ read -r u1 _ </proc/uptime; } 2>/dev/null; [ -s "$d/exit" ] || { printf 'timeout\nruntime %s %s\n' "$u0" "${u1:-$u0}" >"$d/exit.wd" && mv -f "$d/exit.wd" "$d/exit"; }`) + `
+    exit 0
+  fi
+  [ $l -gt 500 ] && l=500
+  sleep $((l / 100)).$((l % 100 / 10))$((l % 10)) 2>/dev/null || sleep 1
+done`
+	return `if [ -n "$GSSH_U0" ] && command -v setsid >/dev/null 2>&1; then
+  ( unset GSSH_JOB_ID GSSH_CLUSTER_ID GSSH_ATTEMPT GSSH_RESTART_COUNT GSSH_ARRAY_JOB_ID GSSH_ARRAY_TASK_ID GSSH_ARRAY_TASK_COUNT GSSH_CPUS GSSH_PIN
+    exec setsid sh -c ` + q(watch) + ` gssh-walltime "$d" "$GSSH_U0" "$$" "$st" ) </dev/null >/dev/null &
+else echo ` + q("gssh: no setsid or /proc/uptime on this host: the walltime of "+limit+" is enforced by gssh's passes alone") + ` >&2
+fi
+`
+}
 
 // userHome matches "~user" and "~user/dir": a user name the shell may see
 // unquoted (tilde expansion needs that) and nothing else.
@@ -537,14 +605,18 @@ cid=` + q(cluster) + `
 while read -r id att pid st dir; do
   [ "$att" = - ] && att=
   jobdir "$dir"
-  if [ ! -d "$d" ]; then echo "$id missing"; continue; fi
+  if [ ! -d "$d" ]; then
+    n=$(procs "$pid" "$st" "$id" "$cid" "$att" | sort -u | grep -vx "$$" | grep -c .)
+    echo "$id missing $n $d"; continue
+  fi
   if [ -e "$d/abandoned" ]; then echo "$id abandoned"; continue; fi
   if [ "$pid" = - ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
   alive=
   if [ "$pid" != - ] && alive "$pid" "$st"; then alive=1; fi
   if [ -e "$d/cancelled" ] && [ -z "$alive" ]; then
     n=$(procs "$pid" "$st" "$id" "$cid" "$att" | sort -u | grep -vx "$$" | grep -c .)
-    echo "$id stopped $n $(head -c 20 "$d/cancelled")"
+    r=$(exitfile "$d/exit" 2>/dev/null | cut -d' ' -f1,2)
+    echo "$id stopped $n ${r:-- -} $(head -c 20 "$d/cancelled")"
   elif [ -s "$d/exit" ] && [ -z "$alive" ]; then
     n=$(procs "$pid" "$st" "$id" "$cid" "$att" | sort -u | grep -vx "$$" | grep -c .)
     echo "$id exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) $n $(exitfile "$d/exit")"
@@ -560,7 +632,7 @@ done`
 	if err != nil {
 		return nil, &StepError{"poll", host, err}
 	}
-	return parsePoll(res.Stdout), nil
+	return parsePoll(res.Stdout, host, ""), nil
 }
 
 // exitfileFn defines `exitfile FILE`, an exit file on one line for Poll:
@@ -576,8 +648,10 @@ exitfile() {
     END { if (r == "") r = "- -"; print r, l }' "$1"
 }`
 
-// parsePoll reads Poll's answer: one line per job, "ID WHAT ...".
-func parsePoll(out []byte) map[job.ID]job.Status {
+// parsePoll reads Poll's answer: one line per job, "ID WHAT ...". host
+// names the worker in reasons; dir is the job's directory where the line
+// does not give it.
+func parsePoll(out []byte, host, dir string) map[job.ID]job.Status {
 	m := map[job.ID]job.Status{}
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
@@ -600,26 +674,36 @@ func parsePoll(out []byte) map[job.ID]job.Status {
 				st.Dir = strings.Join(strings.Fields(line)[4:], " ")
 			}
 			m[id] = st
-		case "stopped": // by gssh: cancelled, or past its walltime
+		case "stopped": // by gssh: cancelled, or past its walltime: ID stopped LEFTOVERS U0 U1 WHY
 			st := job.Status{State: job.Cancelled, Reason: "cancelled"}
-			switch {
-			case len(f) > 3 && f[3] == string(job.Timeout):
-				st = job.Status{State: job.Timeout, Reason: "stopped: past its walltime"}
-			case len(f) > 3 && f[3] == markHangup:
+			why := ""
+			if len(f) > 5 {
+				why = f[5]
+				st.Runtime = runtimeOf(f[3], f[4]) // the worker's walltime stop records it
+			}
+			switch why {
+			case string(job.Timeout):
+				st.State, st.Reason = job.Timeout, timeoutReason
+			case markHangup:
 				st.Reason = hangupReason
-			case len(f) > 3 && f[3] == string(job.Preempting):
+			case string(job.Preempting):
 				st.Reason = "stopped for a preemption"
 			}
-			if len(f) > 2 {
-				st.Orphans, _ = strconv.Atoi(f[2]) // a stop cut short
-			}
+			st.Orphans, _ = strconv.Atoi(f[2]) // a stop cut short
 			m[id] = st
 		case "died":
 			m[id] = job.Status{State: job.Lost, Abandoned: true, Reason: "run.sh died before it recorded its pid: the command never started"}
 		case "starting":
 			m[id] = job.Status{State: job.Launching}
-		case "missing":
-			m[id] = job.Status{State: job.Lost, Reason: "the job directory is gone from the worker", Missing: true}
+		case "missing": // ID missing LEFTOVERS DIR
+			st := job.Status{State: job.Lost, Missing: true}
+			d := dir
+			if len(f) > 3 {
+				st.Orphans, _ = strconv.Atoi(f[2])
+				d = strings.Join(strings.Fields(line)[3:], " ")
+			}
+			st.Reason = fmt.Sprintf("its job directory %s on %s is gone (deleted by hand?): how the job ended is unknown", d, host)
+			m[id] = st
 		case "lost":
 			m[id] = job.Status{State: job.Lost, Reason: "the job's processes are gone and it wrote no exit status (reboot, OOM killer, kill -9?)"}
 		case "orphaned":
@@ -679,6 +763,9 @@ func exitStatus(s string) job.Status {
 	if why, ok := strings.CutPrefix(s, "error "); ok {
 		return job.Status{State: job.Failed, Reason: why}
 	}
+	if s == string(job.Timeout) { // written by run.sh's own walltime stop
+		return job.Status{State: job.Timeout, Reason: timeoutReason}
+	}
 	code, err := strconv.Atoi(strings.TrimPrefix(s, "exit "))
 	if err != nil {
 		return job.Status{State: job.Failed, Reason: "unreadable exit file: " + s}
@@ -687,12 +774,21 @@ func exitStatus(s string) job.Status {
 	if code != 0 {
 		st.State, st.Reason = job.Failed, fmt.Sprintf("exit status %d", code)
 	}
-	if code > 128 && code < 128+65 {
+	switch {
+	case code > 128 && code < 128+65:
 		st.Signal = sshexec.SignalName(code - 128)
 		st.Reason = fmt.Sprintf("exit status %d: killed by signal %s", code, st.Signal)
+	case code == 127: // the shell's code for a command it did not find
+		st.Reason = "exit status 127 (command not found?)"
+	case code == 126: // found, but it could not be run
+		st.Reason = "exit status 126 (command not executable?)"
 	}
 	return st
 }
+
+// timeoutReason is the reason Poll gives a job stopped past its walltime
+// (the controller records its own words, with the walltime).
+const timeoutReason = "stopped: past its walltime"
 
 // aliveFn defines alive PID TICKS: true when PID runs (not a zombie) and
 // started at TICKS (/proc/PID/stat fields 3 and 22), so neither a reused
@@ -732,7 +828,7 @@ func attemptArg(j job.Job) string {
 const DefaultGrace = 10 * time.Second
 
 // Cancel stops job j on host (gssh cancel): Stop, marked cancelled.
-func Cancel(ctx context.Context, run Runner, host, cluster string, j job.Job, grace time.Duration) (int, error) {
+func Cancel(ctx context.Context, run Runner, host, cluster string, j job.Job, grace time.Duration) (job.Stopped, error) {
 	return Stop(ctx, run, host, cluster, j, grace, job.Cancelled)
 }
 
@@ -740,35 +836,100 @@ func Cancel(ctx context.Context, run Runner, host, cluster string, j job.Job, gr
 // (when the session leader is still the job: same start time) and to
 // every process whose environment carries the job's GSSH_JOB_ID and
 // GSSH_CLUSTER_ID (children that started their own session), then waits
-// up to grace and sends SIGKILL to what is left (again, for a process forked meanwhile, until nothing is). With why Cancelled or
-// Timeout it first marks the job directory (`cancelled`, holding why), so
-// that Poll reports the job so and a run.sh not yet past its pid never
-// runs the command; with why "" (the leftovers of a job that ended) it
-// marks nothing. With why Preempting it marks the directory so, sends
-// SIGTERM and returns at once, grace unused: the pass that preempts a job
-// never waits on it, and a later pass sends SIGKILL (Stop with why "")
-// to what is left after the job's grace. A grace of 0 (or less) sends
-// SIGKILL at once, no SIGTERM first. It returns the number of processes
-// it signalled.
-func Stop(ctx context.Context, run Runner, host, cluster string, j job.Job, grace time.Duration, why job.State) (int, error) {
-	res, err := run.Run(ctx, host, aliveFn+procsFn+jobdirFn+`
+// up to grace and sends SIGKILL to what is left (again, for a process
+// forked meanwhile, until nothing is). It reports the processes it
+// signalled.
+//
+// With why Cancelled, Timeout or Preempting (or the keeper's hangup) it
+// first takes the job directory's end gate (see endGate) and marks the
+// directory `cancelled`, holding why, so that Poll reports the job so and
+// a run.sh not yet past its pid never runs the command. When the job had
+// ended first — its command exited before the stop took the gate, or the
+// worker's own walltime stop (run.sh's) marked it timeout — Stop marks
+// nothing, ends only what the job left running, and reports how it ended
+// in Stopped.Ended (as Poll would: an exit status with its run time, or
+// Timeout), never a cancel that did not happen. With why "" (the
+// leftovers of a job that ended) it marks nothing. With why Preempting it
+// sends SIGTERM and returns at once, grace unused: the pass that preempts
+// a job never waits on it, and a later pass sends SIGKILL (Stop with why
+// "") to what is left after the job's grace. A grace of 0 (or less) sends
+// SIGKILL at once, no SIGTERM first.
+func Stop(ctx context.Context, run Runner, host, cluster string, j job.Job, grace time.Duration, why job.State) (job.Stopped, error) {
+	res, err := run.Run(ctx, host, aliveFn+procsFn+jobdirFn+exitfileFn+`
 jobdir `+q(dirOf(cluster, j))+stopSteps(cluster, j, grace, string(why)), nil)
 	if err != nil {
-		return 0, &StepError{"cancel", host, err}
+		return job.Stopped{}, &StepError{"cancel", host, err}
 	}
-	var n int
-	fmt.Sscanf(strings.TrimSpace(string(res.Stdout)), "signalled %d", &n)
-	return n, nil
+	return parseStopped(res.Stdout, host, dirOf(cluster, j)), nil
 }
 
-// stopSteps is Stop's script after `jobdir` (aliveFn, procsFn and jobdirFn
-// defined): it writes why (when not "") to the job's `cancelled` file,
+// parseStopped reads stopSteps' answer: "signalled N", after a line as
+// Poll's (job id 0) when the job had ended before the stop.
+func parseStopped(out []byte, host, dir string) job.Stopped {
+	var s job.Stopped
+	for _, line := range strings.Split(string(out), "\n") {
+		fmt.Sscanf(line, "signalled %d", &s.Signalled)
+	}
+	if st, ok := parsePoll(out, host, dir)[0]; ok {
+		st.Orphans = 0 // what it left running is Signalled
+		s.Ended = &st
+	}
+	return s
+}
+
+// endGate is the shell of a stop that marks the job (why, quoted): the
+// job directory's end gate decides, atomically, whether the stop or the
+// command's own end (run.sh's fin) ended the job. Each side writes who it
+// is to a file of its own and hard-links it to `end` (ln fails when `end`
+// exists: the first one wins, on any POSIX filesystem, NFS included); the
+// stop writes its `cancelled` mark only when it won. So a job whose
+// command exited just before the stop keeps its exit status, and a job
+// the stop marked is reported stopped even when its command exits in the
+// instant after. It sets g_end to "exit" (the command ended first; also
+// for a directory of a gssh before the gate that has an exit file and no
+// mark), "timeout" (run.sh's own walltime stop marked it first, and why
+// is another) or "" (the stop marks, or marked earlier, the job: it goes
+// on). A mark already there from another stop is rewritten (a cancel of
+// a preempting job), except by the keeper's hangup, which leaves it.
+func endGate(why string) string {
+	rewrite := `printf '%s\n' ` + q(why) + ` >"$d/cancelled"`
+	if why == markHangup {
+		rewrite = ":"
+	}
+	return `
+g_end=
+if [ ! -d "$d" ]; then :
+elif [ -e "$d/cancelled" ]; then
+  if [ "$(head -c 20 "$d/cancelled")" = timeout ] && [ ` + q(why) + ` != timeout ]; then g_end=timeout
+  else ` + rewrite + `; fi
+elif [ ! -e "$d/end" ] && [ -s "$d/exit" ]; then g_end=exit
+else
+  { printf '%s\n' ` + q(why) + ` >"$d/end.$$" && ln "$d/end.$$" "$d/end"; } 2>/dev/null; rm -f "$d/end.$$"
+  if [ "$(head -n 1 "$d/end" 2>/dev/null)" = exit ]; then g_end=exit
+  else printf '%s\n' ` + q(why) + ` >"$d/cancelled"; fi
+fi
+if [ "$g_end" = exit ]; then # run.sh writes its exit file just after the gate
+  i=0; while [ ! -s "$d/exit" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+fi`
+}
+
+// stopSteps is Stop's script after `jobdir` (aliveFn, procsFn, jobdirFn
+// and exitfileFn defined): with a why, the end gate (endGate); then it
 // signals the job's processes (its pid from the pid file when j has none
-// recorded) and prints "signalled N". For markHangup (an interactive
-// job's keeper) it leaves a `cancelled` file already there as it is, and
-// sends SIGHUP and SIGCONT a second before SIGTERM.
+// recorded) and prints "signalled N", after Poll's line for the job
+// (with id 0) when the gate found it ended. For markHangup (an
+// interactive job's keeper) it sends SIGHUP and SIGCONT a second before
+// SIGTERM.
 func stopSteps(cluster string, j job.Job, grace time.Duration, why string) string {
-	mark, hup := "", ""
+	return stopScript(cluster, j, grace, why, "", "")
+}
+
+// stopScript is stopSteps with two more steps, run only when the stop
+// marked the job: marked, once the mark is written, and done, once its
+// processes are gone (the worker's walltime stop says so in the log, and
+// writes the exit file).
+func stopScript(cluster string, j job.Job, grace time.Duration, why, marked, done string) string {
+	gate, hup, report := "g_end=", "", ""
 	switch why {
 	case "":
 	case markHangup:
@@ -776,14 +937,27 @@ func stopSteps(cluster string, j job.Job, grace time.Duration, why string) strin
 		// its word; the job's processes get the hangup a closed terminal
 		// gives (SIGHUP, SIGCONT: editors save, shells write history)
 		// and a second before SIGTERM.
-		mark = `[ -d "$d" ] && [ ! -e "$d/cancelled" ] && printf '%s\n' ` + q(why) + ` >"$d/cancelled"`
-		hup = `[ -n "$list" ] && { kill -HUP $list; kill -CONT $list; sleep 1; } 2>/dev/null`
+		gate = endGate(why)
+		hup = `[ -n "$list" ] && [ -z "$g_end" ] && { kill -HUP $list; kill -CONT $list; sleep 1; } 2>/dev/null`
 	default:
-		mark = `[ -d "$d" ] && printf '%s\n' ` + q(why) + ` >"$d/cancelled"`
+		gate = endGate(why)
+	}
+	if why != "" {
+		if marked != "" {
+			gate += "\n[ -z \"$g_end\" ] && [ -d \"$d\" ] && { " + marked + "; }"
+		}
+		report = `
+case $g_end in
+exit) echo "0 exit $(stat -c %Y "$d/exit" 2>/dev/null || echo 0) 0 $(exitfile "$d/exit")" ;;
+timeout) r=$(exitfile "$d/exit" 2>/dev/null | cut -d' ' -f1,2); echo "0 stopped 0 ${r:-- -} timeout" ;;
+esac`
+		if done != "" {
+			report = "\n[ -z \"$g_end\" ] && [ -d \"$d\" ] && { " + done + "; }" + report
+		}
 	}
 	termOnly := "" // a preemption: SIGTERM only, the grace is the later passes'
 	if why == string(job.Preempting) {
-		termOnly = `echo "signalled $n"; exit 0`
+		termOnly = `[ -z "$g_end" ] && { echo "signalled $n"; exit 0; }`
 	}
 	term := `[ -n "$list" ] && kill -TERM $list 2>/dev/null`
 	if grace <= 0 && termOnly == "" {
@@ -793,7 +967,7 @@ func stopSteps(cluster string, j job.Job, grace time.Duration, why string) strin
 	return `
 pid=` + strconv.Itoa(j.Remote.PID) + `; st=` + strconv.FormatInt(j.Remote.StartTicks, 10) + `
 jid=` + q(strconv.FormatUint(uint64(j.ID), 10)) + `; cid=` + q(cluster) + `; att=` + q(strings.TrimPrefix(attemptArg(j), "-")) + `
-` + mark + `
+` + gate + `
 if [ "$pid" = 0 ] && [ -s "$d/pid" ]; then read -r pid st <"$d/pid"; fi
 members() { procs "$pid" "$st" "$jid" "$cid" "$att"; }
 list=$(members | sort -un | grep -vx "$$")
@@ -812,7 +986,7 @@ i=0 # a process forked just before the kill escapes the list: kill again what is
 while [ -n "$left" ] && [ $i -lt 10 ]; do
   kill -KILL $left 2>/dev/null; sleep 0.05
   left=$(members | sort -un | grep -vx "$$"); i=$((i+1))
-done
+done` + report + `
 echo "signalled $n"`
 }
 
@@ -907,10 +1081,10 @@ func (w Workers) Abandon(ctx context.Context, j job.Job) (bool, error) {
 }
 
 // Stop ends j where it runs; see Stop.
-func (w Workers) Stop(ctx context.Context, j job.Job, grace time.Duration, why job.State) (int, error) {
+func (w Workers) Stop(ctx context.Context, j job.Job, grace time.Duration, why job.State) (job.Stopped, error) {
 	sh, err := w.Shell(j.Placement.Host)
 	if err != nil {
-		return 0, err
+		return job.Stopped{}, err
 	}
 	n, err := Stop(ctx, sh, j.Placement.Host, w.Cluster, j, grace, why)
 	return n, noContact(ctx, err)

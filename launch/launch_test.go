@@ -299,8 +299,8 @@ func TestCancelKillsTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n < 4 {
-		t.Errorf("signalled %d processes", n)
+	if n.Signalled < 4 {
+		t.Errorf("signalled %d processes", n.Signalled)
 	}
 	if left := jobProcs(t, j); len(left) > 0 {
 		t.Errorf("left after cancel: %v", left)
@@ -533,8 +533,8 @@ func TestLegacyDir(t *testing.T) {
 	if err := launch.Logs(context.Background(), p, "w", cluster, j, -1, false, &log); err != nil || log.String() != "old\n" {
 		t.Errorf("logs %q %v", log.String(), err)
 	}
-	if n, err := launch.Cancel(context.Background(), p, "w", cluster, j, time.Second); err != nil || n == 0 {
-		t.Errorf("cancel %d %v", n, err)
+	if n, err := launch.Cancel(context.Background(), p, "w", cluster, j, time.Second); err != nil || n.Signalled == 0 {
+		t.Errorf("cancel %+v %v", n, err)
 	}
 }
 
@@ -644,8 +644,8 @@ func TestPreemptSignalsOnly(t *testing.T) {
 	j = start(t, p, j)
 	time.Sleep(300 * time.Millisecond)
 	began := time.Now()
-	if n, err := launch.Stop(context.Background(), p, "w", cluster, j, time.Minute, job.Preempting); err != nil || n == 0 {
-		t.Fatalf("stop: %d, %v", n, err)
+	if n, err := launch.Stop(context.Background(), p, "w", cluster, j, time.Minute, job.Preempting); err != nil || n.Signalled == 0 {
+		t.Fatalf("stop: %+v, %v", n, err)
 	}
 	if d := time.Since(began); d > 5*time.Second {
 		t.Errorf("a preemption's stop took %v: it waited on the grace", d)

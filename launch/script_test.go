@@ -158,7 +158,7 @@ func TestParsePollExit(t *testing.T) {
 		{"8 exit 1700000000 0 - -", job.Failed, "unreadable exit file", nil, 0, 0}, // empty first line
 		{"9 exit 1700000000 0 exit 0", job.Failed, "unreadable exit file", nil, 0, 0},
 	} {
-		m := parsePoll([]byte(c.line + "\n"))
+		m := parsePoll([]byte(c.line+"\n"), "w", "")
 		var st job.Status
 		for _, s := range m {
 			st = s

@@ -303,8 +303,9 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 					why = job.Cancelled
 				}
 				if why != "" {
-					stopped.Store(why)
-					launch.Stop(context.WithoutCancel(ctx), sh, j.Placement.Host, cluster, rj, launch.DefaultGrace, why)
+					if s, err := launch.Stop(context.WithoutCancel(ctx), sh, j.Placement.Host, cluster, rj, launch.DefaultGrace, why); err != nil || s.Ended == nil {
+						stopped.Store(why) // ended by the stop, not on its own just before
+					}
 					return
 				}
 			}
@@ -396,7 +397,8 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 
 // recordMemberEnd records, in one transaction, how a lab member's
 // interactive job ended (its passes cannot see it): stopped at its
-// walltime or for a cancel (why), else by its exit status. A job that
+// walltime or for a cancel (why), else by its exit status (also when a
+// cancel was asked that no stop carried out before it ended). A job that
 // ended meanwhile keeps how; one without an exit status and no why (its
 // connection lost) is left to the lab's passes. It returns the job as
 // recorded.
@@ -412,7 +414,7 @@ func (l *Local) recordMemberEnd(j job.Job, exit *int, why job.State, defaultTime
 			return errSkipRecord
 		case why == job.Timeout:
 			x.State, x.Reason = job.Timeout, fmt.Sprintf("ran past its walltime of %s: stopped", cmp.Or(j.Spec.Timeout, defaultTimeout))
-		case why == job.Cancelled || x.CancelRequested != nil:
+		case why == job.Cancelled || (x.CancelRequested != nil && exit == nil):
 			by := l.opt.User
 			if x.CancelRequested != nil {
 				by = x.CancelRequested.By

@@ -91,14 +91,14 @@ func (w *workers) end(id job.ID) { delete(w.running, id) }
 
 // Stop implements control.Workers: the job ends now (the pass that
 // stopped it records how).
-func (w *workers) Stop(_ context.Context, j job.Job, _ time.Duration, _ job.State) (int, error) {
+func (w *workers) Stop(_ context.Context, j job.Job, _ time.Duration, _ job.State) (job.Stopped, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, ok := w.running[j.ID]; ok {
 		w.end(j.ID)
-		return 1, nil
+		return job.Stopped{Signalled: 1}, nil
 	}
-	return 0, nil
+	return job.Stopped{}, nil
 }
 
 // nextEnd is the earliest end of a running job, and whether one runs.

@@ -65,19 +65,9 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := filepath.Join(root, "probe", "testdata", "fake-nvidia-smi")
 	fixtures := filepath.Join(root, "probe", "testdata", "fleet")
 	dir := t.TempDir()
-	withSMI := filepath.Join(dir, "bin")
-	if err := os.MkdirAll(withSMI, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// nvidia-smi and ps replay the fixture named by GSSH_FAKE_SMI_DIR.
-	for name, target := range map[string]string{"nvidia-smi": fake, "ps": filepath.Join(root, "probe", "testdata", "fake-ps")} {
-		if err := os.Symlink(target, filepath.Join(withSMI, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	withSMI := fakeSMIBin(t, root) // nvidia-smi and ps replay the fixture named by GSSH_FAKE_SMI_DIR
 	// The helper path: the real gssh-helper and the fake libnvidia-ml.so.1
 	// serving the same fixtures (scripts opt in with GSSH_HELPER=$HELPERBIN).
 	lib := nvmlfake.Build(t)

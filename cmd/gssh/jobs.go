@@ -168,6 +168,16 @@ func age(j job.Job, now time.Time) string {
 	return short(j.EndedAt.Sub(j.StartedAt))
 }
 
+// runtimeCell is how long a started job ran, or has run by now, on the
+// controller's clock (its end is its start + the run time its worker
+// measured): "" for a job that never started.
+func runtimeCell(j job.Job, now time.Time) string {
+	if j.StartedAt.IsZero() {
+		return ""
+	}
+	return age(j, now)
+}
+
 // short prints a duration as people read it: 42s, 1m27s, 2h05m, 3d04h.
 func short(d time.Duration) string {
 	d = d.Round(time.Second)
@@ -309,6 +319,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		{"placed on", where(j.Placement)}, {"gpu uuids", strings.Join(j.Placement.GPUs, ",")},
 		{"attempt", pidCell(j.Attempt)}, {"job dir", j.Remote.Dir}, {"pid", pidCell(j.Remote.PID)},
 		{"submitted", timeCell(j.SubmittedAt)}, {"started", timeCell(j.StartedAt)}, {"ended", timeCell(j.EndedAt)},
+		{"runtime", runtimeCell(j, a.now())},
 	}...)
 	if s.CPUs > 0 {
 		cpus := strconv.Itoa(s.CPUs)
@@ -564,7 +575,10 @@ then SIGKILL after the grace period; gssh cancel returns when they are gone
 or the grace has run out. After the last job given, if any held GPUs, it
 runs one scheduling pass, so that queued jobs start on the GPUs they freed
 (it prints those that do); none of the jobs given is started meanwhile.
-An array's id cancels every task of it; 12_3 one task.
+An array's id cancels every task of it; 12_3 one task. A job that had
+already ended, its command on its worker included before any pass
+recorded it, keeps how it ended (its exit status, a walltime stop), and
+gssh cancel says so.
 
 --force records the jobs cancelled without reaching their hosts, for a
 job whose host is down (state unknown) or no longer in the inventory: its
@@ -705,7 +719,7 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 		case opts.force:
 			fmt.Fprintf(a.stdout, "job %d cancelled (--force: %s)\n", id, j.Reason)
 		case j.State != job.Cancelled:
-			fmt.Fprintf(a.stdout, "job %d ended meanwhile (%s: %s)\n", id, j.State, j.Reason)
+			fmt.Fprintf(a.stdout, "job %d had already ended (%s: %s): nothing was cancelled\n", id, j.State, j.Reason)
 		default:
 			fmt.Fprintf(a.stdout, "job %d cancelled\n", id)
 		}

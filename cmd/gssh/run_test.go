@@ -182,7 +182,7 @@ func TestCancelRun(t *testing.T) {
 			t.Errorf("cancel %d ran its own pass", c.ID)
 		}
 	}
-	if out.String() != "job 1 cancelled\njob 2 ended meanwhile (succeeded: exit status 0)\njob 7 running on a:3\n" {
+	if out.String() != "job 1 cancelled\njob 2 had already ended (succeeded: exit status 0): nothing was cancelled\njob 7 running on a:3\n" {
 		t.Errorf("stdout %q", out.String())
 	}
 	if errb.String() != "gssh: no job 3\ngssh: no job 4\n" || exitCode(err) != exitUsage {
