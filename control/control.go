@@ -75,7 +75,7 @@ type Workers interface {
 	// them, and keeps none past its return.
 	Poll(ctx context.Context, host string, jobs []*job.Job) (map[job.ID]job.Status, error)
 	// Stop ends j (SIGTERM, grace, SIGKILL: its session and what carries
-	// its GSSH_JOB_ID) and says how many processes it signalled. why is
+	// its GSSH_JOB_ID and GSSH_ATTEMPT) and says how many processes it signalled. why is
 	// what the worker should say of the job from then on: job.Cancelled,
 	// job.Timeout, job.Preempting, or "" for the leftovers of a job that
 	// ended. A job that had ended on its own before the stop (or been
@@ -108,7 +108,10 @@ type Event struct {
 	Time time.Time
 	Kind EventKind
 	Job  job.Job // as recorded after the change; a stray's attempt for StrayKilled; zero for host events
-	Host string  // the host, for host events and StrayKilled
+	Host string  // the host, for host events, StrayKilled and the reaper's
+	// Reaped is the process of OrphanReaped and ForeignKilled (see
+	// reap.go); nil for the others.
+	Reaped *Reaped
 }
 
 // Events receives every change a pass makes (the event log comes later
@@ -163,6 +166,10 @@ type Options struct {
 	// The jobs of a host that is not are neither polled nor an error of
 	// each pass: their reason says so, and gssh cancel --force ends them.
 	Known func(host string) bool
+	// Reaper kills orphans (and foreign processes where the inventory
+	// says so) on the hosts a pass probes; nil: Workers, when it is a
+	// Reaper too (launch.Workers is), else none are killed.
+	Reaper Reaper
 }
 
 // Grace periods.
@@ -194,6 +201,7 @@ type Controller struct {
 	ledger  HostLedger
 	rules   health.Rules
 	known   func(string) bool
+	reaper  Reaper
 	// Per pass (Pass is not run concurrently on one Controller):
 	health    map[string]health.Host // the host records, as this pass knows them
 	contacted map[string]bool        // the hosts this pass polled (or reached for strays)
@@ -218,6 +226,9 @@ func New(opt Options) (*Controller, error) {
 		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), known: opt.Known}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if c.reaper = opt.Reaper; c.reaper == nil {
+		c.reaper, _ = opt.Workers.(Reaper)
 	}
 	if c.events == nil {
 		c.events = noEvents{}
@@ -357,6 +368,10 @@ type Result struct {
 	// Strays are the attempts given up on a failed host that this pass
 	// found running there when it answered again, and killed.
 	Strays []health.Stray
+	// Reaped are the GPU processes this pass meant to kill (orphans of
+	// gssh jobs; foreign ones where reap_foreign: kill) and what became
+	// of each (reap.go).
+	Reaped []Reaped
 }
 
 // Pass runs one pass. It probes (asks Snapshots) only when some job is
@@ -397,6 +412,7 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	}
 	c.probed(in.Hosts, c.contacted, c.now(), &res)
 	c.gpuHealth(in.Hosts, in.Running, c.now(), &res)
+	c.reapOrphans(ctx, in.Hosts, active, &res) // in.Queue and in.Running: active, reordered
 	if err := c.deps(&in); err != nil {
 		res.Errors = append(res.Errors, err)
 	}

@@ -401,6 +401,7 @@ func (c *Controller) watchGPUs(ctx context.Context, running []job.Job, res *Resu
 		return // the next pass looks again
 	}
 	c.gpuHealth(hosts, running, c.now(), res)
+	c.reapOrphans(ctx, hosts, running, res) // nothing is queued: running is every active job
 }
 
 // gpuHealth records, for each host the pass probed, which GPUs read

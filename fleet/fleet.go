@@ -545,7 +545,7 @@ func SchedHosts(inv *inventory.Inventory, reports []Report) []sched.Host {
 	}
 	out := make([]sched.Host, 0, len(inv.Hosts))
 	for _, h := range inv.Hosts {
-		out = append(out, sched.Host{Name: h.Name, Labels: h.Labels, ReservePct: h.ReservePct, Drain: h.Drain, Snapshot: byName[h.Name]})
+		out = append(out, sched.Host{Name: h.Name, Labels: h.Labels, ReservePct: h.ReservePct, Drain: h.Drain, ReapForeign: h.ReapForeign, Snapshot: byName[h.Name]})
 	}
 	return out
 }

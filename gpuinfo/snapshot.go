@@ -126,7 +126,63 @@ type Proc struct {
 	JobID     string `json:"gssh_job_id,omitempty"`     // GSSH_JOB_ID from /proc/PID/environ
 	ClusterID string `json:"gssh_cluster_id,omitempty"` // GSSH_CLUSTER_ID, the state file's id
 	Attempt   string `json:"gssh_attempt,omitempty"`    // GSSH_ATTEMPT
+	// EnvRead: the helper could read /proc/PID/environ, so JobID,
+	// ClusterID and Attempt being "" means the process carries none of
+	// them. False through nvidia-smi (no environment at all), for another
+	// user's process, and for one not visible in /proc (another PID
+	// namespace): its GSSH_* marks are then unknown, not absent.
+	EnvRead bool `json:"environ_read,omitempty"`
 }
 
 // Schedulable reports whether a job may be placed on g.
 func (g GPU) Schedulable() bool { return g.Health == HealthOK }
+
+// IdleUsedMax is the most GPU memory, in bytes, that may be in use on a
+// GPU with no process on it (the driver keeps a few MiB, a CUDA context
+// takes hundreds).
+const IdleUsedMax = 256 << 20
+
+// Invisible is the GPU memory, in bytes, that g's processes do not
+// account for: memory.used less the used_memory of every process listed
+// (nvidia-smi's memory.used and --query-compute-apps, or NVML's), when
+// that is more than the driver keeps (Slack): memory some process holds
+// though none is visible, such as one in a container or another PID
+// namespace (NVML lists host pids, and a probe inside a container sees
+// no process at all: corpus 031). It is 0 when that cannot be told: the
+// process list or the memory in use unknown, or a process whose memory
+// is unknown (Windows/WDDM).
+func (g GPU) Invisible() uint64 {
+	return Unaccounted(g.MemTotal, g.MemUsed, g.ProcsKnown, g.Procs)
+}
+
+// Slack is how much of a GPU's memory of total bytes may be in use with
+// no process accounting for it: IdleUsedMax, and 1 % of the total, for
+// what the driver reserves (drivers before R510 count that reserved
+// memory as used: about 0.6 % of an A100's). total nil: IdleUsedMax.
+func Slack(total *uint64) uint64 {
+	if total == nil {
+		return IdleUsedMax
+	}
+	return IdleUsedMax + *total/100
+}
+
+// Unaccounted is used less what procs use, when that is more than
+// Slack(total) and can be told (used known, the list known, every
+// process's memory known); 0 otherwise. GPU.Invisible applies it to a
+// whole GPU; the planner to one MIG device and its processes.
+func Unaccounted(total, used *uint64, known bool, procs []Proc) uint64 {
+	if used == nil || !known {
+		return 0
+	}
+	var sum uint64
+	for _, p := range procs {
+		if p.UsedBytes == nil {
+			return 0
+		}
+		sum += *p.UsedBytes
+	}
+	if *used <= sum || *used-sum <= Slack(total) {
+		return 0
+	}
+	return *used - sum
+}

@@ -17,6 +17,7 @@
 //	    labels: [a100, nvlink]
 //	    reserve: 20%
 //	    drain: false
+//	    reap_foreign: kill # kill GPU processes no gssh job's (default: report)
 //	  - name: ctl
 //	    local: true      # the controller itself: no SSH
 //	policy:              # optional; how the queue is scheduled (sched.Policy)
@@ -79,7 +80,11 @@ type Host struct {
 	ReservePct   float64  // GPU memory kept back, percent of total, in [0, 100)
 	Drain        bool     // no new jobs are placed on a drained host
 	Local        bool     // the controller itself: probed and run without SSH
-	Line         int      // line of the entry in File (0 for the implicit local host)
+	// ReapForeign is `reap_foreign: kill`: GPU processes there that are
+	// no gssh job's (someone ran them by hand) are killed by the passes
+	// and gssh reap; false (`report`, the default): only reported.
+	ReapForeign bool
+	Line        int // line of the entry in File (0 for the implicit local host)
 }
 
 // HasLabel reports whether h carries label l.
@@ -249,7 +254,7 @@ func (p parser) errf(n *yaml.Node, format string, args ...any) error {
 	return fmt.Errorf("%s:%d: %s", p.file, n.Line, fmt.Sprintf(format, args...))
 }
 
-var hostKeys = []string{"name", "address", "port", "user", "identity_file", "labels", "reserve", "drain", "local"}
+var hostKeys = []string{"name", "address", "port", "user", "identity_file", "labels", "reserve", "drain", "local", "reap_foreign"}
 
 func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
@@ -410,6 +415,12 @@ func (p parser) fields(m *yaml.Node, h *Host, isDefaults bool) error {
 				return p.errf(v, "reserve %q: expected a percentage from 0%% to 99%%, e.g. 10%%", v.Value)
 			}
 			h.ReservePct = pct
+		case "reap_foreign":
+			s, err := oneOf(p, v, "reap_foreign", "report", "kill")
+			if err != nil {
+				return err
+			}
+			h.ReapForeign = s == "kill"
 		case "drain", "local":
 			b, err := p.boolean(v, k.Value)
 			if err != nil {

@@ -52,6 +52,21 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// reap_foreign: report (the default) or kill, per host or in defaults.
+func TestParseReapForeign(t *testing.T) {
+	inv, err := Parse("h.yaml", strings.NewReader("defaults:\n  reap_foreign: kill\nhosts:\n  - name: a\n  - name: b\n    reap_foreign: report\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inv.Hosts[0].ReapForeign || inv.Hosts[1].ReapForeign {
+		t.Errorf("hosts %+v: want a to kill, b to report", inv.Hosts)
+	}
+	inv, err = Parse("h.yaml", strings.NewReader("hosts:\n  - name: a\n"))
+	if err != nil || inv.Hosts[0].ReapForeign {
+		t.Errorf("default: %+v, %v; want report", inv.Hosts, err)
+	}
+}
+
 func TestParseDefaultReserve(t *testing.T) {
 	inv, err := Parse("h.yaml", strings.NewReader("hosts:\n  - name: a\n"))
 	if err != nil {
@@ -128,6 +143,8 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate host key", "hosts:\n  - name: a\n    port: 22\n    port: 23\n", "h.yaml:4: \"port\" is given twice in a host (first at line 3)"},
 		{"duplicate top key", "hosts:\n  - name: a\npolicy: {}\npolicy: {}\n", "h.yaml:4: \"policy\" is given twice in the top level"},
 		{"local with an address", "hosts:\n  - name: a\n    local: true\n    address: 10.0.0.1\n", "h.yaml:4: host \"a\" is `local: true`: `address` has no meaning there"},
+		{"reap_foreign word", "hosts:\n  - name: a\n    reap_foreign: yes\n", "h.yaml:3: reap_foreign \"yes\": give one of report, kill"},
+		{"reap_foreign default", "defaults:\n  reap_foreign: [kill]\nhosts:\n  - name: a\n", "h.yaml:2: reap_foreign a list: give one of report, kill"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -239,8 +256,11 @@ func TestExampleFile(t *testing.T) {
 	if got := strings.Join(inv.Names(), ","); got != "gpu01,gpu02,ctl" {
 		t.Errorf("hosts = %s", got)
 	}
-	if h, _ := inv.Lookup("ctl"); !h.Local {
-		t.Error("ctl is not local")
+	if h, _ := inv.Lookup("ctl"); !h.Local || h.ReapForeign {
+		t.Errorf("ctl: %+v, want local and reap_foreign: report", h)
+	}
+	if h, _ := inv.Lookup("gpu02"); !h.ReapForeign {
+		t.Error("gpu02 does not kill foreign processes")
 	}
 	// A copied example must not force a login name on every host: that
 	// fails every host with "auth failed" until one finds the line.

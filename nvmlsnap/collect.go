@@ -596,7 +596,7 @@ func (c *collector) proc(r rawProc) gpuinfo.Proc {
 	}
 	d := l.d
 	p.Name, p.UID, p.User, p.SessionID, p.StartTime = d.Name, d.UID, d.User, d.SessionID, d.StartTicks
-	p.JobID, p.ClusterID, p.Attempt = d.JobID, d.ClusterID, d.Attempt
+	p.JobID, p.ClusterID, p.Attempt, p.EnvRead = d.JobID, d.ClusterID, d.Attempt, d.EnvRead
 	return p
 }
 

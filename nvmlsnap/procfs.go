@@ -15,7 +15,7 @@ import (
 // every pid NVML reports; NewProcFS reads /proc, tests use a fake.
 type ProcInfo interface {
 	// Lookup returns what is known about pid, and false when the pid is
-	// not there (exited, or in another pid namespace).
+	// not there (exited, a zombie included, or in another pid namespace).
 	Lookup(pid int) (ProcDetails, bool)
 }
 
@@ -40,6 +40,9 @@ type ProcDetails struct {
 	// GSSH_ATTEMPT from /proc/PID/environ; "" when unset or unreadable
 	// (another user's process).
 	JobID, ClusterID, Attempt string
+	// EnvRead: /proc/PID/environ could be read, so empty JobID,
+	// ClusterID and Attempt mean the process carries none of them.
+	EnvRead bool
 }
 
 // The environment variables that mark a process as a gssh job's.
@@ -78,6 +81,9 @@ func (p *procFS) Lookup(pid int) (ProcDetails, bool) {
 		d.Name, d.UID = parseStatus(b)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "stat")); err == nil {
+		if zombie(b) {
+			return ProcDetails{}, false // it has exited: its memory and its environment are gone
+		}
 		found = true
 		d.SessionID, d.StartTicks = parseStat(b)
 	}
@@ -91,6 +97,7 @@ func (p *procFS) Lookup(pid int) (ProcDetails, bool) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "environ")); err == nil {
 		d.JobID, d.ClusterID, d.Attempt = envValue(b, JobIDVar), envValue(b, ClusterIDVar), envValue(b, AttemptVar)
+		d.EnvRead = true
 	}
 	if d.UID != nil {
 		d.User = p.userName(*d.UID)
@@ -118,6 +125,17 @@ func parseStatus(b []byte) (name string, uid *int) {
 		}
 	}
 	return name, uid
+}
+
+// zombie reports whether /proc/PID/stat says the process has exited and
+// waits to be reaped (state Z, or X: dead).
+func zombie(b []byte) bool {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
 }
 
 // parseStat reads the session id (field 6) and start time (field 22) from

@@ -77,7 +77,7 @@ func TestProcFS(t *testing.T) {
 
 	d, ok := p.Lookup(100)
 	want := ProcDetails{Name: "/opt/conda/bin/python", UID: ptr(424242), User: "gssh-test-alice",
-		SessionID: ptr(4711), StartTicks: ptr(int64(987654321)), JobID: "job-7f3a"}
+		SessionID: ptr(4711), StartTicks: ptr(int64(987654321)), JobID: "job-7f3a", EnvRead: true}
 	if !ok {
 		t.Fatal("pid 100 not found")
 	}
@@ -95,7 +95,12 @@ func TestProcFS(t *testing.T) {
 		t.Error("pid 300 not found")
 	}
 
-	for _, pid := range []int{400, 0, -1} {
+	fakePid(t, root, 500, map[string][]byte{ // exited, not reaped yet
+		"status":  status("python3", 424242),
+		"stat":    []byte("500 (python3) Z 1 500 500 0 -1 4228108 152 0 0 0 0 0 0 0 20 0 1 0 777 0 0"),
+		"environ": {},
+	})
+	for _, pid := range []int{400, 500, 0, -1} {
 		if d, ok := p.Lookup(pid); ok || d != (ProcDetails{}) {
 			t.Errorf("Lookup(%d) = %+v, %v; want nothing", pid, d, ok)
 		}
@@ -112,8 +117,8 @@ func TestProcFSUnreadableEnviron(t *testing.T) {
 	if !ok || d.SessionID == nil || d.Name != "python3" {
 		t.Fatalf("got %+v, %v", d, ok)
 	}
-	if os.Geteuid() != 0 && d.JobID != "" {
-		t.Errorf("job id %q read from an unreadable environ", d.JobID)
+	if os.Geteuid() != 0 && (d.JobID != "" || d.EnvRead) {
+		t.Errorf("job id %q (read: %v) from an unreadable environ", d.JobID, d.EnvRead)
 	}
 }
 
@@ -157,7 +162,7 @@ func TestProcFSReal(t *testing.T) {
 			break
 		}
 	}
-	if d.Name != "sleep" || d.UID == nil || *d.UID != os.Getuid() || d.SessionID == nil || d.StartTicks == nil || d.JobID != "real-job-1" || d.ClusterID != "c0ffee" || d.Attempt != "3" {
+	if d.Name != "sleep" || d.UID == nil || *d.UID != os.Getuid() || d.SessionID == nil || d.StartTicks == nil || d.JobID != "real-job-1" || d.ClusterID != "c0ffee" || d.Attempt != "3" || !d.EnvRead {
 		t.Errorf("got %s", jsonOf(t, d))
 	}
 	if *d.UID == 0 && d.User != "root" {

@@ -241,6 +241,8 @@ func checkExclusive(u *unit, w *want, n *node) Reason {
 		return because(CodeNoFreeGPU, "in use by gssh jobs")
 	case u.foreignProcs(b, gone, n.cluster) > 0:
 		return because(CodeForeign, "in use by other processes")
+	case u.invisible > 0 && len(gone) == 0:
+		return because(CodeForeign, "memory held by an invisible process")
 	case u.gpu.ProcsKnown:
 		return Reason{}
 	case u.used == nil:
@@ -290,7 +292,11 @@ func checkShared(u *unit, w *want, n *node) Reason {
 	case m.gssh > usable-w.MemPerGPU:
 		return because(CodeMem, fmt.Sprintf("%s of %s usable left, booked by gssh jobs", FormatMem(usable-min(usable, m.gssh)), FormatMem(usable)))
 	case m.gssh+m.foreign > usable-w.MemPerGPU || w.MemPerGPU > m.free:
-		return because(CodeMem, fmt.Sprintf("only %s free now", FormatMem(min(usable-min(usable, m.gssh+m.foreign), m.free))))
+		text := fmt.Sprintf("only %s free now", FormatMem(min(usable-min(usable, m.gssh+m.foreign), m.free)))
+		if u.invisible > 0 {
+			text += " (" + FormatMem(u.invisible) + " held by an invisible process)"
+		}
+		return because(CodeMem, text)
 	}
 	return Reason{}
 }

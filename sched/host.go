@@ -12,8 +12,11 @@ import (
 
 // IdleUsedMax is the most GPU memory, in bytes, a GPU whose process list
 // cannot be read may show in use and still count as idle for an exclusive
-// job: the driver keeps a few MiB, a CUDA context takes hundreds.
-const IdleUsedMax = 256 * MiB
+// job: the driver keeps a few MiB, a CUDA context takes hundreds. More
+// than this (and the driver's reserve, gpuinfo.Slack) in use that no
+// listed process accounts for is memory held by an invisible process
+// (gpuinfo.GPU.Invisible).
+const IdleUsedMax = gpuinfo.IdleUsedMax
 
 // Host is one host as the planner sees it: the inventory's facts and the
 // host's last snapshot. What gssh jobs hold there comes from
@@ -23,7 +26,11 @@ type Host struct {
 	Labels     []string
 	ReservePct float64 // GPU memory kept back, percent of each GPU's total, in [0, 100)
 	Drain      bool    // no new jobs
-	Snapshot   gpuinfo.Snapshot
+	// ReapForeign is the inventory's reap_foreign: kill: GPU processes
+	// there that are no gssh job's are killed (package reap, by a pass);
+	// the planner does not read it.
+	ReapForeign bool
+	Snapshot    gpuinfo.Snapshot
 	// Others are the jobs of other gssh queues (other state files, other
 	// cluster ids, other logins) live on this host, as the worker's GPU
 	// claims say (launch.OtherQueues): their GPUs are taken, as the
@@ -110,6 +117,10 @@ type Holder struct {
 	// OtherID its id there; "" for this queue's jobs.
 	Queue   string
 	OtherID job.ID
+	// Attempt is the job's launch attempt (job.Job.Attempt): a process
+	// carrying the job's GSSH_JOB_ID but another GSSH_ATTEMPT is an
+	// earlier attempt's leftover, not the job's.
+	Attempt int
 }
 
 // other reports whether h is a job of another gssh queue.
@@ -189,7 +200,7 @@ func isIndex(id string, index int) bool {
 // HolderOf is the Holder record of job j.
 func HolderOf(j job.Job) Holder {
 	return Holder{Job: j.ID, User: j.User, Priority: j.Spec.Priority, Mem: j.Spec.MemPerGPU, Session: j.Remote.PID,
-		CPUs: j.Spec.CPUs, CPUIDs: j.Placement.CPUs, HostMem: j.Spec.HostMem}
+		CPUs: j.Spec.CPUs, CPUIDs: j.Placement.CPUs, HostMem: j.Spec.HostMem, Attempt: j.Attempt}
 }
 
 // Bookings returns what active (launching or running) jobs hold, by host
@@ -379,7 +390,9 @@ func (u *unit) usedBy(h Holder, cluster string) uint64 {
 }
 
 // owns reports whether process p is holder h's: it carries h's
-// GSSH_JOB_ID (and this state's GSSH_CLUSTER_ID, when it says one), or
+// GSSH_JOB_ID (and this state's GSSH_CLUSTER_ID, when it says one, and
+// h's GSSH_ATTEMPT, when it says one: an earlier attempt's leftover is
+// not the job's, and its memory is no part of the job's booking), or
 // runs in h's session.
 func owns(p gpuinfo.Proc, h Holder, cluster string) bool {
 	if h.Planned {
@@ -389,7 +402,8 @@ func owns(p gpuinfo.Proc, h Holder, cluster string) bool {
 		return p.JobID == strconv.FormatUint(uint64(h.OtherID), 10) && p.ClusterID == h.Queue ||
 			h.Session > 0 && p.SessionID != nil && *p.SessionID == h.Session
 	}
-	return p.JobID == strconv.FormatUint(uint64(h.Job), 10) && (p.ClusterID == "" || cluster == "" || p.ClusterID == cluster) ||
+	return p.JobID == strconv.FormatUint(uint64(h.Job), 10) && (p.ClusterID == "" || cluster == "" || p.ClusterID == cluster) &&
+		(p.Attempt == "" || p.Attempt == strconv.Itoa(h.Attempt)) ||
 		h.Session > 0 && p.SessionID != nil && *p.SessionID == h.Session
 }
 
@@ -419,6 +433,11 @@ type unit struct {
 	procs    int            // processes that may be on the unit (for MIG: its own and those not attributed to one)
 	own      []gpuinfo.Proc // the processes known to be on the unit (for MIG: those NVML attributed to it)
 	broken   string         // why the unit cannot take jobs as listed ("MIG device without a UUID")
+	// invisible is the memory in use, in bytes, that no listed process
+	// accounts for (gpuinfo.Unaccounted): held by a process the probe
+	// cannot see (a container, another PID namespace); 0 when none or
+	// when that cannot be told.
+	invisible uint64
 }
 
 // listUnits lists a host's GPUs, or their MIG devices where they have
@@ -440,7 +459,8 @@ func listUnits(h *Host) []unit {
 	for _, g := range gpus {
 		if len(g.MIG) == 0 {
 			u := unit{key: Key(*g), id: g.UUID, index: g.Index, mig: -1, gpu: g,
-				total: g.MemTotal, used: g.MemUsed, free: g.MemFree, memState: g.MemoryState, procs: len(g.Procs), own: g.Procs}
+				total: g.MemTotal, used: g.MemUsed, free: g.MemFree, memState: g.MemoryState, procs: len(g.Procs), own: g.Procs,
+				invisible: g.Invisible()}
 			if u.id == "" {
 				u.id = strconv.Itoa(g.Index)
 			}
@@ -468,6 +488,9 @@ func listUnits(h *Host) []unit {
 				if m.UUID != "" && p.GPUUUID == m.UUID {
 					u.own = append(u.own, p)
 				}
+			}
+			if u.procs == len(u.own) { // every process that may be here is known to be
+				u.invisible = gpuinfo.Unaccounted(m.MemTotal, m.MemUsed, g.ProcsKnown, u.own)
 			}
 			out = append(out, u)
 		}

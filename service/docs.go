@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/job"
@@ -45,6 +46,12 @@ type HostGPUs struct {
 	// health.HealthyProbes probes in a row since: no job is placed on
 	// them. From the state file; absent when none.
 	Recovering map[string]health.GPU `json:"recovering,omitempty"`
+	// Processes are the host's GPU processes and whose each is (a gssh
+	// job's, an orphan, another queue's, foreign, unattributed: package
+	// reap), by GPU then pid; Invisible the GPU memory held by processes
+	// no probe can see. Empty where the GPUs' processes were not read.
+	Processes []ProcessDoc   `json:"gpu_processes"`
+	Invisible []InvisibleDoc `json:"invisible_memory"`
 }
 
 // GPUJob is one gssh job holding one GPU (or MIG device).
@@ -134,9 +141,10 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// gpusDoc builds GPUsDoc from reports and the active jobs: lists are []
+// gpusDoc builds GPUsDoc from reports, the active jobs and whose the
+// processes are (found, one per report; nil: none known): lists are []
 // rather than null.
-func gpusDoc(now time.Time, reports []fleet.Report, active []job.Job) GPUsDoc {
+func gpusDoc(now time.Time, reports []fleet.Report, active []job.Job, found []control.HostReap) GPUsDoc {
 	held := map[string][]GPUJob{}
 	for _, j := range active {
 		if !j.State.Active() {
@@ -151,7 +159,11 @@ func gpusDoc(now time.Time, reports []fleet.Report, active []job.Job) GPUsDoc {
 		}
 	}
 	doc := GPUsDoc{Schema: GPUsSchema, Time: now.UTC().Truncate(time.Millisecond), Hosts: []HostGPUs{}}
-	for _, r := range reports {
+	for i, r := range reports {
+		var h control.HostReap
+		if i < len(found) {
+			h = found[i]
+		}
 		s := r.Snapshot
 		s.Warnings = nonNil(s.Warnings)
 		s.GPUs = slices.Clone(nonNil(s.GPUs))
@@ -159,7 +171,7 @@ func gpusDoc(now time.Time, reports []fleet.Report, active []job.Job) GPUsDoc {
 			s.GPUs[i].Procs = nonNil(s.GPUs[i].Procs)
 		}
 		doc.Hosts = append(doc.Hosts, HostGPUs{Snapshot: s, Address: r.Address, Labels: nonNil(r.Host.Labels), Drain: r.Host.Drain,
-			ProbeMS: ms(r.Took), Jobs: nonNil(held[s.Host])})
+			ProbeMS: ms(r.Took), Jobs: nonNil(held[s.Host]), Processes: processDocs(h, true, false), Invisible: invisibleDocs(h.Found)})
 	}
 	return doc
 }

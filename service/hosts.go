@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
@@ -22,9 +23,14 @@ func (l *Local) GPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	if serr == nil && !none {
 		active, serr = st.Active()
 	}
-	doc := gpusDoc(l.opt.Now(), reports, active)
-	if serr != nil {
-		doc.JobsError = serr.Error()
+	if serr != nil || none {
+		st = nil
+	}
+	f, _ := l.hosts() // probed already: it is open
+	found, cerr := l.classify(ctx, f, st, reports, true)
+	doc := gpusDoc(l.opt.Now(), reports, active, found)
+	if err := errors.Join(serr, cerr); err != nil {
+		doc.JobsError = err.Error()
 	}
 	if st != nil && !none {
 		if recs, _ := st.Hosts(); len(recs) > 0 {

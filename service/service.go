@@ -74,6 +74,10 @@ type Service interface {
 	Explain(ctx context.Context, id job.ID) (Explanation, error)
 	// Usage reports each user's fair-share usage and standing.
 	Usage(ctx context.Context) (UsageDoc, error)
+	// Reap probes the hosts and kills the orphans of gssh jobs (and
+	// foreign processes where reap_foreign: kill), or with r.DryRun says
+	// what it would kill.
+	Reap(ctx context.Context, r ReapRequest) (ReapDoc, error)
 }
 
 // HostQuery selects hosts: by name (all when empty) and by labels (a host
@@ -193,6 +197,10 @@ type PassResult struct {
 	Preempts []sched.Preempt `json:"preempts,omitempty"`
 	// Problems are per-host and per-job errors that did not stop the pass.
 	Problems []error `json:"-"`
+	// Reaped are the GPU processes the pass meant to kill (orphans of
+	// gssh jobs; foreign ones where reap_foreign: kill) and what became of
+	// each (Action).
+	Reaped []ReapedDoc `json:"reaped,omitempty"`
 }
 
 // HostChange is one host a pass found down (Change "down": called down
@@ -439,7 +447,8 @@ func (l *Local) rebalancePass(ctx context.Context, f *fleet.Fleet, st *state.Bol
 		err = ierr
 	}
 	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Queued: res.Queued, Problems: res.Errors,
-		Preempted: res.Preempted, Requeued: res.Requeued, Hosts: hostNotes(res.Hosts), Strays: strayJobs(res.Strays), Unknown: res.Unknown, GPUFailed: res.GPUFailed}, err
+		Preempted: res.Preempted, Requeued: res.Requeued, Hosts: hostNotes(res.Hosts), Strays: strayJobs(res.Strays), Unknown: res.Unknown, GPUFailed: res.GPUFailed,
+		Reaped: reapedDocs(res.Reaped)}, err
 }
 
 // Schedule implements Service. An error wrapping control.ErrPassBusy

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/reap"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
 )
@@ -41,6 +42,13 @@ processes (count and users), the gssh jobs holding the GPU (job id, user,
 "excl" or the memory booked; from the state file) and state. A host that cannot be reached or
 probed is one row with its reason (auth failed, host key mismatch, timeout,
 driver not loaded, ...).
+
+Under it, a second table lists the GPU processes that are no running gssh
+job's, with pid, user, memory and whose they are (foreign: run by hand;
+orphan of an ended gssh job; another gssh queue's; unattributed: its
+environment cannot be read), and the memory held by invisible processes
+(in use, but no process visible: a container). gssh reap --dry-run says
+why for each.
 
 Output is plain tab-separated text when stdout is not a terminal.
 --json prints one document (schema "gssh.gpus/v1", see README) with memory
@@ -110,6 +118,43 @@ func gpusRun(ctx context.Context, a *app, opts *gpusOptions) error {
 
 var gpuHeader = []string{"HOST", "GPU", "NAME", "MEMORY", "UTIL", "TEMP", "PROCESSES", "GSSH JOBS", "STATE"}
 
+// otherHeader heads the table under the GPUs: the GPU processes that are
+// no running gssh job's, and the memory held by processes no probe sees.
+var otherHeader = []string{"HOST", "GPU", "PID", "USER", "MEMORY", "COMMAND", "WHOSE"}
+
+// otherRows lists, host by host, the GPU processes that are no running
+// gssh job's (orphans, other queues', foreign, unattributed: see gssh
+// reap --dry-run for why) and then the invisible memory of each GPU.
+func otherRows(hosts []service.HostGPUs) [][]string {
+	sorted := slices.Clone(hosts)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Host < sorted[j].Host })
+	var rows [][]string
+	for _, h := range sorted {
+		for _, p := range h.Processes {
+			if p.Kind == reap.KindJob {
+				continue
+			}
+			rows = append(rows, []string{h.Host, strconv.Itoa(p.GPU), strconv.Itoa(p.PID), cmp.Or(printable(p.User), "?"),
+				size(p.UsedBytes), cmp.Or(printable(p.Name), "?"), whose(p)})
+		}
+		for _, v := range h.Invisible {
+			rows = append(rows, []string{h.Host, strconv.Itoa(v.GPU), "-", "-", sched.FormatMem(v.Bytes), "-", "memory held by an invisible process"})
+		}
+	}
+	return rows
+}
+
+// whose says in a few words whose a process is.
+func whose(p service.ProcessDoc) string {
+	switch p.Kind {
+	case reap.KindOrphan:
+		return fmt.Sprintf("orphan of job %d (attempt %d)", p.Job, p.Attempt)
+	case reap.KindOtherQueue:
+		return fmt.Sprintf("job %d of another gssh queue (%.4s)", p.Job, p.Queue)
+	}
+	return string(p.Kind)
+}
+
 // gpuRows turns hosts into table rows, sorted by host then GPU index; MIG
 // devices follow their GPU as "0/mig1". Host warnings are returned apart.
 func gpuRows(hosts []service.HostGPUs) (rows [][]string, warnings []string) {
@@ -164,6 +209,12 @@ func (a *app) printGPUTable(hosts []service.HostGPUs) error {
 	rows, warnings := gpuRows(hosts)
 	if err := printTable(a.stdout, a.tty, gpuHeader, rows); err != nil {
 		return err
+	}
+	if others := otherRows(hosts); len(others) > 0 {
+		fmt.Fprintln(a.stdout)
+		if err := printTable(a.stdout, a.tty, otherHeader, others); err != nil {
+			return err
+		}
 	}
 	for _, w := range warnings {
 		fmt.Fprintln(a.stderr, "gssh: warning:", w)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -832,6 +833,10 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 	}
 	for _, j := range res.Finished {
 		fmt.Fprintf(&b, "job %d %s: %s\n", j.ID, j.State, j.Reason)
+	}
+	for _, x := range res.Reaped { // the probe's safety net: orphans (foreign processes where reap_foreign: kill)
+		fmt.Fprintf(&b, "%s GPU %d: pid %d (%s, %s, %s), %s: %s: %s\n", x.Host, x.GPU, x.PID, printable(x.Name), cmp.Or(printable(x.User), "?"),
+			size(x.UsedBytes), x.Kind, printable(x.Why), x.Action)
 	}
 	for _, j := range res.Started {
 		fmt.Fprintf(&b, "job %d running on %s\n", j.ID, where(j.Placement))

@@ -31,6 +31,8 @@ type fakeService struct {
 	usage    service.UsageDoc
 	pass     service.PassResult
 	passErr  error
+	reap     service.ReapDoc
+	reapErr  error
 	requests []any
 }
 
@@ -57,6 +59,10 @@ func (f *fakeService) Explain(context.Context, job.ID) (service.Explanation, err
 	return f.explain, nil
 }
 func (f *fakeService) Usage(context.Context) (service.UsageDoc, error) { return f.usage, nil }
+func (f *fakeService) Reap(_ context.Context, r service.ReapRequest) (service.ReapDoc, error) {
+	f.requests = append(f.requests, r)
+	return f.reap, f.reapErr
+}
 func (f *fakeService) Logs(context.Context, service.LogsRequest, io.Writer) (service.LogsResult, error) {
 	return service.LogsResult{}, nil
 }
