@@ -176,6 +176,15 @@ type jobDoc struct {
 	Placement struct {
 		Host string `json:"host"`
 	} `json:"placement"`
+	Remote struct {
+		Dir string `json:"dir"` // .../<cluster-id>-<id>.<attempt>
+	} `json:"remote"`
+}
+
+// cluster is the state's cluster id, read off a launched job's directory.
+func (j jobDoc) cluster() string {
+	c, _, _ := strings.Cut(filepath.Base(j.Remote.Dir), "-")
+	return c
 }
 
 func (l *lab) show(id int) jobDoc {
@@ -197,9 +206,11 @@ func (l *lab) link(host string, up bool) {
 	run(l.t, "ip", "netns", "exec", l.links[host][0], "ip", "link", "set", l.links[host][1], state)
 }
 
-// procs lists the live processes of job id (any attempt) by the
-// GSSH_ATTEMPT in their environment: the copies that run, wherever.
-func procs(t *testing.T, id int) map[string]int {
+// procs counts the live processes of job id of the queue cluster (any
+// attempt) by the GSSH_ATTEMPT in their environment: the copies that
+// run, wherever. Other tests on the machine run jobs of the same ids in
+// queues of their own: the cluster id tells them apart.
+func procs(t *testing.T, cluster string, id int) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	ents, _ := filepath.Glob("/proc/[0-9]*/environ")
@@ -209,7 +220,7 @@ func procs(t *testing.T, id int) map[string]int {
 			continue
 		}
 		vars := strings.Split(string(data), "\x00")
-		if !slices.Contains(vars, "GSSH_JOB_ID="+strconv.Itoa(id)) {
+		if !slices.Contains(vars, "GSSH_JOB_ID="+strconv.Itoa(id)) || !slices.Contains(vars, "GSSH_CLUSTER_ID="+cluster) {
 			continue
 		}
 		stat, err := os.ReadFile(filepath.Join(filepath.Dir(e), "stat"))
@@ -229,12 +240,13 @@ func procs(t *testing.T, id int) map[string]int {
 func (l *lab) waitFor(d time.Duration, what string, cond func() bool) {
 	l.t.Helper()
 	for end := time.Now().Add(d); ; {
-		l.cli("schedule")
+		out, errs, code := l.cli("schedule")
 		if cond() {
 			return
 		}
 		if time.Now().After(end) {
-			l.t.Fatalf("after %s: %s did not happen", d, what)
+			hosts, _, _ := l.cli("hosts")
+			l.t.Fatalf("after %s: %s did not happen; the last pass exited %d:\n%s%s\ngssh hosts:\n%s", d, what, code, out, errs, hosts)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -268,9 +280,11 @@ func TestNetworkPartition(t *testing.T) {
 
 	// A long cut: down, unknown, then requeued onto n2.
 	req := l.submit("--requeue", "--host", "auto", "--", "sh", "-c", fmt.Sprintf(cmd, 300))
-	if j := l.show(req); j.State != "running" || j.Placement.Host != "n1" {
-		t.Fatalf("job %d: %s on %q, want running on n1 (first fit)", req, j.State, j.Placement.Host)
+	first := l.show(req)
+	if first.State != "running" || first.Placement.Host != "n1" || first.cluster() == "" {
+		t.Fatalf("job %d: %s on %q in %q, want running on n1 (first fit)", req, first.State, first.Placement.Host, first.Remote.Dir)
 	}
+	cluster := first.cluster()
 	logs := exec.Command(l.gssh, "logs", "-f", strconv.Itoa(req))
 	logs.Env = l.env
 	var logErr bytes.Buffer
@@ -310,14 +324,14 @@ func TestNetworkPartition(t *testing.T) {
 	if j := l.show(req); j.Attempt != 2 || j.Restarts != 1 {
 		t.Errorf("requeued job: attempt %d restarts %d, want 2 and 1", j.Attempt, j.Restarts)
 	}
-	if p := procs(t, req); p["1"] == 0 || p["2"] == 0 {
+	if p := procs(t, cluster, req); p["1"] == 0 || p["2"] == 0 {
 		t.Fatalf("processes of job %d by attempt: %v; want attempt 1 still on cut-off n1, attempt 2 on n2", req, p)
 	}
 
 	// n1 answers again: its copy is killed, the one on n2 runs on.
 	l.link("n1", true)
-	l.waitFor(30*time.Second, "the stray copy killed", func() bool { return procs(t, req)["1"] == 0 })
-	if p := procs(t, req); p["2"] == 0 {
+	l.waitFor(30*time.Second, "the stray copy killed", func() bool { return procs(t, cluster, req)["1"] == 0 })
+	if p := procs(t, cluster, req); p["2"] == 0 {
 		t.Errorf("attempt 2 gone too: %v", p)
 	}
 	if j := l.show(req); j.State != "running" || j.Placement.Host != "n2" {

@@ -28,7 +28,8 @@ import (
 // OpenSSH lets such a connection through with restrictions, gssh runs
 // commands unattended and does not.
 type hostKeys struct {
-	lookup   string // knownhosts.Normalize(host:port) of HostKeyAlias or HostName
+	lookup   string // knownhosts.Normalize(host:port) of HostKeyAlias or HostName: how known_hosts names it ("h" on port 22, "[h]:2222")
+	addr     string // host:port of HostKeyAlias or HostName, always with the port: what the knownhosts callback parses
 	keyscan  string // the ssh-keyscan command that fetches the key
 	strict   string
 	files    []string // existing files, user then global
@@ -43,8 +44,10 @@ func newHostKeys(s sshconfig.Settings, warn func(string), appendMu *sync.Mutex) 
 	if s.HostKeyAlias != "" {
 		name = s.HostKeyAlias
 	}
+	addr := net.JoinHostPort(name, strconv.Itoa(s.Port))
 	hk := &hostKeys{
-		lookup:   knownhosts.Normalize(net.JoinHostPort(name, strconv.Itoa(s.Port))),
+		lookup:   knownhosts.Normalize(addr),
+		addr:     addr,
 		strict:   s.StrictHostKeyChecking,
 		warn:     warn,
 		appendMu: appendMu,
@@ -69,7 +72,7 @@ func newHostKeys(s sshconfig.Settings, warn func(string), appendMu *sync.Mutex) 
 }
 
 // remoteAddr is what the knownhosts callback needs to parse; the look-up
-// itself uses hk.lookup (OpenSSH's CheckHostIP is off by default).
+// itself uses hk.addr (OpenSSH's CheckHostIP is off by default).
 var remoteAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}
 
 // known returns the keys known_hosts holds for the host, one per key type.
@@ -77,7 +80,7 @@ func (hk *hostKeys) known() []knownhosts.KnownKey {
 	if hk.db == nil {
 		return nil
 	}
-	err := hk.db(hk.lookup, remoteAddr, probeKey{})
+	err := hk.db(hk.addr, remoteAddr, probeKey{})
 	var ke *knownhosts.KeyError
 	if errors.As(err, &ke) {
 		return ke.Want
@@ -103,7 +106,7 @@ func (hk *hostKeys) algorithms() []string {
 // check is the ssh.HostKeyCallback.
 func (hk *hostKeys) check(_ string, _ net.Addr, key ssh.PublicKey) error {
 	if hk.db != nil {
-		err := hk.db(hk.lookup, remoteAddr, key)
+		err := hk.db(hk.addr, remoteAddr, key)
 		if err == nil {
 			return nil
 		}
