@@ -814,6 +814,9 @@ func (c *Controller) stopOnWorker(ctx context.Context, j job.Job, grace time.Dur
 		// gone).
 		return j.State == job.Running, s, nil
 	}
+	if j.State != job.Queued && j.Placement.Host != "" && !c.inInventory(j.Placement.Host) {
+		return false, s, fmt.Errorf("job %d runs on %s, which is not in the inventory any more: gssh cannot reach it; add the host back, or `gssh cancel --force %d` records the job cancelled (its processes may still run there)", j.ID, j.Placement.Host, j.ID)
+	}
 	stop := j.State == job.Running || j.State == job.Preempting || j.State == job.Unknown
 	if j.State == job.Launching {
 		abandoned, err := c.workers.Abandon(ctx, j)

@@ -101,7 +101,8 @@ func (c *Controller) loadHealth(res *Result) {
 func (c *Controller) noAnswer(ctx context.Context, host string, err error, jobs []*job.Job, now time.Time, res *Result) map[job.ID]job.Job {
 	h := c.observe(host, err.Error(), now, res)
 	if !h.Down() {
-		res.Errors = append(res.Errors, fmt.Errorf("%w (failed contact %d of %d before the host is called down; its jobs are kept as they are)", err, h.Failures, c.rules.Failures))
+		res.Errors = append(res.Errors, fmt.Errorf("%w (failed contact %d in a row, since %s; the host is called down after %d spanning down_after (%s); its jobs are kept as they are)",
+			err, h.Failures, clock(h.FailingSince), c.rules.Failures, c.rules.DownAfter))
 		return nil
 	}
 	changed := map[job.ID]job.Job{}
@@ -145,9 +146,9 @@ func (c *Controller) noAnswer(ctx context.Context, host string, err error, jobs 
 // still running there, if any, is killed when the host answers again:
 // never two copies of one job.
 func (c *Controller) giveUp(j job.Job, h health.Host, now time.Time, res *Result) (job.Job, bool) {
-	why := "lost"
+	why := "recorded lost: its host was down for lost_after"
 	if j.Spec.Requeue {
-		why = "requeued"
+		why = "requeued: its host was down for lost_after"
 	}
 	sh, err := c.addStray(j, now, why)
 	if err != nil {

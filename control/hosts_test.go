@@ -186,7 +186,7 @@ func TestHostDownThenAdopted(t *testing.T) {
 		r.fleet.setDown("h1", true)
 		for i := range 3 {
 			res := r.pass(t)
-			if j := r.get(t, a.ID); j.State != job.Running || len(res.Errors) == 0 || !strings.Contains(fmt.Sprint(res.Errors), fmt.Sprintf("failed contact %d of 3", i+1)) {
+			if j := r.get(t, a.ID); j.State != job.Running || len(res.Errors) == 0 || !strings.Contains(fmt.Sprint(res.Errors), fmt.Sprintf("failed contact %d in a row", i+1)) {
 				t.Fatalf("failure %d within 20 s: job %s, errors %v; want running and the failure counted", i+1, j.State, res.Errors)
 			}
 			time.Sleep(10 * time.Second)
@@ -328,6 +328,9 @@ func TestJobOnHostNotInInventory(t *testing.T) {
 	j := r.get(t, a.ID)
 	if j.State != job.Running || !strings.Contains(j.Reason, "not in the inventory") || !strings.Contains(j.Reason, "--force") {
 		t.Errorf("job %s %q", j.State, j.Reason)
+	}
+	if _, err := r.ctl.Cancel(context.Background(), a.ID, 0, "u"); err == nil || !strings.Contains(err.Error(), "cancel --force") {
+		t.Errorf("Cancel of a job on a host gone from the inventory = %v, want an error naming --force", err)
 	}
 	if _, err := r.ctl.ForceCancel(a.ID, "u"); err != nil {
 		t.Fatal(err)

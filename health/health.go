@@ -67,7 +67,9 @@ type Host struct {
 	// answers again (LastErrorAt says when it was).
 	LastError   string    `json:"last_error,omitempty"`
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
-	// LastOK is the last time a contact succeeded.
+	// LastOK is when a contact succeeded after failed ones (a pass that
+	// finds an up host answering writes nothing: passes keep up hosts off
+	// the disk).
 	LastOK time.Time `json:"last_ok,omitzero"`
 	// DownSince is when the host was called down (Failures reached
 	// Rules.Failures over at least Rules.DownAfter); zero while up.
@@ -162,7 +164,7 @@ func (h Host) Probed(rs []Reading, now time.Time) (out Host, changed bool) {
 type Stray struct {
 	Job   job.Job   `json:"job"`
 	Since time.Time `json:"since"`
-	Why   string    `json:"why"` // "lost", "requeued", "cancelled with --force"
+	Why   string    `json:"why"` // how the attempt was given up: "recorded lost: ...", "requeued: ...", "cancelled with --force"
 }
 
 // Down reports whether h is down.

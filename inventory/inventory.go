@@ -526,6 +526,9 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 			if err != nil {
 				return err
 			}
+			if (k.Value == "down_after" || k.Value == "lost_after") && d < time.Second {
+				return p.errf(v, "policy %s %q: give at least 1s (passes are seconds apart)", k.Value, v.Value)
+			}
 			*map[string]*time.Duration{"backfill_estimate": &pol.BackfillEstimate, "default_timeout": &pol.DefaultTimeout,
 				"preempt_after": &pol.PreemptAfter, "min_runtime": &pol.MinRuntime, "down_after": &pol.DownAfter, "lost_after": &pol.LostAfter}[k.Value] = d
 		case "rebalance":

@@ -121,6 +121,7 @@ func TestParseErrors(t *testing.T) {
 		{"half-life too short", "hosts:\n  - name: a\npolicy:\n  fairshare: {half_life: 1ns}\n", "h.yaml:4: policy fairshare half_life \"1ns\": give at least 1m0s"},
 		{"rebalance word", "hosts:\n  - name: a\npolicy:\n  rebalance: sometimes\n", "h.yaml:4: `policy rebalance` must be true or false, found \"sometimes\""},
 		{"min_runtime zero", "hosts:\n  - name: a\npolicy:\n  min_runtime: 0s\n", "h.yaml:4: policy min_runtime \"0s\": give a duration more than 0"},
+		{"down_after tiny", "hosts:\n  - name: a\npolicy:\n  down_after: 1ns\n", "h.yaml:4: policy down_after \"1ns\": give at least 1s"},
 		{"lost_after zero", "hosts:\n  - name: a\npolicy:\n  lost_after: 0\n", "h.yaml:4: policy lost_after \"0\": give a duration more than 0"},
 		{"preempt_after word", "hosts:\n  - name: a\npolicy:\n  preempt_after: soon\n", "h.yaml:4: policy preempt_after \"soon\" is not a duration"},
 		{"duration overflow", "hosts:\n  - name: a\npolicy:\n  default_timeout: 999999999h\n", "h.yaml:4: policy default_timeout \"999999999h\" is not a duration"},

@@ -268,7 +268,7 @@ func TestNetworkPartition(t *testing.T) {
 	}
 	l.link("n1", false)
 	_, errs, code := l.cli("schedule")
-	if code != 2 || !strings.Contains(errs, "n1") || !strings.Contains(errs, "failed contact 1 of 3") {
+	if code != 2 || !strings.Contains(errs, "n1") || !strings.Contains(errs, "failed contact 1 in a row") {
 		t.Errorf("schedule with n1 cut off: exit %d, stderr %q; want 2 and the failure counted", code, errs)
 	}
 	time.Sleep(time.Second)

@@ -186,8 +186,8 @@ type PassResult struct {
 	// Hosts are what the pass said of hosts called down, still down, or
 	// answering again; Strays the attempts left on a failed host that it
 	// found running there and killed (each as the job was then).
-	Hosts  []HostChange `json:"hosts,omitempty"`
-	Strays []job.Job    `json:"strays_killed,omitempty"`
+	Hosts  []HostChange   `json:"hosts,omitempty"`
+	Strays []health.Stray `json:"strays_killed,omitempty"`
 	// Unknown are the jobs the pass found on a host it called down.
 	Unknown []job.Job `json:"unknown,omitempty"`
 	// GPUFailed are the running jobs whose GPU the pass found unhealthy.
@@ -215,14 +215,6 @@ func hostNotes(ns []control.HostNote) []HostChange {
 	var out []HostChange
 	for _, n := range ns {
 		out = append(out, HostChange{Host: n.Host.Name, Change: n.Change, Record: n.Host})
-	}
-	return out
-}
-
-func strayJobs(ss []health.Stray) []job.Job {
-	var out []job.Job
-	for _, s := range ss {
-		out = append(out, s.Job)
 	}
 	return out
 }
@@ -447,7 +439,7 @@ func (l *Local) rebalancePass(ctx context.Context, f *fleet.Fleet, st *state.Bol
 		err = ierr
 	}
 	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Queued: res.Queued, Problems: res.Errors,
-		Preempted: res.Preempted, Requeued: res.Requeued, Hosts: hostNotes(res.Hosts), Strays: strayJobs(res.Strays), Unknown: res.Unknown, GPUFailed: res.GPUFailed,
+		Preempted: res.Preempted, Requeued: res.Requeued, Hosts: hostNotes(res.Hosts), Strays: res.Strays, Unknown: res.Unknown, GPUFailed: res.GPUFailed,
 		Reaped: reapedDocs(res.Reaped)}, err
 }
 

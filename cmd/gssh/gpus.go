@@ -174,8 +174,20 @@ func gpuRows(hosts []service.HostGPUs) (rows [][]string, warnings []string) {
 		sort.SliceStable(gpus, func(i, j int) bool { return gpus[i].Index < gpus[j].Index })
 		for _, g := range gpus {
 			id := cmp.Or(g.UUID, strconv.Itoa(g.Index))
+			held := r.Jobs
+			if g.UUID == "" {
+				// No UUID read (a GPU fallen off the bus, or none reported):
+				// the jobs placed on its index are its.
+				held = nil
+				for _, j := range r.Jobs {
+					if j.Index == g.Index {
+						j.ID = id
+						held = append(held, j)
+					}
+				}
+			}
 			rows = append(rows, []string{name, fmt.Sprint(g.Index), cmp.Or(g.Name, "-"), memory(g.MemUsed, g.MemTotal, g.MemoryState),
-				pct(g.UtilPct), temp(g.TempC), procs(g), holdersCell(r.Jobs, id), gpuState(g, r.Recovering)})
+				pct(g.UtilPct), temp(g.TempC), procs(g), holdersCell(held, id), gpuState(g, r.Recovering)})
 			for _, m := range g.MIG {
 				rows = append(rows, []string{name, fmt.Sprintf("%d/mig%d", g.Index, m.Index), "MIG " + m.Profile,
 					memory(m.MemUsed, m.MemTotal, ""), "-", "-", "-", holdersCell(r.Jobs, m.UUID), string(g.Health)})

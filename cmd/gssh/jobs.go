@@ -822,8 +822,8 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 	for _, j := range res.GPUFailed {
 		fmt.Fprintf(&b, "job %d: %s\n", j.ID, j.Reason)
 	}
-	for _, j := range res.Strays {
-		fmt.Fprintf(&b, "job %d: attempt %d, left running on %s when it failed, was killed\n", j.ID, j.Attempt, j.Placement.Host)
+	for _, s := range res.Strays {
+		fmt.Fprintf(&b, "job %d: attempt %d on %s (%s) was still running there: killed\n", s.Job.ID, s.Job.Attempt, s.Job.Placement.Host, s.Why)
 	}
 	for _, j := range res.Preempted {
 		fmt.Fprintf(&b, "job %d preempting: %s\n", j.ID, j.Reason)
