@@ -47,12 +47,22 @@ type PoolOptions struct {
 	// command dials afresh and so reads known_hosts and the settings anew:
 	// a long-running process needs no restart once the user fixes them.
 	RetryFatalAfter time.Duration
-	// Now is the clock of RetryFatalAfter (nil = time.Now).
+	// RetryTimeoutAfter is how long a connect or handshake that timed out
+	// is given again without dialling (0 = DefaultRetryTimeoutAfter): a
+	// host that accepts TCP but never answers (a hung sshd) costs one
+	// ConnectTimeout per process and pass, not one per command (a pass's
+	// poll, then its probe).
+	RetryTimeoutAfter time.Duration
+	// Now is the clock of RetryFatalAfter and RetryTimeoutAfter (nil =
+	// time.Now).
 	Now func() time.Time
 }
 
-// DefaultRetryFatalAfter is PoolOptions.RetryFatalAfter's default.
-const DefaultRetryFatalAfter = 30 * time.Second
+// Defaults of PoolOptions' retry windows.
+const (
+	DefaultRetryFatalAfter   = 30 * time.Second
+	DefaultRetryTimeoutAfter = 15 * time.Second
+)
 
 // Pool keeps one SSH client per host and runs every command of the process
 // over it, one session per command. It is safe for concurrent use.
@@ -74,6 +84,9 @@ func NewPool(opt PoolOptions) *Pool {
 	if opt.MaxSessions <= 0 {
 		opt.MaxSessions = DefaultMaxSessions
 	}
+	if opt.RetryTimeoutAfter <= 0 {
+		opt.RetryTimeoutAfter = DefaultRetryTimeoutAfter
+	}
 	if opt.RetryFatalAfter <= 0 {
 		opt.RetryFatalAfter = DefaultRetryFatalAfter
 	}
@@ -91,6 +104,8 @@ type hostConn struct {
 	closer   []io.Closer        // the client and the jump clients under it
 	fatal    error              // a host key or configuration error: given again until RetryFatalAfter
 	fatalAt  time.Time          // when fatal was found
+	timedOut error              // a dial that timed out: given again until RetryTimeoutAfter
+	timedAt  time.Time          // when it timed out
 	settings sshconfig.Settings // what client was dialled with
 	gate     gate
 	// silent is a client the keepalives gave up on (the host stopped
@@ -148,6 +163,13 @@ func (p *Pool) client(ctx context.Context, host string, hc *hostConn) (*ssh.Clie
 	if fatal != nil && p.opt.Now().Sub(hc.fatalAt) >= p.opt.RetryFatalAfter {
 		fatal, hc.fatal = nil, nil
 	}
+	if fatal == nil && hc.timedOut != nil {
+		if p.opt.Now().Sub(hc.timedAt) < p.opt.RetryTimeoutAfter {
+			fatal = hc.timedOut
+		} else {
+			hc.timedOut = nil
+		}
+	}
 	hc.mu.Unlock()
 	if c != nil {
 		return c, false, nil
@@ -162,9 +184,14 @@ func (p *Pool) client(ctx context.Context, host string, hc *hostConn) (*ssh.Clie
 	c, closers, err := p.dial(ctx, s)
 	if err != nil {
 		err = named(host, err)
-		if errors.Is(err, ErrHostKey) || errors.Is(err, ErrConfig) {
+		switch {
+		case errors.Is(err, ErrHostKey) || errors.Is(err, ErrConfig):
 			hc.mu.Lock()
 			hc.fatal, hc.fatalAt = err, p.opt.Now()
+			hc.mu.Unlock()
+		case errors.Is(err, ErrTimeout) && ctx.Err() == nil:
+			hc.mu.Lock()
+			hc.timedOut, hc.timedAt = err, p.opt.Now()
 			hc.mu.Unlock()
 		}
 		return nil, false, err
@@ -485,7 +512,7 @@ func commandCut(ctx context.Context, host string) error {
 	return e
 }
 
-// Forget drops every host key and configuration error the pool keeps, and
+// Forget drops every host key, configuration and timeout error the pool keeps, and
 // the connections of hosts whose settings (by Resolve, now) differ from
 // those they were dialled with or that no longer resolve, so the next
 // command to each of them dials afresh. Call it after reloading the
@@ -496,7 +523,7 @@ func (p *Pool) Forget() {
 	for name, hc := range p.hosts {
 		s, err := p.opt.Resolve(name)
 		hc.mu.Lock()
-		hc.fatal = nil
+		hc.fatal, hc.timedOut = nil, nil
 		if hc.client != nil && (err != nil || !reflect.DeepEqual(s, hc.settings)) {
 			p.dropLocked(hc)
 		}

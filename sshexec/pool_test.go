@@ -610,3 +610,28 @@ func TestForgetDropsChangedHosts(t *testing.T) {
 		t.Errorf("conns a=%d (want 1, kept) b=%d (want 2, redialled)", a.Conns(), b.Conns())
 	}
 }
+
+// A connect that timed out (a host that accepts TCP and never answers)
+// is given again, without dialling, for RetryTimeoutAfter: a pass's poll
+// and then its probe of a hung host cost one ConnectTimeout, not two.
+func TestTimeoutNotRedialledAtOnce(t *testing.T) {
+	addr := sshtest.Silent(t)
+	dir := t.TempDir()
+	key := sshtest.NewKey(t, dir, "")
+	s := target(addr, "u", key.Path, filepath.Join(dir, "kh"))
+	s.ConnectTimeout = 200 * time.Millisecond
+	now := time.Unix(1e9, 0)
+	p := newPool(t, map[string]sshconfig.Settings{"h": s}, func(o *sshexec.PoolOptions) { o.Now = func() time.Time { return now } })
+	_, err := p.Run(context.Background(), "h", "true", nil)
+	if !errors.Is(err, sshexec.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	now = now.Add(sshexec.DefaultRetryTimeoutAfter - time.Second)
+	if _, err2 := p.Run(context.Background(), "h", "true", nil); err2 != err {
+		t.Errorf("within the window: %v, want the kept error %v (no new dial)", err2, err)
+	}
+	now = now.Add(2 * time.Second)
+	if _, err3 := p.Run(context.Background(), "h", "true", nil); err3 == err || !errors.Is(err3, sshexec.ErrTimeout) {
+		t.Errorf("after the window: %v, want a new dial timing out", err3)
+	}
+}
