@@ -212,6 +212,13 @@ weight: gssh usage), packs jobs onto the GPUs that fit them best, and
 reserves room for the first job that cannot start (EASY backfill); the
 inventory's policy: block sets how (see hosts.example.yaml).
 
+When things go wrong, passes handle it: a host that stops answering is
+down after 3 failed contacts spanning down_after, its jobs unknown, then
+lost (or requeued: submit --requeue) after lost_after, and the copies it
+still runs are killed when it answers; a GPU that fails takes no job until
+it reads healthy 3 times; processes of ended jobs on a GPU are killed (gssh
+reap shows them, and the foreign ones). See the README's Failure modes.
+
 Hosts come from an inventory, the first found of --inventory, $GSSH_INVENTORY,
 ~/.config/gssh/hosts.yaml and /etc/gssh/hosts.yaml; with none, gssh uses the
 local host alone. When /etc/gssh/hosts.yaml (or $GSSH_INVENTORY) has a lab:
