@@ -157,7 +157,7 @@ func reapSummary(doc service.ReapDoc) string {
 	if doc.DryRun {
 		verb = "would be killed"
 	}
-	return fmt.Sprintf("%d of %d hosts probed: %s (%d %s), %s (%d %s), %d unattributed (never killed), %d of running gssh jobs' (left alone), invisible memory on %s",
+	return fmt.Sprintf("%d of %d hosts probed: %s (%d %s), %s (%d %s), %d unattributed (never killed), %d in running gssh jobs (left alone), invisible memory on %s",
 		probed, len(doc.Hosts), count(orphans, "orphan", "orphans"), done, verb, count(foreign, "foreign process", "foreign processes"), fdone, verb,
 		unattributed, jobs, count(invisible, "GPU", "GPUs"))
 }

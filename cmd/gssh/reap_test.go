@@ -40,7 +40,7 @@ func TestReapRun(t *testing.T) {
 		"gpu01\t2\t88\t?\t20.0 GiB\tpython\tunattributed: its environment cannot be read (owned by carl)\tnot killed (whose it is cannot be told)\n" +
 		"gpu01\t3\t-\t-\t20.0 GiB\t-\tmemory held by an invisible process (in use, but no process visible: a container or another PID namespace?)\tcounted as used, never offered as free\n" +
 		"gpu02\t-\t-\t-\t-\t-\tunreachable: connect to 10.0.0.2:22: connection refused\tnot reaped\n" +
-		"1 of 2 hosts probed: 1 orphan (1 killed), 0 foreign processes (0 killed), 1 unattributed (never killed), 1 of running gssh jobs (left alone), invisible memory on 1 GPU\n"
+		"1 of 2 hosts probed: 1 orphan (1 killed), 0 foreign processes (0 killed), 1 unattributed (never killed), 1 in running gssh jobs (left alone), invisible memory on 1 GPU\n"
 	if out.String() != want {
 		t.Errorf("stdout:\n%s\nwant:\n%s", out, want)
 	}
