@@ -316,8 +316,13 @@ func (c *Controller) probed(hosts []sched.Host, polled map[string]bool, now time
 			continue
 		}
 		switch s := h.Snapshot.State; s {
-		case gpuinfo.HostUnreachable, gpuinfo.HostTimeout, gpuinfo.HostConnectionLost, gpuinfo.HostTransportError,
-			gpuinfo.HostAuthFailed, gpuinfo.HostKeyMismatch, gpuinfo.HostKeyUnknown:
+		case gpuinfo.HostTimeout, gpuinfo.HostAuthFailed, gpuinfo.HostKeyMismatch, gpuinfo.HostKeyUnknown:
+			if h.Reached {
+				c.observe(h.Name, "", now, res) // it answered SSH: the probe itself hung (a stuck GPU)
+				continue
+			}
+			c.observe(h.Name, fmt.Sprintf("%s: %s", s, h.Snapshot.Error), now, res)
+		case gpuinfo.HostUnreachable, gpuinfo.HostConnectionLost, gpuinfo.HostTransportError:
 			c.observe(h.Name, fmt.Sprintf("%s: %s", s, h.Snapshot.Error), now, res)
 		case "":
 			// not probed (cut short): no contact either way

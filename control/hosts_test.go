@@ -420,3 +420,20 @@ func TestGPUFailsUnderJob(t *testing.T) {
 		t.Errorf("after 3 healthy probes: job %s attempt %d; want running, attempt 2", j.State, j.Attempt)
 	}
 }
+
+// A probe that timed out after connecting (a hung nvidia-smi) reached the
+// host: it is no failed contact. One that could not connect is.
+func TestProbeTimeoutAfterConnectIsAContact(t *testing.T) {
+	hung := idleHost("h1", 1)
+	hung.Snapshot = gpuinfo.Snapshot{Host: "h1", State: gpuinfo.HostTimeout, Error: "the GPU probe did not finish within 15s"}
+	for _, reached := range []bool{true, false} {
+		hung.Reached = reached
+		r := newHostRig(t, nil, hung)
+		r.submit(t, "h1", false) // something queued: the pass probes
+		r.pass(t)
+		hs, _ := r.store.Hosts()
+		if got := hs["h1"].Failures; reached && got != 0 || !reached && got != 1 {
+			t.Errorf("reached %v: %d failed contacts recorded", reached, got)
+		}
+	}
+}

@@ -449,6 +449,10 @@ type Report struct {
 	Connect  time.Duration // dial + handshake (0 when local or reused)
 	RTT      time.Duration // one SSH request round trip after connecting (0 when local)
 	Took     time.Duration // the whole probe of this host
+	// Reached: the host answered SSH (its connection was made, or is the
+	// local host), whatever the probe then found: a probe that timed out
+	// after connecting (a hung nvidia-smi) still reached it.
+	Reached bool
 }
 
 // Probed reports whether the host's GPUs could be read. A host without
@@ -502,6 +506,7 @@ func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions
 			}
 		}
 	}
+	r.Reached = true
 	snap, err := f.source(h, opt.Timeout).Snapshot(ctx)
 	snap.Host = h.Name
 	r.Snapshot, r.Err = snap, err

@@ -36,6 +36,11 @@ type Host struct {
 	// claims say (launch.OtherQueues): their GPUs are taken, as the
 	// bookings of this queue's jobs are, and never taken back.
 	Others []OtherJob
+	// Reached reports whether the host answered SSH when Snapshot was
+	// taken, whatever the probe then found (a probe that timed out after
+	// connecting, on a hung nvidia-smi, still reached it): what the pass
+	// counts as a contact. The planner does not read it.
+	Reached bool
 	// Recovering are the GPUs (by index) that read unhealthy in an
 	// earlier probe and have not read healthy in enough probes in a row
 	// since (health.HealthyProbes), each with why in words: no job is
