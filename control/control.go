@@ -771,15 +771,7 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 				c.recordEnd(x, j, *stopped.Ended, stopped.Signalled, now)
 				return nil
 			}
-			if use, ok := x.Use(); ok && stop {
-				use.Ended = now
-				x.Runs = append(x.Runs, use)
-				x.Restarts++ // requeued after it had started (SLURM_RESTART_COUNT)
-			}
-			x.Preempt = nil
-			x.Reason = fmt.Sprintf("requeued by %s (it ran on %s)", who, placementText(x.Placement))
-			x.State, x.ReasonCode = job.Queued, "requeued"
-			x.Placement, x.Remote, x.StartedAt, x.ExitCode, x.Signal = job.Placement{}, job.Remote{}, time.Time{}, nil, ""
+			requeue(x, now, stop, fmt.Sprintf("requeued by %s (it ran on %s)", who, placementText(x.Placement)), "requeued")
 			return nil
 		})
 		switch {
@@ -1382,19 +1374,21 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		n := stopped.Signalled
 		if (st.State == job.Lost || !st.State.Terminal()) && j.Spec.Requeue {
 			return update(func(x *job.Job) {
-				requeue(x, endedAt(j, st, now), fmt.Sprintf("%s; its %d leftover processes were killed; requeued (--requeue)", st.Reason, n))
+				requeue(x, endedAt(j, st, now), true, fmt.Sprintf("%s; its %d leftover processes were killed; requeued (--requeue)", st.Reason, n), "requeued")
 			})
 		}
 		return update(func(x *job.Job) { c.recordEnd(x, j, st, n, now) })
 	case st.State == job.Lost && j.Spec.Requeue:
-		return update(func(x *job.Job) { requeue(x, endedAt(j, st, now), st.Reason+"; requeued (--requeue)") })
+		return update(func(x *job.Job) {
+			requeue(x, endedAt(j, st, now), true, st.Reason+"; requeued (--requeue)", "requeued")
+		})
 	case j.ReasonCode == codeGPUFailed && (st.State == job.Failed || st.State == job.Lost):
 		// Its GPU failed under it: the reason says so, and with --requeue
 		// it goes back to the queue (its processes are gone: this is
 		// their end).
 		why := st.Reason + "; " + j.Reason
 		if j.Spec.Requeue {
-			return update(func(x *job.Job) { requeue(x, endedAt(j, st, now), why+"; requeued (--requeue)") })
+			return update(func(x *job.Job) { requeue(x, endedAt(j, st, now), true, why+"; requeued (--requeue)", "requeued") })
 		}
 		return update(func(x *job.Job) {
 			x.State, x.EndedAt, x.Reason, x.ReasonCode = st.State, endedAt(j, st, now), why, codeGPUFailed

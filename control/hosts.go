@@ -164,7 +164,7 @@ func (c *Controller) giveUp(j job.Job, h health.Host, now time.Time, res *Result
 			return errSkip
 		}
 		if x.Spec.Requeue {
-			requeue(x, now, lost+"; requeued (if it still runs there, it is killed when the host answers)")
+			requeue(x, now, true, lost+"; requeued (if it still runs there, it is killed when the host answers)", "requeued")
 			return nil
 		}
 		x.State, x.EndedAt, x.ReasonCode = job.Lost, now, "host_lost"
@@ -187,16 +187,17 @@ func (c *Controller) giveUp(j job.Job, h health.Host, now time.Time, res *Result
 	return j, false
 }
 
-// requeue puts x back in the queue after its host failed under it: its
-// run so far counts in fair-share (until now), Restarts counts the
-// restart (GSSH_RESTART_COUNT), and the next pass may place it anywhere.
-func requeue(x *job.Job, now time.Time, why string) {
-	if use, ok := x.Use(); ok {
+// requeue puts x back in the queue under its id (gssh requeue, a
+// preemption, a host or GPU that failed under it): when it ran, its run
+// so far counts in fair-share until now and as a restart
+// (GSSH_RESTART_COUNT); the next pass may place it anywhere.
+func requeue(x *job.Job, now time.Time, ran bool, why, code string) {
+	if use, ok := x.Use(); ok && ran {
 		use.Ended = now
 		x.Runs = append(x.Runs, use)
 		x.Restarts++
 	}
-	x.State, x.Reason, x.ReasonCode = job.Queued, why, "requeued"
+	x.State, x.Reason, x.ReasonCode = job.Queued, why, code
 	x.Preempt = nil
 	x.Placement, x.Remote, x.StartedAt, x.ExitCode, x.Signal = job.Placement{}, job.Remote{}, time.Time{}, nil, ""
 }

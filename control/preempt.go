@@ -133,14 +133,7 @@ func (c *Controller) preempted(ctx context.Context, j job.Job, st job.Status, no
 		if killed {
 			why += fmt.Sprintf("; killed after its %s grace", grace)
 		}
-		x.Reason, x.ReasonCode = why+"; requeued", string(sched.CodePreempted)
-		if use, ok := x.Use(); ok {
-			use.Ended = now // its GPUs were booked until now
-			x.Runs = append(x.Runs, use)
-		}
-		x.Restarts++
-		x.State, x.Preempt = job.Queued, nil
-		x.Placement, x.Remote, x.StartedAt, x.ExitCode, x.Signal = job.Placement{}, job.Remote{}, time.Time{}, nil, ""
+		requeue(x, now, true, why+"; requeued", string(sched.CodePreempted)) // its GPUs were booked until now
 		return nil
 	})
 	if err != nil {
