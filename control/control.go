@@ -112,10 +112,16 @@ type Event struct {
 	// Reaped is the process of OrphanReaped and ForeignKilled (see
 	// reap.go); nil for the others.
 	Reaped *Reaped
+	// Record is the host's record after HostDown and HostUp (its last
+	// error, since when it failed); nil for the others.
+	Record *health.Host
+	// GPU is the GPU of GPUFailed (its record: index, health, since) and
+	// of GPUHealthy (the record that went); nil for the others.
+	GPU *health.GPU
 }
 
-// Events receives every change a pass makes (the event log comes later
-// through it).
+// Events receives every change a pass makes (service writes them to the
+// event log: package eventlog).
 type Events interface {
 	Emit(Event)
 }

@@ -29,6 +29,8 @@ const (
 	StrayKilled EventKind = "stray_killed" // an attempt given up on a failed host, found running there and killed
 	HostDown    EventKind = "host_down"    // a host was called down (Event.Host)
 	HostUp      EventKind = "host_up"      // a down host answered again (Event.Host)
+	GPUFailed   EventKind = "gpu_failed"   // a GPU read unhealthy: no job is placed on it (Event.Host, Event.GPU)
+	GPUHealthy  EventKind = "gpu_healthy"  // a failed GPU read healthy in health.HealthyProbes probes in a row (Event.Host, Event.GPU)
 )
 
 // HostNote is what a pass says of a host whose contacts fail, or that
@@ -66,11 +68,11 @@ func (c *Controller) observe(host string, why string, now time.Time, res *Result
 	switch {
 	case why == "" && prev.Down():
 		res.Hosts = append(res.Hosts, HostNote{Host: h, Change: "up"})
-		c.events.Emit(Event{Time: now, Kind: HostUp, Host: host})
+		c.events.Emit(Event{Time: now, Kind: HostUp, Host: host, Record: &h})
 	case why == "":
 	case h.Down() && !prev.Down():
 		res.Hosts = append(res.Hosts, HostNote{Host: h, Change: "down"})
-		c.events.Emit(Event{Time: now, Kind: HostDown, Host: host})
+		c.events.Emit(Event{Time: now, Kind: HostDown, Host: host, Record: &h})
 	case h.Down():
 		res.Hosts = append(res.Hosts, HostNote{Host: h, Change: "still down"})
 	}
@@ -449,6 +451,8 @@ func (c *Controller) gpuHealth(hosts []sched.Host, running []job.Job, now time.T
 			if err != nil {
 				res.Errors = append(res.Errors, fmt.Errorf("host %s: record its GPUs' health: %w", h.Name, err))
 				u = next
+			} else {
+				c.emitGPUs(h.Name, rec, u, now)
 			}
 			c.health[h.Name], rec = u, u
 		}
@@ -481,6 +485,26 @@ func (c *Controller) gpuHealth(hosts []sched.Host, running []job.Job, now time.T
 				break
 			}
 		}
+	}
+}
+
+// emitGPUs reports the GPUs of host whose record came (GPUFailed) or
+// went (GPUHealthy) from before to after, by index.
+func (c *Controller) emitGPUs(host string, before, after health.Host, now time.Time) {
+	var evs []Event
+	for k, g := range after.GPUs {
+		if _, had := before.GPUs[k]; !had {
+			evs = append(evs, Event{Time: now, Kind: GPUFailed, Host: host, GPU: &g})
+		}
+	}
+	for k, g := range before.GPUs {
+		if _, has := after.GPUs[k]; !has {
+			evs = append(evs, Event{Time: now, Kind: GPUHealthy, Host: host, GPU: &g})
+		}
+	}
+	slices.SortFunc(evs, func(a, b Event) int { return cmp.Compare(a.GPU.Index, b.GPU.Index) })
+	for _, e := range evs {
+		c.events.Emit(e)
 	}
 }
 

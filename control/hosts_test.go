@@ -419,6 +419,17 @@ func TestGPUFailsUnderJob(t *testing.T) {
 	if j.State != job.Running || j.Attempt != 2 {
 		t.Errorf("after 3 healthy probes: job %s attempt %d; want running, attempt 2", j.State, j.Attempt)
 	}
+	// One event when the GPU failed (not one per probe that read it lost),
+	// one when it was healthy long enough.
+	var gpuEvents []string
+	for _, e := range r.events.seen {
+		if strings.HasPrefix(e, "gpu_") {
+			gpuEvents = append(gpuEvents, e)
+		}
+	}
+	if want := []string{"gpu_failed 0 ", "gpu_healthy 0 "}; !slices.Equal(gpuEvents, want) {
+		t.Errorf("GPU events %q, want %q", gpuEvents, want)
+	}
 }
 
 // A probe that timed out after connecting (a hung nvidia-smi) reached the

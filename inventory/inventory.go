@@ -37,6 +37,7 @@
 //	  min_runtime: 10m       # a job runs this long (since its latest start) before it may be preempted
 //	  down_after: 60s        # a host is down after 3 failed contacts in a row spanning this
 //	  lost_after: 5m         # the jobs of a host down this long are lost (or requeued: --requeue)
+//	  keep_events: 30-00:00:00 # the event log's rotated files are removed after this (at least a day)
 //	lab:                 # optional; the shared-lab queue (see Lab)
 //	  state: /var/lib/gssh/state.db
 //	  pass_user: gssh
@@ -485,7 +486,7 @@ func (p parser) lab(k, m *yaml.Node) (*Lab, error) {
 }
 
 var (
-	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after"}
+	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after", "keep_events"}
 	fairShareKeys = []string{"half_life", "window"}
 	userKeys      = []string{"weight", "admin", "max_gpus", "max_jobs"}
 	capKeys       = []string{"max_gpus", "max_jobs"}
@@ -531,6 +532,15 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 			}
 			*map[string]*time.Duration{"backfill_estimate": &pol.BackfillEstimate, "default_timeout": &pol.DefaultTimeout,
 				"preempt_after": &pol.PreemptAfter, "min_runtime": &pol.MinRuntime, "down_after": &pol.DownAfter, "lost_after": &pol.LostAfter}[k.Value] = d
+		case "keep_events":
+			d, err := p.duration(v, "policy keep_events", 0)
+			if err != nil {
+				return err
+			}
+			if d < 24*time.Hour {
+				return p.errf(v, "policy keep_events %q: give at least a day, such as 30-00:00:00 or 720h (the event log is rotated daily, and its rotated files are removed after this)", v.Value)
+			}
+			pol.KeepEvents = d
 		case "rebalance":
 			b, err := p.boolean(v, "policy rebalance")
 			if err != nil {

@@ -123,6 +123,8 @@ func TestParseErrors(t *testing.T) {
 		{"min_runtime zero", "hosts:\n  - name: a\npolicy:\n  min_runtime: 0s\n", "h.yaml:4: policy min_runtime \"0s\": give a duration more than 0"},
 		{"down_after tiny", "hosts:\n  - name: a\npolicy:\n  down_after: 1ns\n", "h.yaml:4: policy down_after \"1ns\": give at least 1s"},
 		{"lost_after zero", "hosts:\n  - name: a\npolicy:\n  lost_after: 0\n", "h.yaml:4: policy lost_after \"0\": give a duration more than 0"},
+		{"keep_events short", "hosts:\n  - name: a\npolicy:\n  keep_events: 12h\n", "h.yaml:4: policy keep_events \"12h\": give at least a day, such as 30-00:00:00 or 720h"},
+		{"keep_events word", "hosts:\n  - name: a\npolicy:\n  keep_events: 30d\n", "h.yaml:4: policy keep_events \"30d\" is not a duration"},
 		{"preempt_after word", "hosts:\n  - name: a\npolicy:\n  preempt_after: soon\n", "h.yaml:4: policy preempt_after \"soon\" is not a duration"},
 		{"duration overflow", "hosts:\n  - name: a\npolicy:\n  default_timeout: 999999999h\n", "h.yaml:4: policy default_timeout \"999999999h\" is not a duration"},
 		{"negative weight", "hosts:\n  - name: a\npolicy:\n  users:\n    alice:\n      weight: -2\n", "h.yaml:6: user \"alice\": weight \"-2\""},
@@ -224,7 +226,8 @@ func TestParsePolicy(t *testing.T) {
 		"  fairshare: {window: 7-00:00:00}\n  users:\n    alice: {weight: 2, admin: true}\n    bob: {weight: 0.5, max_gpus: 4, max_jobs: 2}\n    carol: {max_jobs: 1}\n" +
 		"  default_user: {max_gpus: 8}\n" +
 		"  backfill_estimate: 12h\n  default_timeout: 1-00:00:00\n" +
-		"  rebalance: true\n  preempt_after: 1s\n  min_runtime: 00:20:00\n  down_after: 30s\n  lost_after: 10m\n"
+		"  rebalance: true\n  preempt_after: 1s\n  min_runtime: 00:20:00\n  down_after: 30s\n  lost_after: 10m\n" +
+		"  keep_events: 90-00:00:00\n"
 	inv, err := Parse("h.yaml", strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +238,8 @@ func TestParsePolicy(t *testing.T) {
 			"carol": {Weight: 1, Caps: sched.Caps{MaxJobs: 1}}},
 		DefaultUser:      sched.Caps{MaxGPUs: 8},
 		BackfillEstimate: 12 * time.Hour, DefaultTimeout: 24 * time.Hour,
-		Rebalance: true, PreemptAfter: time.Second, MinRuntime: 20 * time.Minute, DownAfter: 30 * time.Second, LostAfter: 10 * time.Minute}
+		Rebalance: true, PreemptAfter: time.Second, MinRuntime: 20 * time.Minute, DownAfter: 30 * time.Second, LostAfter: 10 * time.Minute,
+		KeepEvents: 90 * 24 * time.Hour}
 	if !reflect.DeepEqual(inv.Policy, want) {
 		t.Errorf("policy:\n got %+v\nwant %+v", inv.Policy, want)
 	}

@@ -101,6 +101,10 @@ type Policy struct {
 	// or requeued with --requeue.
 	DownAfter time.Duration `json:"down_after,omitempty"`
 	LostAfter time.Duration `json:"lost_after,omitempty"`
+	// KeepEvents is how long the event log keeps its rotated files
+	// (service, eventlog.Options.MaxAge; the planner never reads it): 0 =
+	// eventlog.DefaultMaxAge, 30 days.
+	KeepEvents time.Duration `json:"keep_events,omitempty"`
 }
 
 // FairShare weighs a user's GPU-seconds over time: with a half-life (a

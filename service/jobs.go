@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gssh/gssh/control"
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
@@ -134,6 +135,11 @@ func (l *Local) Cancel(ctx context.Context, r CancelRequest) (CancelResult, erro
 		if errors.Is(err, state.ErrNotFound) {
 			err = fmt.Errorf("%w (see gssh ps -a)", err)
 		}
+		if recorded && err == nil {
+			e := eventlog.OfJob(l.opt.Now(), eventlog.JobCancel, j).By(cmp.Or(r.By, l.opt.User))
+			e.Reason = "cancel recorded; the lab's next pass stops the job"
+			l.eventLog().Write(e)
+		}
 		return CancelResult{Job: j, Recorded: recorded}, err
 	}
 	before, _ := st.Get(r.ID)
@@ -156,18 +162,20 @@ func (l *Local) Cancel(ctx context.Context, r CancelRequest) (CancelResult, erro
 
 // Hold implements Service.
 func (l *Local) Hold(ctx context.Context, ids []job.ID) ([]HoldResult, error) {
-	return l.holds(ctx, ids, func(c *control.Controller, id job.ID) (job.Job, error) { return c.Hold(id, l.opt.User) }, false)
+	return l.holds(ctx, ids, func(c *control.Controller, id job.ID) (job.Job, error) { return c.Hold(id, l.opt.User) }, false, eventlog.JobHold)
 }
 
 // Release implements Service.
 func (l *Local) Release(ctx context.Context, ids []job.ID) ([]HoldResult, error) {
-	return l.holds(ctx, ids, (*control.Controller).Release, true)
+	return l.holds(ctx, ids, (*control.Controller).Release, true, eventlog.JobRelease)
 }
 
 // holds applies do to each job of ids, then (pass, and some job changed)
-// runs one pass. The error is one that stopped it all: the state could
-// not be opened; a pass that could not run is left to the next.
-func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Controller, job.ID) (job.Job, error), pass bool) ([]HoldResult, error) {
+// runs one pass. Each job do changed is event k of the event log (""
+// for none: do reports its own). The error is one that stopped it all:
+// the state could not be opened; a pass that could not run is left to
+// the next.
+func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Controller, job.ID) (job.Job, error), pass bool, k eventlog.Kind) ([]HoldResult, error) {
 	st, err := l.store(false)
 	if errors.Is(err, state.ErrNoState) && !l.opt.StateExplicit {
 		return nil, fmt.Errorf("%w %d: nothing was submitted yet", state.ErrNotFound, ids[0])
@@ -190,7 +198,14 @@ func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Contro
 			out[i].Job, out[i].Err = job.Job{ID: id}, err
 			continue
 		}
+		var before job.Job
+		if k == eventlog.JobHold {
+			before, _ = st.Get(id) // held already: a hold keeps the first, and changes nothing
+		}
 		out[i].Job, out[i].Err = do(ctl, id)
+		if out[i].Err == nil && k != "" && before.Hold == nil {
+			l.logJob(k, out[i].Job, l.opt.User)
+		}
 		if out[i].Job.ID == 0 {
 			out[i].Job.ID = id // the job is named even when nothing was done
 		}
@@ -289,7 +304,7 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 			_, err := CheckSpec(*s) // what submit refuses, update refuses
 			return err
 		})
-	}, true)
+	}, true, eventlog.JobUpdate)
 }
 
 // Requeue implements Service.
@@ -299,5 +314,5 @@ func (l *Local) Requeue(ctx context.Context, ids []job.ID, grace time.Duration) 
 	}
 	return l.holds(ctx, ids, func(c *control.Controller, id job.ID) (job.Job, error) {
 		return c.Requeue(ctx, id, grace, l.opt.User)
-	}, true)
+	}, true, "") // the controller reports the requeue
 }

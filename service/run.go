@@ -22,6 +22,7 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/launch"
 	"github.com/gssh/gssh/sshexec"
@@ -181,8 +182,9 @@ func (l *Local) requeueRun(j job.Job, why error) (job.Job, error) {
 	if err != nil {
 		return j, err
 	}
+	requeued := false
 	u, err := db.Update(j.ID, func(x *job.Job) error {
-		if x.State != job.Launching || x.Attempt != j.Attempt {
+		if requeued = x.State == job.Launching && x.Attempt == j.Attempt; !requeued {
 			return nil // ended or moved on meanwhile: as it is
 		}
 		x.State, x.Placement, x.Remote = job.Queued, job.Placement{}, job.Remote{}
@@ -191,6 +193,9 @@ func (l *Local) requeueRun(j job.Job, why error) (job.Job, error) {
 	})
 	if err != nil {
 		return j, err
+	}
+	if requeued {
+		l.logJob(eventlog.JobRequeue, u, "")
 	}
 	return u, nil
 }
@@ -222,11 +227,14 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 	isRunning := make(chan struct{})
 	started := func(rem job.Remote) error {
 		now := l.opt.Now()
+		recorded := false
 		u, err := db.Update(j.ID, func(x *job.Job) error {
+			recorded = false
 			switch {
 			case x.Attempt != j.Attempt || x.State.Terminal() || x.State == job.Queued:
 				return fmt.Errorf("job %d was %s meanwhile", j.ID, x.State)
 			case x.State == job.Launching:
+				recorded = true
 				if l.member() {
 					rem.By = l.opt.User // launched with this member's SSH identity: out of the passes' reach
 				}
@@ -234,6 +242,9 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 			}
 			return nil // running: a pass recorded it already
 		})
+		if err == nil && recorded {
+			l.logJob(eventlog.JobStart, u, "")
+		}
 		if err == nil {
 			mu.Lock()
 			running = u
@@ -433,6 +444,7 @@ func (l *Local) recordMemberEnd(j job.Job, exit *int, why job.State, defaultTime
 		got, _ := db.Get(j.ID)
 		return got
 	}
+	l.logJob(eventlog.JobEnd, u, "")
 	return u
 }
 

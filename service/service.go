@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gssh/gssh/control"
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/job"
@@ -78,6 +79,9 @@ type Service interface {
 	// foreign processes where reap_foreign: kill), or with r.DryRun says
 	// what it would kill.
 	Reap(ctx context.Context, r ReapRequest) (ReapDoc, error)
+	// Events calls fn with each event of the event log that q selects,
+	// oldest first (gssh events).
+	Events(ctx context.Context, q EventQuery, fn func(eventlog.Record) error) (EventsResult, error)
 }
 
 // HostQuery selects hosts: by name (all when empty) and by labels (a host
@@ -281,6 +285,7 @@ type Local struct {
 	fleetErr error
 	lab      *lab  // shared-lab mode; nil in personal mode
 	labErr   error // the lab inventory is broken: every call fails with it
+	ev       events
 }
 
 var _ Service = (*Local)(nil)
@@ -297,9 +302,10 @@ func New(opt Options) *Local {
 	return l
 }
 
-// Close closes the fleet's connections, if any were opened. Calls made
-// after it open a new fleet.
+// Close closes the fleet's connections, if any were opened, and the
+// event log. Calls made after it open them again.
 func (l *Local) Close() error {
+	l.closeEvents()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	f := l.fleet
@@ -380,6 +386,7 @@ func (l *Local) rebalancer(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 		Store:     st,
 		Snapshots: otherQueues{Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports}, fleet: f, cluster: cluster, timeout: l.opt.ProbeTimeout},
 		Workers:   workers(f, cluster),
+		Events:    eventSink{l.eventLog()},
 		Sessions:  sessions{dir: l.sessionDir()},
 		Self:      l.opt.User,
 		Now:       l.opt.Now,

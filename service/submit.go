@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gssh/gssh/control"
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/launch"
@@ -184,6 +185,12 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	}
 	if err != nil {
 		return SubmitResult{}, err
+	}
+	if len(tasks) == 0 {
+		l.logJob(eventlog.JobSubmit, j, "")
+	}
+	for _, t := range tasks {
+		l.logJob(eventlog.JobSubmit, t, "")
 	}
 	res := SubmitResult{Job: j}
 	if l.member() {

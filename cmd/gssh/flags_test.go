@@ -100,6 +100,13 @@ func TestJobCommandFlags(t *testing.T) {
 	if err := run(t, newPsCmd(a, func(o *psOptions) error { ps = o; return nil }), "-a", "--user", "ann"); err != nil || !ps.all || ps.user != "ann" {
 		t.Errorf("ps %+v, %v", ps, err)
 	}
+	var ev *eventsOptions
+	a.now = func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
+	if err := run(t, newEventsCmd(a, func(o *eventsOptions) error { ev = o; return nil }), "--job", "42", "--user", "ann", "--since", "2h", "--kind", "job_end",
+		"--kind", "job_start,host_down", "--json", "-n", "5"); err != nil ||
+		ev.filter.Job != 42 || ev.filter.User != "ann" || !ev.filter.Since.Equal(a.now().Add(-2*time.Hour)) || len(ev.filter.Kinds) != 3 || !ev.json || ev.tail != 5 {
+		t.Errorf("events %+v, %v", ev, err)
+	}
 	for _, tt := range []struct {
 		cmd  *cobra.Command
 		args []string
@@ -114,6 +121,11 @@ func TestJobCommandFlags(t *testing.T) {
 		{newLogsCmd(a, func(*logsOptions) error { t.Error("called"); return nil }), []string{"x"}, `"x" is not a job id`},
 		{newShowCmd(a, func(*showOptions) error { t.Error("called"); return nil }), []string{"0"}, `"0" is not a job id`},
 		{newShowCmd(a, func(*showOptions) error { t.Error("called"); return nil }), nil, "give one job id, e.g. gssh show 12"},
+		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--since", "yesterday"}, `--since "yesterday" is not a time: give a time ago (90m, 2h, 7d), a date (2026-11-30)`},
+		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--since", "-2h"}, `--since "-2h": give a time ago more than 0`},
+		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--kind", "job_start,job_finish"}, `--kind "job_finish": no such event; give one of job_submit, job_start, job_end`},
+		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--job", "x"}, `--job: "x" is not a job id`},
+		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"-n", "-1"}, `--tail -1`},
 	} {
 		if err := run(t, tt.cmd, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s %q: %v, want %q", tt.cmd.Name(), tt.args, err, tt.want)

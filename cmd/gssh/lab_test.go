@@ -332,6 +332,19 @@ func TestSharedLab(t *testing.T) {
 		t.Fatalf("alice's job ran as %q, want the pass account %q", got, pass.name)
 	}
 
+	// The event log is a day old (its first line, put there by hand):
+	// bob's cancel, the next write, rotates it, although alice made it
+	// and bob cannot give the new file her ownership.
+	events := filepath.Join(stateDir, "events.log")
+	logged, err := os.ReadFile(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := fmt.Sprintf(`{"time":%q,"event":"job_submit","job":99}`+"\n", time.Now().Add(-48*time.Hour).UTC().Format(time.RFC3339))
+	if err := os.WriteFile(events, append([]byte(old), logged...), 0); err != nil {
+		t.Fatal(err)
+	}
+
 	// Bob's cancel is recorded; the next pass carries it out.
 	out, _, code = gssh(bob, "cancel", "2")
 	if code != 0 {
@@ -415,7 +428,24 @@ func TestSharedLab(t *testing.T) {
 	want("show 5", out, "state:       failed")
 	want("show 5", out, "exit code:   3")
 
-	for _, p := range []string{statePath, statePath + ".pass.lock"} {
+	// The event log holds every member's changes and the pass account's,
+	// the rotated file included.
+	out, errs, _ = gssh(alice, "events", "--json")
+	for _, sub := range []string{`"event":"job_submit","job":99}`,
+		`"event":"job_submit","job":1,"user":"` + alice.name + `"`, `"event":"job_start","job":1,"user":"` + alice.name + `"`,
+		`"event":"job_cancel","job":2,"user":"` + bob.name + `"`, `"by":"` + bob.name + `"`,
+		`"event":"job_end","job":2,"user":"` + bob.name + `","host":"w1","gpus":[0],"state":"cancelled"`,
+		`"event":"job_start","job":5,"user":"` + alice.name + `"`, `"event":"job_end","job":5,"user":"` + alice.name + `","host":"w1","gpus":[0],"state":"failed"`} {
+		want("gssh events", out, sub)
+	}
+	if errs != "" {
+		t.Errorf("gssh events: %s", errs)
+	}
+	rotated, _ := filepath.Glob(filepath.Join(stateDir, "events-*.log.gz"))
+	if len(rotated) != 1 {
+		t.Errorf("rotated event logs %q; want one, compressed", rotated)
+	}
+	for _, p := range append([]string{statePath, statePath + ".pass.lock", events, events + ".lock"}, rotated...) {
 		fi, err := os.Stat(p)
 		if err != nil {
 			t.Fatal(err)

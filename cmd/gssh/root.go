@@ -218,6 +218,8 @@ lost (or requeued: submit --requeue) after lost_after, and the copies it
 still runs are killed when it answers; a GPU that fails takes no job until
 it reads healthy 3 times; processes of ended jobs on a GPU are killed (gssh
 reap shows them, and the foreign ones). See the README's Failure modes.
+Every change is one JSON line of events.log beside the state file, kept 30
+days: gssh events --job ID says what happened to a job.
 
 Hosts come from an inventory, the first found of --inventory, $GSSH_INVENTORY,
 ~/.config/gssh/hosts.yaml and /etc/gssh/hosts.yaml; with none, gssh uses the
@@ -250,7 +252,7 @@ over a personal inventory and --state, and only its pass_user runs passes.
 	}
 	root.AddCommand(newGPUsCmd(a, nil), newHostsCmd(a, nil), newSubmitCmd(a, nil), newPsCmd(a, nil), newShowCmd(a, nil),
 		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, false), newHoldCmd(a, true), newUpdateCmd(a), newRequeueCmd(a), newWaitCmd(a), newRunCmd(a),
-		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil), newReapCmd(a, nil))
+		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil), newReapCmd(a, nil), newEventsCmd(a, nil))
 	return root
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/probe"
 	"github.com/gssh/gssh/sched"
@@ -33,7 +34,13 @@ type fakeService struct {
 	passErr  error
 	reap     service.ReapDoc
 	reapErr  error
+	events   string // the event log Events reads
 	requests []any
+}
+
+func (f *fakeService) Events(_ context.Context, q service.EventQuery, fn func(eventlog.Record) error) (service.EventsResult, error) {
+	found, err := eventlog.Read(f.events, q.Filter, fn, q.Warn)
+	return service.EventsResult{Path: f.events, None: !found}, err
 }
 
 func (f *fakeService) GPUs(_ context.Context, q service.HostQuery) (service.GPUsDoc, error) {
