@@ -219,6 +219,10 @@ still runs are killed when it answers; a GPU that fails takes no job until
 it reads healthy 3 times; processes of ended jobs on a GPU are killed (gssh
 reap shows them, and the foreign ones). See the README's Failure modes.
 
+For maintenance, gssh drain HOST takes a host out of the queue (no new
+jobs; the running ones finish; --at TIME for a window ahead, --wait to
+wait for its jobs), and gssh resume HOST puts it back.
+
 Hosts come from an inventory, the first found of --inventory, $GSSH_INVENTORY,
 ~/.config/gssh/hosts.yaml and /etc/gssh/hosts.yaml; with none, gssh uses the
 local host alone. When /etc/gssh/hosts.yaml (or $GSSH_INVENTORY) has a lab:
@@ -250,7 +254,7 @@ over a personal inventory and --state, and only its pass_user runs passes.
 	}
 	root.AddCommand(newGPUsCmd(a, nil), newHostsCmd(a, nil), newSubmitCmd(a, nil), newPsCmd(a, nil), newShowCmd(a, nil),
 		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, false), newHoldCmd(a, true), newUpdateCmd(a), newRequeueCmd(a), newWaitCmd(a), newRunCmd(a),
-		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil), newReapCmd(a, nil))
+		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil), newReapCmd(a, nil), newDrainCmd(a, nil), newResumeCmd(a))
 	return root
 }
 
