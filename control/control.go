@@ -176,6 +176,9 @@ type Options struct {
 	// says so) on the hosts a pass probes; nil: Workers, when it is a
 	// Reaper too (launch.Workers is), else none are killed.
 	Reaper Reaper
+	// Drains are the hosts drained with gssh drain, which every plan
+	// reads with the hosts (sched.Host.Drained); nil: none is.
+	Drains DrainBook
 }
 
 // Grace periods.
@@ -208,6 +211,7 @@ type Controller struct {
 	rules   health.Rules
 	known   func(string) bool
 	reaper  Reaper
+	drains  DrainBook
 	// Per pass (Pass is not run concurrently on one Controller):
 	health    map[string]health.Host // the host records, as this pass knows them
 	contacted map[string]bool        // the hosts this pass polled (or reached for strays)
@@ -229,7 +233,7 @@ func New(opt Options) (*Controller, error) {
 	}
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events, owners: opt.Sessions, self: opt.Self,
 		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially, rebal: opt.Rebalance,
-		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), known: opt.Known}
+		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), known: opt.Known, drains: opt.Drains}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -409,9 +413,11 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 	if in.Usage, err = c.Usage(in.Running, in.Now); err != nil {
 		res.Errors = append(res.Errors, fmt.Errorf("fair-share usage: %w", err)) // planned on what could be read
 	}
-	if in.Hosts, err = c.snaps.Hosts(ctx); err != nil {
-		res.Errors = append(res.Errors, fmt.Errorf("host snapshots: %w", err))
-		return res, nil
+	if in.Hosts, err = c.hosts(ctx); err != nil {
+		res.Errors = append(res.Errors, err)
+		if !errors.Is(err, state.ErrBadRecord) {
+			return res, nil
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err // cut short: what was half probed is not planned on
@@ -650,8 +656,8 @@ func (c *Controller) trial(ctx context.Context, active []job.Job, id job.ID) (Tr
 		ended = []job.Use{} // the forecast works usage out again as it goes
 	}
 	in.Usage = sched.Usage(append(slices.Clip(ended), sched.Uses(in.Running)...), in.Now, c.policy.FairShare)
-	if in.Hosts, err = c.snaps.Hosts(ctx); err != nil {
-		return Trial{}, fmt.Errorf("host snapshots: %w", err)
+	if in.Hosts, err = c.hosts(ctx); err != nil && !errors.Is(err, state.ErrBadRecord) {
+		return Trial{}, err
 	}
 	plan := sched.Plan(in)
 	for _, s := range plan.Starts {

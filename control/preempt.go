@@ -168,8 +168,8 @@ func (c *Controller) Preempts(ctx context.Context) (sched.Decisions, error) {
 	if in.Usage, err = c.Usage(in.Running, in.Now); err != nil && !errors.Is(err, state.ErrBadRecord) {
 		return sched.Decisions{}, fmt.Errorf("fair-share usage: %w", err)
 	}
-	if in.Hosts, err = c.snaps.Hosts(ctx); err != nil {
-		return sched.Decisions{}, fmt.Errorf("host snapshots: %w", err)
+	if in.Hosts, err = c.hosts(ctx); err != nil && !errors.Is(err, state.ErrBadRecord) {
+		return sched.Decisions{}, err
 	}
 	return sched.Plan(in), nil
 }

@@ -80,6 +80,7 @@ type Host struct {
 	Labels       []string // free-form tags used by --label
 	ReservePct   float64  // GPU memory kept back, percent of total, in [0, 100)
 	Drain        bool     // no new jobs are placed on a drained host
+	DrainLine    int      // line of the `drain:` key that set Drain (in `defaults` or the host's entry); 0 when none did
 	Local        bool     // the controller itself: probed and run without SSH
 	// ReapForeign is `reap_foreign: kill`: GPU processes there that are
 	// no gssh job's (someone ran them by hand) are killed by the passes
@@ -428,7 +429,7 @@ func (p parser) fields(m *yaml.Node, h *Host, isDefaults bool) error {
 				return err
 			}
 			if k.Value == "drain" {
-				h.Drain = b
+				h.Drain, h.DrainLine = b, k.Line
 			} else {
 				h.Local = b
 			}

@@ -38,7 +38,7 @@ func TestParse(t *testing.T) {
 	want := []Host{
 		{Name: "gpu01", User: "ml", ReservePct: 15, Labels: []string{"lab"}, Line: 7},
 		{Name: "gpu02", Address: "10.0.0.12", Port: 2222, User: "alice", IdentityFile: "~/.ssh/lab_ed25519",
-			Labels: []string{"a100", "nvlink"}, ReservePct: 20, Drain: true, Line: 8},
+			Labels: []string{"a100", "nvlink"}, ReservePct: 20, Drain: true, DrainLine: 15, Line: 8},
 		{Name: "ctl", User: "ml", ReservePct: 15, Labels: []string{"lab"}, Local: true, Line: 16},
 	}
 	if !reflect.DeepEqual(inv.Hosts, want) {

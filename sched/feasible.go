@@ -29,6 +29,13 @@ type want struct {
 	job    job.ID
 	holder Holder
 	ends   time.Time // now + the job's walltime (or the backfill estimate)
+	// wall is the walltime the job is held to (its --timeout, else the
+	// policy's default_timeout; 0: none): a drain ahead takes only jobs
+	// that end by its start (checkDrain).
+	wall time.Duration
+	// windowed: some host's drain is still ahead in this plan, so wall
+	// is part of the job's shape.
+	windowed bool
 	// quiet: only codes are wanted, not the words (a first try, which
 	// most jobs pass); explain: the job is Input.Explain; terse:
 	// Input.Terse, so a job that fits nowhere gets no words either.
@@ -162,13 +169,6 @@ func checkLabels(n *node, w *want) Reason {
 		return Reason{}
 	}
 	return because(CodeLabel, "lacks "+plural(len(missing), "label")+" "+strings.Join(missing, ", "))
-}
-
-func checkDrain(n *node, _ *want) Reason {
-	if n.Drain {
-		return because(CodeDrained, "drained")
-	}
-	return Reason{}
 }
 
 func checkState(n *node, _ *want) Reason {

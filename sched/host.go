@@ -25,7 +25,11 @@ type Host struct {
 	Name       string
 	Labels     []string
 	ReservePct float64 // GPU memory kept back, percent of each GPU's total, in [0, 100)
-	Drain      bool    // no new jobs
+	Drain      bool    // the inventory's drain: true: no new jobs
+	// Drained is the host's drain by gssh drain, as the state file keeps
+	// it (nil: none): no new jobs from its From on, and before then only
+	// jobs that end by then (see Drain).
+	Drained *Drain
 	// ReapForeign is the inventory's reap_foreign: kill: GPU processes
 	// there that are no gssh job's are killed (package reap, by a pass);
 	// the planner does not read it.
@@ -272,7 +276,11 @@ type node struct {
 	units   []unit
 	held    map[string]Booking // by unit key
 	cluster string             // Input.Cluster: whose GSSH_JOB_IDs are ours
-	scratch *[]Reason          // feasible's scratch, one per unit, shared by a plan's nodes
+	// now is the time the checks are made for: the plan's, or in a
+	// reservation's what-if the time the room is found (a drain's window
+	// is measured from it).
+	now     time.Time
+	scratch *[]Reason // feasible's scratch, one per unit, shared by a plan's nodes
 	// gone are holders taken off in a what-if (a reservation: "once these
 	// jobs end"): they hold nothing, and what their processes use is free.
 	gone map[job.ID]bool

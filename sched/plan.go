@@ -132,7 +132,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	byName := make(map[string]*node, len(hosts))
 	for _, n := range hosts {
 		byName[n.Name] = n
-		n.nocache = !memo
+		n.nocache, n.now = !memo, in.Now
 		if len(ended) > 0 {
 			n.gone = ended
 		}
@@ -152,6 +152,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	w := new(want) // each job's in turn: nothing keeps it past its turn
 	states := jobStates{in: &in, gone: ended}
 	capped := pol.hasCaps()
+	windowed := windowAhead(hosts, in.Now)
 	for pos := 0; ; pos++ {
 		r, more := picks.next()
 		if !more {
@@ -194,8 +195,9 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 		// only an enforced walltime says so. The estimate is what the
 		// reservations of the jobs behind it assume.
 		if wt := enforced(*j, pol); wt > 0 {
-			w.ends = in.Now.Add(wt)
+			w.ends, w.wall = in.Now.Add(wt), wt
 		}
+		w.windowed = windowed
 		w.holder.Ends = in.Now.Add(walltime(*j, pol))
 		if reservation != nil {
 			w.inTime = 2
@@ -338,6 +340,7 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 				continue
 			}
 			trial := n.whatIf(gone)
+			trial.now = e.t // a drain ahead takes the job only if it ends by the drain's start from then
 			us, why := feasible(trial, w)
 			if !why.ok() {
 				continue
@@ -646,7 +649,11 @@ type shape struct {
 	// before the plan's reservation (1) or not (2); 0 while there is
 	// none. (The exact end would make every job a shape of its own.)
 	inTime int8
-	quiet  bool // codes only
+	// wall is the job's walltime while some host's drain is ahead (it
+	// decides whether the job ends by the drain's start, and the reason
+	// names it); 0 otherwise.
+	wall  time.Duration
+	quiet bool // codes only
 }
 
 // shape is the memo key of w.
@@ -656,6 +663,9 @@ func (w *want) shape() shape {
 		k.labels = strings.Join(w.Labels, "\x00")
 	}
 	k.inTime = w.inTime
+	if w.windowed {
+		k.wall = w.wall
+	}
 	return k
 }
 

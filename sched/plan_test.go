@@ -713,6 +713,7 @@ func TestPlanBackfillNoneBlocksOnlyExhausted(t *testing.T) {
 func TestPlanProperties(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for round := range 200 {
+		drng := rand.New(rand.NewPCG(uint64(round), 9)) // drains and walltimes, apart from the rest
 		var hosts []Host
 		for i := range 1 + rng.IntN(4) {
 			var gs []gpuinfo.GPU
@@ -725,6 +726,9 @@ func TestPlanProperties(t *testing.T) {
 			}
 			h := host(fmt.Sprintf("gpu%02d", i), gs...)
 			h.Drain = rng.IntN(8) == 0
+			if drng.IntN(4) == 0 { // gssh drain: a window ahead, or open
+				h.Drained = &Drain{By: "bob", From: time.Time{}.Add(time.Duration(drng.IntN(5)-1) * time.Hour)}
+			}
 			hosts = append(hosts, h)
 		}
 		var queue []job.Job
@@ -738,6 +742,7 @@ func TestPlanProperties(t *testing.T) {
 			}
 			j := queued(job.ID(id+1), r)
 			j.Spec.Priority = rng.IntN(11)
+			j.Spec.Timeout = time.Duration(drng.IntN(4)) * time.Hour
 			queue = append(queue, j)
 		}
 		policies := []Policy{{}, {Order: OrderPriority, Fit: FitFirst, Backfill: BackfillSkip}, {Order: OrderFIFO, Fit: FitBest, Backfill: BackfillNone}}

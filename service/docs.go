@@ -7,8 +7,10 @@ import (
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/health"
+	"github.com/gssh/gssh/inventory"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/sched"
 )
 
 // Schema names of the JSON documents. Within one version fields are only
@@ -36,8 +38,8 @@ type HostGPUs struct {
 	probe.Snapshot
 	Address string   `json:"address"` // "local", or user@host:port [via jumps]
 	Labels  []string `json:"labels"`
-	Drain   bool     `json:"drain"`
-	ProbeMS float64  `json:"probe_ms"` // wall time of this host's probe, connect included
+	DrainDoc
+	ProbeMS float64 `json:"probe_ms"` // wall time of this host's probe, connect included
 	// Jobs are the gssh jobs holding GPUs of the host, as the state file
 	// records them (launching or running), one entry per GPU held.
 	Jobs []GPUJob `json:"gssh_jobs"`
@@ -52,6 +54,27 @@ type HostGPUs struct {
 	// no probe can see. Empty where the GPUs' processes were not read.
 	Processes []ProcessDoc   `json:"gpu_processes"`
 	Invisible []InvisibleDoc `json:"invisible_memory"`
+}
+
+// DrainDoc says whether a host takes new jobs, and who keeps them off.
+type DrainDoc struct {
+	// Drain: the host takes no new jobs now (the inventory's drain: true,
+	// or a drain by gssh drain in force).
+	Drain bool `json:"drain"`
+	// Drained is the host's drain by gssh drain, from the state file: by
+	// whom, when (at), from when it takes no new jobs (from: later than
+	// at for a maintenance window ahead, when it takes only jobs that end
+	// by then) and why; absent when none.
+	Drained *sched.Drain `json:"drained,omitempty"`
+	// InventoryDrain is where the inventory drains the host ("FILE:LINE"
+	// of its drain: true); absent when it does not.
+	InventoryDrain string `json:"inventory_drain,omitempty"`
+}
+
+// drainDoc is h's DrainDoc at now, d being its drain by gssh drain (nil:
+// none).
+func drainDoc(inv *inventory.Inventory, h inventory.Host, d *sched.Drain, now time.Time) DrainDoc {
+	return DrainDoc{Drain: h.Drain || d != nil && d.InForce(now), Drained: d, InventoryDrain: inventoryDrain(inv, h)}
 }
 
 // GPUJob is one gssh job holding one GPU (or MIG device).
@@ -74,18 +97,18 @@ type HostsDoc struct {
 
 // HostInfo is one host of HostsDoc.
 type HostInfo struct {
-	Name      string   `json:"name"`
-	Address   string   `json:"address"` // "local", or user@host:port [via jumps]
-	Labels    []string `json:"labels"`
-	Drain     bool     `json:"drain"`
-	State     string   `json:"state"`           // probe.HostState
-	Error     string   `json:"error,omitempty"` // why, when not ok
-	Source    string   `json:"source,omitempty"`
-	SourceWhy string   `json:"source_reason,omitempty"`
-	Driver    string   `json:"driver_version,omitempty"`
-	GPUs      int      `json:"gpu_count"`
-	RTTMS     float64  `json:"rtt_ms"`     // one SSH request round trip; 0 for local
-	ConnectMS float64  `json:"connect_ms"` // TCP + SSH handshake + auth; 0 for local or reused
+	Name    string   `json:"name"`
+	Address string   `json:"address"` // "local", or user@host:port [via jumps]
+	Labels  []string `json:"labels"`
+	DrainDoc
+	State     string  `json:"state"`           // probe.HostState
+	Error     string  `json:"error,omitempty"` // why, when not ok
+	Source    string  `json:"source,omitempty"`
+	SourceWhy string  `json:"source_reason,omitempty"`
+	Driver    string  `json:"driver_version,omitempty"`
+	GPUs      int     `json:"gpu_count"`
+	RTTMS     float64 `json:"rtt_ms"`     // one SSH request round trip; 0 for local
+	ConnectMS float64 `json:"connect_ms"` // TCP + SSH handshake + auth; 0 for local or reused
 	// Record is what the queue's passes learned of the host over time
 	// (the state file's host record: failed contacts in a row, since
 	// when, the last error, down since, attempts left to kill); nil when
@@ -170,7 +193,7 @@ func gpusDoc(now time.Time, reports []fleet.Report, active []job.Job, found []co
 		for i := range s.GPUs {
 			s.GPUs[i].Procs = nonNil(s.GPUs[i].Procs)
 		}
-		doc.Hosts = append(doc.Hosts, HostGPUs{Snapshot: s, Address: r.Address, Labels: nonNil(r.Host.Labels), Drain: r.Host.Drain,
+		doc.Hosts = append(doc.Hosts, HostGPUs{Snapshot: s, Address: r.Address, Labels: nonNil(r.Host.Labels), DrainDoc: DrainDoc{Drain: r.Host.Drain},
 			ProbeMS: ms(r.Took), Jobs: nonNil(held[s.Host]), Processes: processDocs(h, true, false), Invisible: invisibleDocs(h.Found)})
 	}
 	return doc
@@ -181,7 +204,7 @@ func hostsDoc(reports []fleet.Report) HostsDoc {
 	doc := HostsDoc{Schema: HostsSchema, Hosts: []HostInfo{}}
 	for _, r := range reports {
 		s := r.Snapshot
-		doc.Hosts = append(doc.Hosts, HostInfo{Name: r.Host.Name, Address: r.Address, Labels: nonNil(r.Host.Labels), Drain: r.Host.Drain,
+		doc.Hosts = append(doc.Hosts, HostInfo{Name: r.Host.Name, Address: r.Address, Labels: nonNil(r.Host.Labels), DrainDoc: DrainDoc{Drain: r.Host.Drain},
 			State: string(s.State), Error: s.Error, Source: s.Source, SourceWhy: s.SourceWhy, Driver: s.Driver,
 			MissingFields: s.MissingFields, GPUs: len(s.GPUs), RTTMS: ms(r.RTT), ConnectMS: ms(r.Connect)})
 	}

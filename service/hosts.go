@@ -6,6 +6,7 @@ import (
 
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
 )
 
 // GPUs implements Service, with the gssh jobs holding each GPU as the
@@ -39,6 +40,10 @@ func (l *Local) GPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 			}
 		}
 	}
+	ds := l.drains()
+	for i, r := range reports {
+		doc.Hosts[i].DrainDoc = drainDoc(f.Inventory(), r.Host, ds[r.Host.Name], l.opt.Now())
+	}
 	return doc, partial(reports)
 }
 
@@ -50,6 +55,11 @@ func (l *Local) Hosts(ctx context.Context, q HostQuery) (HostsDoc, error) {
 		return HostsDoc{}, err
 	}
 	doc := hostsDoc(reports)
+	f, _ := l.hosts() // probed already: it is open
+	ds := l.drains()
+	for i, r := range reports {
+		doc.Hosts[i].DrainDoc = drainDoc(f.Inventory(), r.Host, ds[r.Host.Name], l.opt.Now())
+	}
 	if st, none, err := l.readStore(); err == nil && !none {
 		if recs, _ := st.Hosts(); len(recs) > 0 { // a record that cannot be read is shown as none
 			for i, h := range doc.Hosts {
@@ -90,4 +100,22 @@ func partial(reports []fleet.Report) error {
 		return &PartialError{Failed: failed, Total: len(reports)}
 	}
 	return nil
+}
+
+// drains are the hosts' drains by gssh drain, as the state file keeps
+// them; none when there is no state file, or it cannot be read (a
+// drained host is then shown as its inventory entry says; the pass, which
+// must not miss a drain, reports the error). A record that cannot be
+// decoded is shown as the drain in force it is taken for.
+func (l *Local) drains() map[string]*sched.Drain {
+	out := map[string]*sched.Drain{}
+	st, none, err := l.readStore()
+	if err != nil || none {
+		return out
+	}
+	ds, _ := st.Drains()
+	for name, d := range ds {
+		out[name] = &d
+	}
+	return out
 }

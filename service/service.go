@@ -82,6 +82,14 @@ type Service interface {
 	// Events calls fn with each event of the event log that q selects,
 	// oldest first (gssh events).
 	Events(ctx context.Context, q EventQuery, fn func(eventlog.Record) error) (EventsResult, error)
+	// Drain records a drain of hosts (all or none): from r.From on they
+	// take no new jobs, and before then only jobs that end by then; the
+	// jobs running there go on. Resume lifts drains Drain recorded (all
+	// or none). DrainJobs lists the gssh jobs holding GPUs on hosts
+	// (gssh drain --wait).
+	Drain(ctx context.Context, r DrainRequest) (DrainResult, error)
+	Resume(ctx context.Context, hosts []string) (DrainResult, error)
+	DrainJobs(ctx context.Context, hosts []string) ([]job.Job, error)
 }
 
 // HostQuery selects hosts: by name (all when empty) and by labels (a host
@@ -394,6 +402,7 @@ func (l *Local) rebalancer(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 		Cluster:   cluster,
 		Rebalance: rebalance,
 		Ledger:    ledgerOf(st),
+		Drains:    drainsOf(st),
 		Rules:     rulesOf(f.Inventory().Policy),
 		Known:     func(h string) bool { _, ok := f.Inventory().Lookup(h); return ok },
 	})

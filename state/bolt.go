@@ -1,10 +1,10 @@
 package state
 
 /*
-The state file is a bbolt database (go.etcd.io/bbolt), schema version 4:
+The state file is a bbolt database (go.etcd.io/bbolt), schema version 5:
 
 	meta/                   gssh's own metadata
-	  version    -> uint64, big-endian: schema version (4)
+	  version    -> uint64, big-endian: schema version (5)
 	  cluster_id -> 32 lowercase hex characters: 16 random bytes made when
 	                the file was created; names worker job dirs
 	                (~/.gssh/jobs/<cluster-id>-<job-id>.<attempt>)
@@ -17,6 +17,10 @@ The state file is a bbolt database (go.etcd.io/bbolt), schema version 4:
 	hosts/                  what passes learned of each host
 	  <name>     -> JSON health.Host: failed contacts in a row, since when,
 	                the last error, down since, stray attempts to kill
+	drains/                 what administrators asked of each host (gssh drain)
+	  <name>     -> JSON sched.Drain: by whom, when, why, from when the host
+	                takes no new jobs; absent: not drained (the inventory's
+	                drain: true is apart, in the inventory)
 	usage/                  the fair-share usage ledger: one entry per job that
 	                        ended after it started (job.Job.Use ok and
 	                        State.Terminal()), none for the others
@@ -62,6 +66,10 @@ Versions:
      bump keeps a gssh of version 3 off the file: it knows no `unknown`
      job, and would give a down host's GPUs away while its jobs may
      still run, and never kill the strays. Nothing to rewrite.
+  5  drains/ holds the hosts drained with gssh drain (sched.Drain). The
+     bump keeps a gssh of version 4 off the file: it knows no drains/, and
+     would place jobs on hosts drained for maintenance (and run past a
+     maintenance window). Migration from 4 creates the empty bucket.
 */
 
 import (
@@ -91,11 +99,15 @@ import (
 )
 
 // schemaVersion is the version of the bucket tree documented above.
-const schemaVersion = 4
+const schemaVersion = 5
 
 // ledgerVersion is the first schema version whose files keep the usage
 // ledger: Uses of an older file (read, not migrated) reads the job records.
 const ledgerVersion = 3
+
+// drainsVersion is the first schema version whose files have drains/: a
+// read of an older file (not migrated) finds no host drained.
+const drainsVersion = 5
 
 // Bucket and key names (see the comment at the top of this file).
 const (
@@ -104,6 +116,7 @@ const (
 	bucketActive = "active"
 	bucketHosts  = "hosts"
 	bucketUsage  = "usage"
+	bucketDrains = "drains" // from schema 5
 
 	keyVersion   = "version"
 	keyClusterID = "cluster_id"
@@ -794,7 +807,7 @@ func (s *Bolt) initSchema(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	for _, name := range []string{bucketJobs, bucketActive, bucketHosts, bucketUsage} {
+	for _, name := range []string{bucketJobs, bucketActive, bucketHosts, bucketUsage, bucketDrains} {
 		if _, err := tx.CreateBucket([]byte(name)); err != nil {
 			return err
 		}
@@ -825,6 +838,9 @@ func (s *Bolt) checkSchema(tx *bolt.Tx) error {
 			return s.corrupt("no %q bucket", name)
 		}
 	}
+	if v >= drainsVersion && tx.Bucket([]byte(bucketDrains)) == nil {
+		return s.corrupt("no %q bucket", bucketDrains)
+	}
 	if _, err := getUint(meta, keyJobSeq); err != nil {
 		return s.corrupt("%v", err)
 	}
@@ -853,6 +869,11 @@ func migrate(tx *bolt.Tx, v uint64) error {
 			}
 		case 3:
 			// 3 -> 4: hosts/ existed (reserved, empty); nothing to rewrite.
+		case 4:
+			// 4 -> 5: no host is drained yet.
+			if _, err := tx.CreateBucketIfNotExists([]byte(bucketDrains)); err != nil {
+				return err
+			}
 		}
 	}
 	return tx.Bucket([]byte(bucketMeta)).Put([]byte(keyVersion), uint64Bytes(schemaVersion))

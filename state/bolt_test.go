@@ -181,8 +181,8 @@ func setMeta(t *testing.T, path, key string, val []byte) {
 
 func TestNewerSchema(t *testing.T) {
 	s, path := openTemp(t)
-	setMeta(t, path, "version", binary.BigEndian.AppendUint64(nil, 5))
-	const want = "state file was written by a newer gssh (schema 5; this gssh reads up to 4); upgrade gssh"
+	setMeta(t, path, "version", binary.BigEndian.AppendUint64(nil, 6))
+	const want = "state file was written by a newer gssh (schema 6; this gssh reads up to 5); upgrade gssh"
 	_, err := state.Open(path, state.Options{})
 	if !errors.Is(err, state.ErrNewerSchema) || !strings.Contains(err.Error(), want) {
 		t.Errorf("Open = %v, want ErrNewerSchema %q", err, want)
@@ -267,17 +267,17 @@ func rawUpdate(t testing.TB, path string, fn func(*bolt.Tx) error) {
 	}
 }
 
-// A new file is of schema 4, and a file of schema 4 is refused by nothing:
+// A new file is of schema 5, and a file of schema 5 is refused by nothing:
 // reads and writes work and keep the version.
-func TestSchema4(t *testing.T) {
+func TestSchema5(t *testing.T) {
 	s, path := openTemp(t)
-	if v := schemaOf(t, path); v != 4 {
-		t.Fatalf("new file: schema %d, want 4", v)
+	if v := schemaOf(t, path); v != 5 {
+		t.Fatalf("new file: schema %d, want 5", v)
 	}
-	setMeta(t, path, "version", binary.BigEndian.AppendUint64(nil, 4))
+	setMeta(t, path, "version", binary.BigEndian.AppendUint64(nil, 5))
 	for _, opt := range []state.Options{{}, {NoCreate: true}} {
 		if _, err := state.Open(path, opt); err != nil {
-			t.Fatalf("Open(%+v) of a schema-4 file: %v", opt, err)
+			t.Fatalf("Open(%+v) of a schema-5 file: %v", opt, err)
 		}
 	}
 	j, err := s.Submit(job.Job{User: "a"})
@@ -299,8 +299,8 @@ func TestSchema4(t *testing.T) {
 	if _, err := s.Uses(time.Time{}); err != nil {
 		t.Error(err)
 	}
-	if v := schemaOf(t, path); v != 4 {
-		t.Errorf("after writes: schema %d, want 4", v)
+	if v := schemaOf(t, path); v != 5 {
+		t.Errorf("after writes: schema %d, want 5", v)
 	}
 }
 
@@ -413,8 +413,8 @@ func TestMigrateFromSchema2(t *testing.T) {
 	if _, err := r.Update(1, func(x *job.Job) error { x.Reason = "x"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if v := schemaOf(t, path); v != 4 {
-		t.Errorf("after a write: schema %d, want 4", v)
+	if v := schemaOf(t, path); v != 5 {
+		t.Errorf("after a write: schema %d, want 5", v)
 	}
 	if keys, _ := ledger(t, path); len(keys) != len(all) {
 		t.Errorf("migrated ledger has %d entries, want %d", len(keys), len(all))
@@ -465,8 +465,8 @@ func TestMigrateFromSchema1(t *testing.T) {
 	if _, err := r.Update(js[0].ID, func(x *job.Job) error { x.Reason = "x"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if v := schemaOf(t, path); v != 4 {
-		t.Errorf("after a write: schema %d, want 4", v)
+	if v := schemaOf(t, path); v != 5 {
+		t.Errorf("after a write: schema %d, want 5", v)
 	}
 	if keys, _ := ledger(t, path); len(keys) != 1 {
 		t.Errorf("migrated ledger has %d entries, want 1", len(keys))
@@ -498,8 +498,8 @@ func TestMigrateBadRecord(t *testing.T) {
 	if _, err := s.Submit(job.Job{User: "b"}); err != nil {
 		t.Fatalf("write (migration) with a bad record: %v", err)
 	}
-	if v := schemaOf(t, path); v != 4 {
-		t.Errorf("after a write: schema %d, want 4", v)
+	if v := schemaOf(t, path); v != 5 {
+		t.Errorf("after a write: schema %d, want 5", v)
 	}
 	got, err = s.Uses(time.Time{})
 	if err != nil || len(got) != 2 {

@@ -24,6 +24,7 @@ type Mem struct {
 	ids       []job.ID          // every id, ascending
 	active    map[job.ID]struct{}
 	hosts     map[string][]byte // health.Host records by host name, as JSON
+	drains    map[string][]byte // sched.Drain records by host name, as JSON
 }
 
 var _ Store = (*Mem)(nil)

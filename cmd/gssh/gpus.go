@@ -41,7 +41,9 @@ host then GPU index: memory used / total, utilization, temperature, compute
 processes (count and users), the gssh jobs holding the GPU (job id, user,
 "excl" or the memory booked; from the state file) and state. A host that cannot be reached or
 probed is one row with its reason (auth failed, host key mismatch, timeout,
-driver not loaded, ...).
+driver not loaded, ...). A drained host's rows say "(drained)" in STATE
+("(draining at 08:00)" before a drain's --at), and a line under the table
+says by whom, since when and why (see gssh drain).
 
 Under it, a second table lists the GPU processes that are no running gssh
 job's, with pid, user, memory and whose they are (foreign: run by hand;
@@ -157,17 +159,18 @@ func whose(p service.ProcessDoc) string {
 
 // gpuRows turns hosts into table rows, sorted by host then GPU index; MIG
 // devices follow their GPU as "0/mig1". Host warnings are returned apart.
-func gpuRows(hosts []service.HostGPUs) (rows [][]string, warnings []string) {
+func gpuRows(hosts []service.HostGPUs, now time.Time) (rows [][]string, warnings []string) {
 	sorted := slices.Clone(hosts)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Host < sorted[j].Host })
 	for _, r := range sorted {
 		s := r.Snapshot
 		name := s.Host
+		drained := drainCell(r.DrainDoc, now)
 		for _, w := range s.Warnings {
 			warnings = append(warnings, name+": "+w)
 		}
 		if len(s.GPUs) == 0 {
-			rows = append(rows, []string{name, "-", "-", "-", "-", "-", "-", "-", hostState(s)})
+			rows = append(rows, []string{name, "-", "-", "-", "-", "-", "-", "-", hostState(s) + drained})
 			continue
 		}
 		gpus := append([]probe.GPU(nil), s.GPUs...)
@@ -187,7 +190,7 @@ func gpuRows(hosts []service.HostGPUs) (rows [][]string, warnings []string) {
 				}
 			}
 			rows = append(rows, []string{name, fmt.Sprint(g.Index), cmp.Or(g.Name, "-"), memory(g.MemUsed, g.MemTotal, g.MemoryState),
-				pct(g.UtilPct), temp(g.TempC), procs(g), holdersCell(held, id), gpuState(g, r.Recovering)})
+				pct(g.UtilPct), temp(g.TempC), procs(g), holdersCell(held, id), gpuState(g, r.Recovering) + drained})
 			for _, m := range g.MIG {
 				rows = append(rows, []string{name, fmt.Sprintf("%d/mig%d", g.Index, m.Index), "MIG " + m.Profile,
 					memory(m.MemUsed, m.MemTotal, ""), "-", "-", "-", holdersCell(r.Jobs, m.UUID), string(g.Health)})
@@ -218,9 +221,14 @@ func holdersCell(jobs []service.GPUJob, id string) string {
 }
 
 func (a *app) printGPUTable(hosts []service.HostGPUs) error {
-	rows, warnings := gpuRows(hosts)
+	rows, warnings := gpuRows(hosts, a.now())
 	if err := printTable(a.stdout, a.tty, gpuHeader, rows); err != nil {
 		return err
+	}
+	for _, h := range hosts {
+		if note := drainNote(h.Host, h.DrainDoc, a.now()); note != "" {
+			fmt.Fprintln(a.stdout, note)
+		}
 	}
 	if others := otherRows(hosts); len(others) > 0 {
 		fmt.Fprintln(a.stdout)

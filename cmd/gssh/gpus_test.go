@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gssh/gssh/probe"
 	"github.com/gssh/gssh/service"
@@ -24,7 +25,7 @@ func TestGPURowsOrderAndCells(t *testing.T) {
 			{Index: 1, Health: probe.HealthLost, HealthWhy: "gone\n  away"},
 		}}, Jobs: []service.GPUJob{{Index: 2, ID: "GPU-2", Job: 5, User: "ann"}}},
 	}
-	rows, warnings := gpuRows(reports)
+	rows, warnings := gpuRows(reports, time.Now())
 	want := [][]string{
 		{"alpha", "0", "A", "? (unified memory)", "-", "-", "4 (?, alice, bob)", "-", "ok"},
 		{"alpha", "1", "-", "-", "-", "-", "?", "-", "lost: gone away"},

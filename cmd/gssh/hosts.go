@@ -33,6 +33,9 @@ it is reachable and if not why, which probe source answered, the driver
 version (for an old driver also the facts its nvidia-smi cannot report:
 "418.87.01 (old: no MIG mode)"), the GPU count, the SSH round-trip time
 and the connect time.
+A host drained (gssh drain, or drain: true in the inventory) shows
+"(drained)" in STATE, one drained from a time to come "(draining at
+08:00)", and a line under the table says by whom, since when and why.
 PASSES is what the queue's scheduling passes found lately: - (never a
 failure), ok (answering again after failures), N failed
 contacts in a row, or down (3 failed contacts spanning the policy's
@@ -83,9 +86,7 @@ func hostsRun(ctx context.Context, a *app, opts *hostsOptions) error {
 		if d.SourceWhy != "" {
 			src += " (" + d.SourceWhy + ")"
 		}
-		if d.Drain {
-			state += " (drained)"
-		}
+		state += drainCell(d.DrainDoc, a.now())
 		rows[i] = []string{d.Name, d.Address, state, src, driverCell(d), fmt.Sprint(d.GPUs), msCell(d.RTTMS), msCell(d.ConnectMS), failedCell(d.Record)}
 	}
 	if terr := printTable(a.stdout, a.tty, []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "CONNECT", "PASSES"}, rows); terr != nil {
@@ -94,6 +95,9 @@ func hostsRun(ctx context.Context, a *app, opts *hostsOptions) error {
 	for _, d := range doc.Hosts {
 		if r := d.Record; r != nil {
 			fmt.Fprintf(a.stdout, "%s: %s\n", d.Name, recordText(*r))
+		}
+		if note := drainNote(d.Name, d.DrainDoc, a.now()); note != "" {
+			fmt.Fprintln(a.stdout, note)
 		}
 	}
 	return err

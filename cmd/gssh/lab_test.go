@@ -308,6 +308,18 @@ func TestSharedLab(t *testing.T) {
 		t.Fatalf("ps outside the group: exit %d: %s", code, errs)
 	}
 
+	// Hosts are the lab's: only an admin (alice) or the pass user drains
+	// and resumes them.
+	_, errs, code = gssh(bob, "drain", "w1")
+	if code != 1 || !strings.Contains(errs, "only the lab's admins and its pass user may drain and resume hosts: you are "+bob.name) {
+		t.Fatalf("bob's drain: exit %d: %s", code, errs)
+	}
+	for _, args := range [][]string{{"drain", "w1", "--reason", "test"}, {"resume", "w1"}} {
+		if out, errs, code := gssh(alice, args...); code != 0 {
+			t.Fatalf("alice's (an admin's) %v: exit %d: %s%s", args, code, out, errs)
+		}
+	}
+
 	// A member is no pass user.
 	_, errs, code = gssh(alice, "schedule")
 	if code == 0 {

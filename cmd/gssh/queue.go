@@ -161,12 +161,7 @@ func waitFor(ctx context.Context, a *app, ids []job.ID, interval time.Duration, 
 	done := make([]bool, len(ids))
 	for first := true; ; first = false {
 		if !first {
-			// A pass starts what can start and records what ended; a
-			// pass already running (the lock held) does it for us.
-			// In a shared lab queue a member waits for the pass user's.
-			if _, err := a.service().Schedule(ctx, service.ScheduleRequest{}); err != nil && !errors.Is(err, service.ErrPassBusy) && !errors.Is(err, service.ErrNotPassUser) && ctx.Err() == nil {
-				fmt.Fprintf(a.stderr, "gssh: warning: a scheduling pass could not run: %v\n", err)
-			}
+			a.tryPass(ctx)
 		}
 		left := 0
 		for i, id := range ids {

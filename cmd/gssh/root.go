@@ -221,6 +221,10 @@ reap shows them, and the foreign ones). See the README's Failure modes.
 Every change is one JSON line of events.log beside the state file, kept 30
 days: gssh events --job ID says what happened to a job.
 
+For maintenance, gssh drain HOST takes a host out of the queue (no new
+jobs; the running ones finish; --at TIME for a window ahead, --wait to
+wait for its jobs), and gssh resume HOST puts it back.
+
 Hosts come from an inventory, the first found of --inventory, $GSSH_INVENTORY,
 ~/.config/gssh/hosts.yaml and /etc/gssh/hosts.yaml; with none, gssh uses the
 local host alone. When /etc/gssh/hosts.yaml (or $GSSH_INVENTORY) has a lab:
@@ -252,7 +256,7 @@ over a personal inventory and --state, and only its pass_user runs passes.
 	}
 	root.AddCommand(newGPUsCmd(a, nil), newHostsCmd(a, nil), newSubmitCmd(a, nil), newPsCmd(a, nil), newShowCmd(a, nil),
 		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, false), newHoldCmd(a, true), newUpdateCmd(a), newRequeueCmd(a), newWaitCmd(a), newRunCmd(a),
-		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil), newReapCmd(a, nil), newEventsCmd(a, nil))
+		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil), newReapCmd(a, nil), newEventsCmd(a, nil), newDrainCmd(a, nil), newResumeCmd(a))
 	return root
 }
 

@@ -21,21 +21,25 @@ import (
 
 // fakeService answers every call with what the test put in it.
 type fakeService struct {
-	gpus     service.GPUsDoc
-	gpusErr  error
-	submit   service.SubmitResult
-	jobs     service.JobsDoc
-	jobsErr  error
-	cancel   map[job.ID]service.CancelResult
-	job      job.Job
-	explain  service.Explanation
-	usage    service.UsageDoc
-	pass     service.PassResult
-	passErr  error
-	reap     service.ReapDoc
-	reapErr  error
-	events   string // the event log Events reads
-	requests []any
+	gpus    service.GPUsDoc
+	gpusErr error
+	submit  service.SubmitResult
+	jobs    service.JobsDoc
+	jobsErr error
+	cancel  map[job.ID]service.CancelResult
+	job     job.Job
+	explain service.Explanation
+	usage   service.UsageDoc
+	pass    service.PassResult
+	passErr error
+	reap    service.ReapDoc
+	reapErr error
+	drain   service.DrainResult
+	// drainJobs are DrainJobs' answers, one per call (the last one
+	// repeated).
+	drainJobs [][]job.Job
+	events    string // the event log Events reads
+	requests  []any
 }
 
 func (f *fakeService) Events(_ context.Context, q service.EventQuery, fn func(eventlog.Record) error) (service.EventsResult, error) {
@@ -106,6 +110,22 @@ func (f *fakeService) Resolve(_ context.Context, names []string) ([]job.ID, erro
 		ids = append(ids, r.Job)
 	}
 	return ids, nil
+}
+func (f *fakeService) Drain(_ context.Context, r service.DrainRequest) (service.DrainResult, error) {
+	f.requests = append(f.requests, r)
+	return f.drain, nil
+}
+func (f *fakeService) Resume(_ context.Context, hosts []string) (service.DrainResult, error) {
+	f.requests = append(f.requests, "resume", hosts)
+	return f.drain, nil
+}
+func (f *fakeService) DrainJobs(context.Context, []string) ([]job.Job, error) {
+	f.requests = append(f.requests, "drain jobs")
+	js := f.drainJobs[0]
+	if len(f.drainJobs) > 1 {
+		f.drainJobs = f.drainJobs[1:]
+	}
+	return js, nil
 }
 func (f *fakeService) holds(ids []job.ID) []service.HoldResult {
 	out := make([]service.HoldResult, len(ids))
