@@ -262,8 +262,13 @@ type Options struct {
 	StatePath     string
 	StateExplicit bool
 	// StateWait is how long one state operation waits for another
-	// process's lock (0 = state.DefaultTimeout).
-	StateWait time.Duration
+	// process's lock (0 = state.DefaultTimeout; negative: one try, no
+	// wait); StateTrace, when set, sees each operation (state.Options.Trace);
+	// closing StateCancel ends a wait for the lock at once (the CLI's
+	// Ctrl-C: state.Options.Cancel).
+	StateWait   time.Duration
+	StateTrace  func(state.Op)
+	StateCancel <-chan struct{}
 	// User owns the jobs submitted and is named in "cancelled by".
 	User string
 	// Owner is the user who owns the queue and so may use every priority
@@ -342,7 +347,7 @@ func (l *Local) store(create bool) (*state.Bolt, error) {
 	if l.labErr != nil {
 		return nil, l.labErr
 	}
-	o := state.Options{Now: l.opt.Now, Timeout: l.opt.StateWait, NoCreate: !create}
+	o := state.Options{Now: l.opt.Now, Timeout: l.opt.StateWait, NoCreate: !create, Trace: l.opt.StateTrace, Cancel: l.opt.StateCancel}
 	if l.lab != nil {
 		o.Shared = &l.lab.shared
 	}

@@ -124,15 +124,27 @@ const (
 )
 
 // DefaultTimeout is how long an operation waits for another process's lock
-// on the state file before it gives up with ErrBusy.
-const DefaultTimeout = 2 * time.Second
+// on the state file before it gives up with ErrBusy (gssh --state-wait).
+// A hundred submitters started at once take turns in a few seconds (see
+// lock.go); the wait is long so that they all get theirs.
+const DefaultTimeout = 30 * time.Second
 
 // Options tune a Bolt store. The zero value is ready to use.
 type Options struct {
 	// Timeout is how long each operation waits for the file lock held by
 	// another process (or another operation in this one). 0 means
-	// DefaultTimeout; negative means try once, do not wait.
+	// DefaultTimeout; negative means try once, do not wait. The wait is
+	// the kernel's (a blocking flock: see lock.go).
 	Timeout time.Duration
+	// Cancel, when closed, ends a wait for the lock at once: the
+	// operation changes nothing and returns an error wrapping
+	// context.Canceled (pass ctx.Done(): Ctrl-C must not wait out the
+	// Timeout).
+	Cancel <-chan struct{}
+	// Trace, when set, is called after each operation with how long it
+	// waited for the lock and held it (gssh's $GSSH_STATE_TRACE). It runs
+	// after the file was released and must be safe for concurrent use.
+	Trace func(Op)
 	// Now is the clock Submit uses for a zero SubmittedAt; nil means time.Now.
 	Now func() time.Time
 	// NoCreate makes Open fail with ErrNoState instead of creating a
@@ -160,6 +172,8 @@ type Bolt struct {
 	now       func() time.Time
 	clusterID string
 	shared    *Shared
+	onOp      func(Op)        // Options.Trace; nil: none
+	cancel    <-chan struct{} // Options.Cancel
 }
 
 var _ Store = (*Bolt)(nil)
@@ -183,7 +197,7 @@ func Open(path string, opt Options) (*Bolt, error) {
 	if path == "" {
 		return nil, errors.New("open state: empty path")
 	}
-	s := &Bolt{path: path, timeout: opt.Timeout, now: opt.Now}
+	s := &Bolt{path: path, timeout: opt.Timeout, now: opt.Now, onOp: opt.Trace, cancel: opt.Cancel}
 	if s.timeout == 0 {
 		s.timeout = DefaultTimeout
 	}
@@ -645,7 +659,11 @@ func (s *Bolt) update(fn func(*bolt.Tx) error) error { return s.do(true, fn) }
 // error comes back as it is; any other (a close, the commit of a write on
 // a full disk: ErrDiskFull, the transaction rolled back) is a *FileError.
 func (s *Bolt) do(write bool, fn func(*bolt.Tx) error) (err error) {
-	db, err := s.openDB(!write)
+	var lf lockedFile
+	if s.onOp != nil {
+		defer func() { s.trace(write, lf, err) }()
+	}
+	db, err := s.openDB(!write, &lf)
 	if err != nil {
 		return err
 	}
@@ -677,8 +695,9 @@ func (s *Bolt) do(write bool, fn func(*bolt.Tx) error) (err error) {
 	return err
 }
 
-// openDB opens the bbolt file and maps its errors to the package's.
-func (s *Bolt) openDB(readOnly bool) (db *bolt.DB, err error) {
+// openDB opens the bbolt file, taking its lock as openLocked does (lf
+// says how that went), and maps its errors to the package's.
+func (s *Bolt) openDB(readOnly bool, lf *lockedFile) (db *bolt.DB, err error) {
 	if err := s.checkLength(); err != nil {
 		return nil, err
 	}
@@ -689,12 +708,14 @@ func (s *Bolt) openDB(readOnly bool) (db *bolt.DB, err error) {
 			db, err = nil, s.fail("open", fmt.Errorf("%w: %v%s", ErrDamaged, r, corruptAdvice))
 		}
 	}()
-	db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.timeout, ReadOnly: readOnly})
+	// bbolt's flock of the file openLocked locked succeeds at once.
+	db, err = bolt.Open(s.path, 0o600, &bolt.Options{ReadOnly: readOnly, OpenFile: s.openLocked(lf, !readOnly)})
+	var busy *BusyError
 	switch {
 	case err == nil:
 		return db, nil
-	case errors.Is(err, berrors.ErrTimeout):
-		return nil, s.fail("open", &BusyError{Path: s.path, PID: lockHolder(s.path), Waited: s.timeout})
+	case errors.As(err, &busy):
+		return nil, s.fail("open", busy)
 	case isOSError(err):
 		return nil, s.fail("open", err)
 	case errors.Is(err, berrors.ErrChecksum):

@@ -10,8 +10,8 @@ import (
 )
 
 // BusyError is the error a Bolt operation returns (wrapped) when another
-// process held the state file's lock for longer than Options.Timeout.
-// errors.Is(err, ErrBusy) is true for it.
+// process held the state file's lock for longer than Options.Timeout: the
+// operation changed nothing. errors.Is(err, ErrBusy) is true for it.
 type BusyError struct {
 	Path   string        // the state file
 	PID    int           // the lock holder as /proc/locks names it; 0 = unknown
@@ -19,7 +19,8 @@ type BusyError struct {
 }
 
 // Error says "state is busy (held by pid N)", or "(held by another gssh)"
-// when the holder is unknown, and how long it waited.
+// when the holder is unknown, how long it waited, that nothing was stored,
+// and that gssh --state-wait sets the wait.
 func (e *BusyError) Error() string {
 	who := "another gssh"
 	if e.PID > 0 {
@@ -29,7 +30,7 @@ func (e *BusyError) Error() string {
 	if e.Waited > 0 {
 		msg += fmt.Sprintf("; gave up after %s", e.Waited)
 	}
-	return msg
+	return msg + ": nothing was stored; run it again, or wait longer with --state-wait (such as --state-wait 2m)"
 }
 
 // Is makes errors.Is(err, ErrBusy) true.

@@ -37,10 +37,10 @@ func TestBusyError(t *testing.T) {
 	if !errors.Is(err, ErrBusy) {
 		t.Error("BusyError is not ErrBusy")
 	}
-	if got, want := err.Error(), "state is busy (held by pid 42); gave up after 2s"; got != want {
+	if got, want := err.Error(), "state is busy (held by pid 42); gave up after 2s: nothing was stored; run it again, or wait longer with --state-wait (such as --state-wait 2m)"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
-	if got := (&BusyError{Path: "/x"}).Error(); got != "state is busy (held by another gssh)" {
+	if got := (&BusyError{Path: "/x"}).Error(); !strings.HasPrefix(got, "state is busy (held by another gssh): nothing was stored") {
 		t.Errorf("unknown holder: Error() = %q", got)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -116,8 +117,12 @@ type app struct {
 	sshConfigPath  string
 	connectTimeout time.Duration
 	probeTimeout   time.Duration
+	stateWait      time.Duration
 
 	svc service.Service // made on first use (see service); closed by Main
+	// done closes when the command is interrupted (Ctrl-C, SIGTERM):
+	// a wait for the state file's lock ends then.
+	done <-chan struct{}
 
 	sigMu     sync.Mutex
 	intercept func(os.Signal) bool // see onSignal
@@ -170,6 +175,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 			}
 		}
 	}()
+	a.done = ctx.Done()
 	root := a.newRootCmd()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
@@ -248,8 +254,12 @@ over a personal inventory and --state, and only its pass_user runs passes.
 	pf.StringVar(&a.sshConfigPath, "ssh-config", "", "OpenSSH client config (default ~/.ssh/config; /etc/ssh/ssh_config is read after it)")
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", 0, "SSH connect and handshake timeout when ssh_config sets no ConnectTimeout (0: 10s; at most 10m)")
 	pf.DurationVar(&a.probeTimeout, "probe-timeout", fleet.DefaultProbeTimeout, "how long one host's GPU probe may take once connected")
+	pf.DurationVar(&a.stateWait, "state-wait", state.DefaultTimeout, "how long each state operation waits for another gssh's lock on the state file before it gives up, storing nothing (0: do not wait)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if err := checkDuration("--connect-timeout", a.connectTimeout, 0, 10*time.Minute); err != nil {
+			return err
+		}
+		if err := checkDuration("--state-wait", a.stateWait, 0, time.Hour); err != nil {
 			return err
 		}
 		return checkDuration("--probe-timeout", a.probeTimeout, time.Second, time.Hour)
@@ -293,6 +303,9 @@ func (a *app) service() service.Service {
 			},
 			StatePath:     a.statePath(),
 			StateExplicit: a.stateFile != "" || a.getenv("GSSH_STATE") != "",
+			StateWait:     cmp.Or(a.stateWait, -1), // --state-wait 0: one try
+			StateTrace:    stateTrace(a.getenv("GSSH_STATE_TRACE")),
+			StateCancel:   a.done,
 			User:          a.localUser(),
 			Owner:         a.localUser(), // personal mode: the queue is the user's own
 			ProbeTimeout:  a.probeTimeout,
@@ -301,6 +314,44 @@ func (a *app) service() service.Service {
 	}
 	return a.svc
 }
+
+// stateTrace is the state.Options.Trace hook of $GSSH_STATE_TRACE: when
+// it names a file, each state operation appends one JSON line to it
+// ({"pid", "op", "write", "waited_ms", "held_ms", "error"}), to
+// see who holds the state file how long; nil when it is empty. A line
+// that cannot be written is dropped: tracing never fails a command.
+func stateTrace(path string) func(state.Op) {
+	if path == "" {
+		return nil
+	}
+	pid := os.Getpid()
+	return func(op state.Op) {
+		line := struct {
+			PID    int     `json:"pid"`
+			Op     string  `json:"op"`
+			Write  bool    `json:"write"`
+			Waited float64 `json:"waited_ms"`
+			Held   float64 `json:"held_ms"`
+			Err    string  `json:"error,omitempty"`
+		}{pid, op.Name, op.Write, ms(op.Waited), ms(op.Held), ""}
+		if op.Err != nil {
+			line.Err = op.Err.Error()
+		}
+		b, err := json.Marshal(line)
+		if err != nil {
+			return
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return
+		}
+		f.Write(append(b, '\n')) // one write: lines of concurrent processes never mix
+		f.Close()
+	}
+}
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // statePath is --state, else $GSSH_STATE, else ~/.local/state/gssh/state.db.
 func (a *app) statePath() string {
