@@ -992,6 +992,9 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued,
 		started, err := c.start(ctx, j, s.Placement)
 		switch {
 		case err == nil && started.ID == 0: // cancelled meanwhile
+		case err != nil && started.State.Terminal(): // failed: job.ErrDirExists
+			res.Errors = append(res.Errors, err)
+			res.Finished = append(res.Finished, started)
 		case err != nil && started.ID != 0:
 			res.Errors = append(res.Errors, err)
 			res.Pending = append(res.Pending, started) // back in the queue, with the reason
@@ -1079,6 +1082,11 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 			// It may run: the next pass asks the worker, never launches it
 			// again blindly.
 			x.Reason, x.ReasonCode = "launch outcome unknown ("+lerr.Error()+"); the next pass asks "+p.Host, "launch_unknown"
+		case errors.Is(lerr, job.ErrDirExists):
+			// Another attempt would run it twice, if this one is the job's
+			// own (see job.ErrDirExists).
+			x.State, x.EndedAt = job.Failed, now
+			x.Reason, x.ReasonCode = dirExistsReason(x.ID, lerr), codeDirExists
 		case lerr != nil:
 			x.State, x.Placement = job.Queued, job.Placement{}
 			x.Reason, x.ReasonCode = "launch failed: "+lerr.Error()+"; the job stays queued", "launch_failed"
@@ -1103,12 +1111,25 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 	if unknown {
 		return job.Job{}, fmt.Errorf("job %d: %w", j.ID, lerr) // neither started nor queued: launching
 	}
+	if lerr != nil && updated.State.Terminal() {
+		c.emit(JobEnded, updated)
+		return updated, fmt.Errorf("job %d: %w", j.ID, lerr)
+	}
 	if lerr != nil {
 		c.emit(JobRequeued, updated)
 		return updated, fmt.Errorf("job %d: %w", j.ID, lerr)
 	}
 	c.emit(JobStarted, updated)
 	return updated, nil
+}
+
+// codeDirExists is the reason code of a job failed for job.ErrDirExists.
+const codeDirExists = "dir_exists"
+
+// dirExistsReason is why job id failed for job.ErrDirExists (lerr).
+func dirExistsReason(id job.ID, lerr error) string {
+	return fmt.Sprintf("not started: %s: job id %d was handed out before, by a state file this one was copied from (put back from a backup by hand?), or this attempt ran after the copy was taken; "+
+		"it is not run again. Resubmit it; gssh state restore puts a backup back with new ids past the workers' directories", lerr, id)
 }
 
 func (c *Controller) emit(k EventKind, j job.Job) {

@@ -426,6 +426,32 @@ func TestPassLaunchFailureRequeues(t *testing.T) {
 	}
 }
 
+// A launch that finds the attempt's directory on the worker already (the
+// state was put back from an older copy) fails the job, saying why and
+// what to do: launched again under another attempt it might run twice.
+func TestPassLaunchDirExistsFails(t *testing.T) {
+	r := newRig(t, sched.Policy{}, a100x4("ctl"))
+	r.workers.startErr = fmt.Errorf("wrapped: %w", job.ErrDirExists)
+	j := r.submit(t, 5, "true")
+	res := r.pass(t)
+	got := r.get(t, j.ID)
+	if got.State != job.Failed || got.ReasonCode != "dir_exists" || got.EndedAt.IsZero() || len(res.Errors) != 1 || !slices.Equal(ids(res.Finished), []job.ID{j.ID}) || len(res.Pending) != 0 {
+		t.Fatalf("job %s (%s) %q; finished %v, pending %v, errors %v", got.State, got.ReasonCode, got.Reason, ids(res.Finished), ids(res.Pending), res.Errors)
+	}
+	for _, want := range []string{"not started: wrapped: its job directory exists already", "job id 1 was handed out before", "Resubmit it", "gssh state restore"} {
+		if !strings.Contains(got.Reason, want) {
+			t.Errorf("reason %q does not say %q", got.Reason, want)
+		}
+	}
+	r.workers.startErr = nil
+	if res := r.pass(t); len(res.Started) != 0 || r.get(t, j.ID).Attempt != 1 {
+		t.Errorf("launched again: %+v", res.Started)
+	}
+	if want := []string{"job_end 1 failed"}; !slices.Equal(r.events.seen, want) {
+		t.Errorf("events %q, want %q", r.events.seen, want)
+	}
+}
+
 // A job past its walltime is stopped with the walltime grace and marked
 // timeout; one within it goes on.
 func TestPassWalltime(t *testing.T) {

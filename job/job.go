@@ -283,6 +283,14 @@ type Placement struct {
 // from the worker by the next pass; it is never launched again blindly.
 var ErrOutcomeUnknown = errors.New("launch outcome unknown")
 
+// ErrDirExists marks a launch that found its attempt's directory
+// (~/.gssh/jobs/<cluster>-<id>.<attempt>) on the worker already: made by
+// a job the state no longer knows (the state file was put back from an
+// older copy, so its ids were handed out again) or by this very attempt
+// run after that copy was taken. Nothing was started; launching the job
+// again under a new attempt might run it twice, so it is failed instead.
+var ErrDirExists = errors.New("its job directory exists already on the worker")
+
 // ErrNoContact marks a worker call that failed because the host could not
 // be reached or stopped answering (connect, handshake, timeout, the
 // connection lost mid-command, refused credentials): what counts toward

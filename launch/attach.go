@@ -38,7 +38,8 @@ const hangupReason = "its gssh run went away (terminal closed, killed, or the co
 
 // makeDir is the part of a launcher after `jobdir` and `fail` are
 // defined: it unsets the GSSH_* of a job the launcher may itself run in,
-// makes the attempt's directory (failing when it exists) and writes
+// makes the attempt's directory (failing with exitDirExists when it
+// exists) and writes
 // run.sh, its first n bytes of stdin.
 func makeDir(cluster string, j job.Job, n string) string {
 	return `unset GSSH_JOB_ID GSSH_CLUSTER_ID GSSH_ATTEMPT GSSH_ARRAY_JOB_ID GSSH_ARRAY_TASK_ID GSSH_ARRAY_TASK_COUNT GSSH_CPUS # a gssh run inside a job: run.sh is not that job's
@@ -46,7 +47,7 @@ umask 077
 jobdir ` + q(DirName(cluster, j.ID, j.Attempt)) + `
 mkdir -p "$HOME/.gssh/jobs" || fail "cannot make $HOME/.gssh/jobs"
 if ! mkdir "$d" 2>/dev/null; then
-  [ -e "$d" ] && fail "job directory $d exists already"
+  [ -e "$d" ] && { echo "job directory $d exists already" >&2; exit ` + strconv.Itoa(exitDirExists) + `; }
   mkdir "$d" || fail "cannot make $d"
 fi
 head -c ` + n + ` >"$d/run.sh" || fail "cannot write $d/run.sh (disk full?)"`

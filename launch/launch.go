@@ -466,16 +466,22 @@ func workdir(wd string) string {
 // outcome is unknown.
 const exitDefinite = 3
 
+// exitDirExists is the launcher's exit status when the attempt's
+// directory exists already (job.ErrDirExists): a definite failure too.
+const exitDirExists = 4
+
 // Start creates the directory of j's attempt (j.Attempt) on host, writes
 // run.sh and spec.json there from the session's stdin, starts run.sh
 // detached (setsid -f, all fds redirected) and waits up to 5 s for it to
 // record its pid; if it has not by then, Start abandons the attempt (see
 // Abandon) so that it can never start later.
 //
-// A definite failure (the directory exists already, the home cannot be
-// written, the disk is full, run.sh did not start and the attempt was
-// abandoned, the host could not be reached) is a *StepError: the job did
-// not start, and another attempt may. An error that wraps
+// A definite failure (the home cannot be written, the disk is full,
+// run.sh did not start and the attempt was abandoned, the host could not
+// be reached) is a *StepError: the job did not start, and another attempt
+// may. One that found the attempt's directory there already wraps
+// job.ErrDirExists and the *StepError: nothing started, but another
+// attempt must not be made (see ErrDirExists). An error that wraps
 // job.ErrOutcomeUnknown means the job may be running (the session died or
 // was cut off after the launch was sent): the caller must ask the worker
 // (Poll, Abandon), never launch it blindly again.
@@ -513,6 +519,8 @@ printf 'dir %s\n' "$d"; cat "$d/pid"`
 		switch {
 		case errors.As(err, &xe) && xe.Code == exitDefinite && xe.Signal == "":
 			return job.Remote{}, se
+		case errors.As(err, &xe) && xe.Code == exitDirExists && xe.Signal == "":
+			return job.Remote{}, marked{job.ErrDirExists, se}
 		case sshexec.MayHaveRun(err):
 			// The launcher exited otherwise (killed by a signal, cut short)
 			// or the session died after it was sent.
@@ -554,6 +562,12 @@ else echo started; fi`
 		return false, fmt.Errorf("abandon on %s: unexpected answer %q", host, out)
 	}
 }
+
+// marked is err, matching sentinel too (errors.Is), with err's message.
+type marked struct{ sentinel, err error }
+
+func (m marked) Error() string   { return m.err.Error() }
+func (m marked) Unwrap() []error { return []error{m.sentinel, m.err} }
 
 func parseStarted(out []byte) (job.Remote, error) {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")

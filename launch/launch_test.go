@@ -118,7 +118,7 @@ func TestExitCodesAndSignal(t *testing.T) {
 		t.Errorf("job dir: %v %v", fi.Mode(), err)
 	}
 	// Launching the same job twice is refused.
-	if _, err := launch.Start(context.Background(), p, "w", cluster, cases[0].j); err == nil || !strings.Contains(err.Error(), "exists already") {
+	if _, err := launch.Start(context.Background(), p, "w", cluster, cases[0].j); !errors.Is(err, job.ErrDirExists) || errors.Is(err, job.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("second start: %v", err)
 	}
 }
