@@ -1,9 +1,9 @@
 // Package eventlog is gssh's event log: one JSON line per change of the
 // queue's state (a job submitted, started, ended, requeued, preempted; a
 // process reaped; a host down or up, a GPU failed or healthy, a host
-// drained or resumed), written with log/slog's JSON handler to
-// events.log beside the state file (Path), and read back, rotated files
-// included, by gssh events (Read).
+// drained or resumed; the state file restored from a backup), written
+// with log/slog's JSON handler to events.log beside the state file
+// (Path), and read back, rotated files included, by gssh events (Read).
 //
 // A line is an object with these fields (stable names; a field without a
 // value is left out):
@@ -27,7 +27,7 @@
 //	name, priority, gpu_count, mem_per_gpu_bytes, timeout_s
 //	                   what the job asks for (job_submit, job_update)
 //	by                 who acted (job_hold, job_release, job_update, job_cancel,
-//	                   host_drain, host_resume)
+//	                   host_drain, host_resume, state_restore)
 //	signal             the signal that ended it ("KILL"; job_end)
 //	runtime_s          how long its last run took, in seconds (job_end)
 //	gpu_hours          the GPU-hours of all its runs (job_end): whole GPUs, or the
@@ -38,6 +38,9 @@
 //	from               when a drain's maintenance window begins (host_drain)
 //	pid, process, process_user, memory_bytes, outcome
 //	                   the GPU process killed (orphan_reaped, foreign_killed)
+//	backup, kept, job_seq
+//	                   the backup put in place, where the file it replaced
+//	                   was kept, the last job id handed out (state_restore)
 //
 // Several gssh processes write at once (a pass, submits, cancels), and the
 // rotation (gopkg.in/natefinch/lumberjack.v2) is not safe across processes,
@@ -85,12 +88,13 @@ const (
 	GPUHealthy    Kind = "gpu_healthy"    // a failed GPU read healthy in enough probes in a row: jobs are placed on it again
 	HostDrain     Kind = "host_drain"     // gssh drain: no new placements there (from: a maintenance window's start)
 	HostResume    Kind = "host_resume"    // gssh resume: placements there again
+	StateRestore  Kind = "state_restore"  // gssh state restore: a backup put in place of the state file
 )
 
 // Kinds are every kind, in the order the package documents them.
 var Kinds = []Kind{JobSubmit, JobStart, JobEnd, JobCancel, JobRequeue, JobPreempt, JobUnknown, JobAdopted, JobGPUFailed,
 	JobHold, JobRelease, JobUpdate, StrayKilled, OrphanReaped, ForeignKilled, HostDown, HostUp, GPUFailed, GPUHealthy,
-	HostDrain, HostResume}
+	HostDrain, HostResume, StateRestore}
 
 // Known reports whether k is one of Kinds.
 func Known(k Kind) bool { return slices.Contains(Kinds, k) }
@@ -206,6 +210,18 @@ func Drain(t time.Time, host, who, reason string, from time.Time) Event {
 // Resume is the host_resume event of gssh resume: host resumed by who at t.
 func Resume(t time.Time, host, who string) Event {
 	return Event{Time: t, Kind: HostResume, Host: host}.By(who)
+}
+
+// Restore is the state_restore event of gssh state restore: backup put
+// in place by who at t, the file it replaced kept as kept ("": there was
+// none), job ids handed out up to jobSeq from then on.
+func Restore(t time.Time, who, backup, kept string, jobSeq uint64) Event {
+	e := Event{Time: t, Kind: StateRestore}.By(who)
+	e.Extra = append(e.Extra, slog.String("backup", backup), slog.Uint64("job_seq", jobSeq))
+	if kept != "" {
+		e.Extra = append(e.Extra, slog.String("kept", kept))
+	}
+	return e
 }
 
 // Stamp is t as the log writes times: RFC 3339, UTC, milliseconds.

@@ -90,6 +90,13 @@ type Service interface {
 	Drain(ctx context.Context, r DrainRequest) (DrainResult, error)
 	Resume(ctx context.Context, hosts []string) (DrainResult, error)
 	DrainJobs(ctx context.Context, hosts []string) ([]job.Job, error)
+	// StateBackup writes a consistent copy of the state file to file;
+	// StateCheck checks file (the state file when "") and reports its
+	// problems; StateRestore puts a backup in place of the state file,
+	// job ids continuing past every id found on the workers.
+	StateBackup(ctx context.Context, file string) (state.Summary, error)
+	StateCheck(ctx context.Context, file string) (state.Report, error)
+	StateRestore(ctx context.Context, r RestoreRequest) (RestoreResult, error)
 }
 
 // HostQuery selects hosts: by name (all when empty) and by labels (a host

@@ -45,7 +45,11 @@ Rules:
     same transaction (putJob).
   - The file is opened for each operation and closed before the method
     returns: bbolt holds an exclusive flock (shared for reads) from its Open
-    to its Close, and no lock may span SSH I/O.
+    to its Close, and no lock may span SSH I/O. Bolt takes that flock
+    itself, waiting in the kernel's queue (lock.go); an operation granted
+    the lock of a file that a restore renamed away opens the new one.
+  - backup.go: Backup copies the file in one read transaction; Check only
+    reads; Restore renames a copy over the file under its exclusive lock.
 
 Versions:
   1  the first.

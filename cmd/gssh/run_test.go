@@ -138,6 +138,18 @@ func (f *fakeService) Schedule(context.Context, service.ScheduleRequest) (servic
 	return f.pass, f.passErr
 }
 
+var errNotFaked = errors.New("not in this fake service")
+
+func (f *fakeService) StateBackup(context.Context, string) (state.Summary, error) {
+	return state.Summary{}, errNotFaked
+}
+func (f *fakeService) StateCheck(context.Context, string) (state.Report, error) {
+	return state.Report{}, errNotFaked
+}
+func (f *fakeService) StateRestore(context.Context, service.RestoreRequest) (service.RestoreResult, error) {
+	return service.RestoreResult{}, errNotFaked
+}
+
 func fakeApp(svc service.Service) (*app, *bytes.Buffer, *bytes.Buffer) {
 	var out, errb bytes.Buffer
 	return &app{stdout: &out, stderr: &errb, env: map[string]string{}, now: time.Now, svc: svc}, &out, &errb

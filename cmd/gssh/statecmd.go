@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gssh/gssh/service"
+)
+
+// newStateCmd is `gssh state`: backup, check and restore of the state file.
+func newStateCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "state",
+		Short: "Back up, check and restore the job state file",
+		Long: `Back up the job state file while gssh runs, check a state file, and put a
+backup back in place. See the README's "Backups and restore".`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
+	}
+	cmd.AddCommand(newStateBackupCmd(a), newStateCheckCmd(a), newStateRestoreCmd(a))
+	return cmd
+}
+
+func newStateBackupCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "backup FILE",
+		Short: "Write a consistent copy of the state file to FILE",
+		Long: `Write a consistent copy of the job state file to FILE (mode 0600), while
+other gssh commands and passes go on: bbolt's own copy, taken in one read
+transaction (they wait only for the copy). It is written to a temporary
+file in FILE's directory, which must exist, then renamed over FILE: a
+backup is whole or not there. FILE may not be the state file itself.
+
+` + exitCodesHelp,
+		Example: `  gssh state backup ~/backups/gssh-$(date +%F).db
+  # crontab: a backup every night at 3 (% must be \% in a crontab)
+  0 3 * * * gssh state backup ~/backups/gssh-$(date +\%F).db`,
+		Args: exactArgs(1, "give the file to write, such as gssh state backup ~/backups/gssh.db"),
+		RunE: func(c *cobra.Command, args []string) error {
+			sum, err := a.service().StateBackup(c.Context(), args[0])
+			if err != nil {
+				return interrupted(c.Context(), err)
+			}
+			fmt.Fprintf(a.stdout, "backed up to %s: %s, schema %d, %s\n", sum.Path, stateJobs(sum.Jobs, sum.Active, sum.JobSeq), sum.Schema, fileSize(sum.Bytes))
+			return nil
+		},
+	}
+}
+
+func newStateCheckCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check [FILE]",
+		Short: "Check a state file (default: the state file in use)",
+		Long: `Check a job state file without changing it: bbolt's consistency check
+(every page reachable once, none both free and in use) and gssh's own: the
+schema version known, the cluster id and job_seq present, job_seq at or
+past the highest job id, every job record readable, every job that has
+not ended in the active index and every index entry such a job, the
+fair-share usage ledger exactly what the job records say, every host
+record readable. Each problem is one line; any problem exits 3. A file
+that is not a gssh state file (another program's bbolt file, random
+bytes, an empty or truncated file) or of a newer schema is an error,
+exit 3.
+
+` + exitCodesHelp,
+		Example: `  gssh state check
+  gssh state check ~/backups/gssh-2024-05-01.db`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			file := ""
+			if len(args) == 1 {
+				file = args[0]
+			}
+			r, err := a.service().StateCheck(c.Context(), file)
+			if err != nil {
+				return interrupted(c.Context(), err)
+			}
+			for _, p := range r.Problems {
+				fmt.Fprintf(a.stdout, "%s: problem: %s\n", r.Path, p)
+			}
+			if n := len(r.Problems); n > 0 {
+				return &reported{err: fmt.Errorf("%s: %d %s; restore a backup (gssh state restore), or move it aside to start an empty queue", r.Path, n, plural(n, "problem", "problems")), code: exitState, print: true}
+			}
+			fmt.Fprintf(a.stdout, "%s: ok: schema %d, cluster %s, %s\n", r.Path, r.Schema, r.ClusterID, stateJobs(r.Jobs, r.Active, r.JobSeq))
+			return nil
+		},
+	}
+}
+
+func newStateRestoreCmd(a *app) *cobra.Command {
+	var force bool
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "restore BACKUP",
+		Short: "Put a backup in place of the state file, job ids continuing past the workers'",
+		Long: `Put BACKUP in place of the job state file. The backup is checked first
+(as gssh state check). Then every host of the inventory is asked over SSH
+for the job directories of this queue (~/.gssh/jobs/<cluster-id>-<id>.*),
+and job ids continue past the highest found there and past every id the
+file being replaced handed out: a new job never gets the id of a job
+that ran after the backup was taken (its directory would be taken, and
+the job would fail). The queue keeps the backup's cluster id, which the
+restored jobs still running on the workers carry. The file replaced is
+kept as STATE.before-restore (.before-restore.2, ... when that exists).
+No pass runs meanwhile (the pass lock is held).
+
+Refused, changing nothing, unless --force: a host that cannot be listed,
+problems in the backup, a backup of another queue (cluster id).
+
+Jobs the backup holds as queued that launched after it was taken are
+named: the next pass finds their directory taken and fails
+them (see their logs there) rather than run them twice. Hosts no longer in
+the inventory are not asked.
+
+` + exitCodesHelp,
+		Example: `  gssh state restore ~/backups/gssh-2024-05-01.db`,
+		Args:    exactArgs(1, "give the backup to restore, such as gssh state restore ~/backups/gssh-2024-05-01.db"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkDuration("--wait", wait, 0, 24*time.Hour); err != nil {
+				return err
+			}
+			return stateRestoreRun(c.Context(), a, service.RestoreRequest{Backup: args[0], Force: force, Wait: wait})
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "restore although hosts could not be listed, the backup has problems or is of another queue")
+	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for a running pass to end (the pass lock)")
+	return cmd
+}
+
+func stateRestoreRun(ctx context.Context, a *app, r service.RestoreRequest) error {
+	res, err := a.service().StateRestore(ctx, r)
+	for _, h := range slices.Sorted(maps.Keys(res.Unreached)) {
+		a.warnf(fmt.Sprintf("%s: its job directories could not be listed: %v", h, res.Unreached[h]))
+	}
+	if err != nil {
+		if errors.Is(err, service.ErrRestoreRefused) {
+			return &reported{err: err, code: exitState, print: true}
+		}
+		return interrupted(ctx, err)
+	}
+	for _, p := range res.Backup.Problems {
+		a.warnf(fmt.Sprintf("%s: problem restored with it (--force): %s", r.Backup, p))
+	}
+	fmt.Fprintf(a.stdout, "restored %s as %s: %s\n", r.Backup, res.Path, stateJobs(res.Jobs, res.Active, 0))
+	if res.Before != "" {
+		fmt.Fprintf(a.stdout, "the state file it replaced is kept as %s\n", res.Before)
+	}
+	seen := "no job directory of this queue on the workers"
+	if len(res.Seen) > 0 {
+		var parts []string
+		for _, h := range slices.Sorted(maps.Keys(res.Seen)) {
+			parts = append(parts, fmt.Sprintf("%s %d", h, res.Seen[h]))
+		}
+		seen = "the highest job directories: " + strings.Join(parts, ", ")
+	}
+	fmt.Fprintf(a.stdout, "new job ids start at %d (%s; the backup's last id %d)\n", res.JobSeq+1, seen, res.Backup.JobSeq)
+	for _, j := range res.Ran {
+		a.warnf(fmt.Sprintf("job %d (%s, %s in the backup at attempt %d) launched after the backup was taken: the next pass fails it rather than run it twice; its later attempts' logs are in ~/.gssh/jobs/%s-%d.* on the workers",
+			j.ID, j.Spec.Name, j.State, j.Attempt, res.ClusterID, j.ID))
+	}
+	return nil
+}
+
+// fileSize is n bytes in IEC units: "96.0 KiB".
+func fileSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/unit, 0
+	for v >= unit && i < 3 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %s", v, []string{"KiB", "MiB", "GiB", "TiB"}[i])
+}
+
+// stateJobs is "12 jobs (3 not ended), job ids handed out up to 14".
+func stateJobs(jobs, active int, seq uint64) string {
+	s := fmt.Sprintf("%d %s (%d not ended)", jobs, plural(jobs, "job", "jobs"), active)
+	if seq > 0 {
+		s += ", job ids handed out up to " + strconv.FormatUint(seq, 10)
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// exactArgs is cobra.ExactArgs(n) saying what to give.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return errors.New(what)
+		}
+		return nil
+	}
+}
