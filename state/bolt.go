@@ -78,6 +78,7 @@ Versions:
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -720,6 +721,8 @@ func (s *Bolt) openDB(readOnly bool, lf *lockedFile) (db *bolt.DB, err error) {
 		return db, nil
 	case errors.As(err, &busy):
 		return nil, s.fail("open", busy)
+	case errors.Is(err, context.Canceled): // Options.Cancel, while it waited
+		return nil, s.fail("open", err)
 	case isOSError(err):
 		return nil, s.fail("open", err)
 	case errors.Is(err, berrors.ErrChecksum):

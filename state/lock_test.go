@@ -58,7 +58,9 @@ func TestLockWait(t *testing.T) {
 	}
 	db = hold()
 	go func() { waitForWaiter(t, path); close(cancel) }()
-	if _, err := s.Submit(job.Job{User: "a"}); !errors.Is(err, context.Canceled) || errors.Is(err, state.ErrBusy) {
+	var fe *state.FileError
+	if _, err := s.Submit(job.Job{User: "a"}); !errors.Is(err, context.Canceled) || errors.Is(err, state.ErrBusy) || errors.Is(err, state.ErrCorrupt) ||
+		!errors.As(err, &fe) || !strings.Contains(err.Error(), "interrupted while waiting for the lock (nothing was stored)") {
 		t.Errorf("Submit cancelled while it waited: %v, want context.Canceled", err)
 	}
 	db.Close()
