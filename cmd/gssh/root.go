@@ -212,7 +212,8 @@ at $GSSH_HELPER) and falls back to nvidia-smi where it cannot run.
 
 Jobs are kept in a state file (--state, $GSSH_STATE, default
 ~/.local/state/gssh/state.db); run "gssh schedule" from cron or a systemd
-timer so queued jobs start and ended jobs are recorded. The queue goes by
+timer so queued jobs start and ended jobs are recorded, and "gssh state
+backup FILE" nightly (gssh state restore puts a backup back). The queue goes by
 priority class, then fair-share (GPU time used recently, over the user's
 weight: gssh usage), packs jobs onto the GPUs that fit them best, and
 reserves room for the first job that cannot start (EASY backfill); the
