@@ -179,6 +179,12 @@ type Options struct {
 	// Drains are the hosts drained with gssh drain, which every plan
 	// reads with the hosts (sched.Host.Drained); nil: none is.
 	Drains DrainBook
+	// Remover removes ended jobs' directories on the hosts a pass
+	// reaches (housekeeping: the policy's keep_job_dirs); nil: Workers,
+	// when it is a DirRemover too (launch.Workers is), else none are
+	// removed. The store's records are trimmed when it is a
+	// state.Keeper (keep_jobs), whatever Remover is.
+	Remover DirRemover
 }
 
 // Grace periods.
@@ -212,9 +218,11 @@ type Controller struct {
 	known   func(string) bool
 	reaper  Reaper
 	drains  DrainBook
+	remover DirRemover
 	// Per pass (Pass is not run concurrently on one Controller):
 	health    map[string]health.Host // the host records, as this pass knows them
 	contacted map[string]bool        // the hosts this pass polled (or reached for strays)
+	reached   map[string]bool        // the hosts that answered this pass's polls or probe
 }
 
 // New returns a controller, or an error naming a missing seam or a policy
@@ -239,6 +247,9 @@ func New(opt Options) (*Controller, error) {
 	}
 	if c.reaper = opt.Reaper; c.reaper == nil {
 		c.reaper, _ = opt.Workers.(Reaper)
+	}
+	if c.remover = opt.Remover; c.remover == nil {
+		c.remover, _ = opt.Workers.(DirRemover)
 	}
 	if c.events == nil {
 		c.events = noEvents{}
@@ -382,13 +393,28 @@ type Result struct {
 	// gssh jobs; foreign ones where reap_foreign: kill) and what became
 	// of each (reap.go).
 	Reaped []Reaped
+	// Housekeeping is what the pass trimmed (housekeep.go): job records
+	// moved to the history, ledger entries pruned, job directories
+	// removed on the workers.
+	Housekeeping Housekeeping
 }
 
 // Pass runs one pass. It probes (asks Snapshots) only when some job is
 // queued. The error is one that stopped the pass: the store could not be
 // read, or ctx ended (then nothing is planned on a half-done probe); the
-// rest are in Result.Errors.
+// rest are in Result.Errors. A pass that was not stopped ends with its
+// housekeeping (housekeep), on the hosts it reached.
 func (c *Controller) Pass(ctx context.Context) (Result, error) {
+	c.reached = map[string]bool{}
+	res, err := c.pass(ctx)
+	if err == nil && ctx.Err() == nil {
+		c.housekeep(ctx, &res)
+	}
+	return res, err
+}
+
+// pass is Pass but its housekeeping.
+func (c *Controller) pass(ctx context.Context) (Result, error) {
 	var res Result
 	active, err := c.store.Active()
 	if err != nil {
@@ -1042,6 +1068,10 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 		x.State, x.Placement, x.Reason, x.ReasonCode = job.Launching, p, "launching on "+p.Host, ""
 		x.Attempt++ // each attempt has a directory of its own on the worker
 		x.Remote = job.Remote{}
+		for len(x.AttemptHosts) < x.Attempt-1 { // earlier attempts of a gssh that did not record them
+			x.AttemptHosts = append(x.AttemptHosts, "")
+		}
+		x.AttemptHosts = append(x.AttemptHosts[:x.Attempt-1], p.Host) // where housekeeping finds its directory
 		return nil
 	})
 	if errors.Is(err, errSkip) {
@@ -1066,7 +1096,8 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 		return u, nil
 	}
 	launched := claimed
-	launched.Spec.Timeout = c.walltime(claimed) // the worker enforces it too
+	launched.Spec.Timeout = c.walltime(claimed)                               // the worker enforces it too
+	launched.Spec.LogLimit = cmp.Or(claimed.Spec.LogLimit, c.policy.LogLimit) // run.sh caps the log
 	remote, lerr := c.workers.Start(ctx, launched)
 	now := c.now()
 	unknown := errors.Is(lerr, job.ErrOutcomeUnknown)
@@ -1196,15 +1227,7 @@ func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Resul
 	}
 	polled := make([]map[job.ID]job.Status, len(hosts))
 	errs := make([]error, len(hosts))
-	var wg sync.WaitGroup
-	for i, host := range hosts {
-		if c.serial {
-			polled[i], errs[i] = c.workers.Poll(ctx, host, byHost[i])
-			continue
-		}
-		wg.Go(func() { polled[i], errs[i] = c.workers.Poll(ctx, host, byHost[i]) })
-	}
-	wg.Wait()
+	c.onEach(hosts, func(i int, host string) { polled[i], errs[i] = c.workers.Poll(ctx, host, byHost[i]) })
 	now := c.now()
 	changed := map[job.ID]job.Job{}
 	for i, host := range hosts {
@@ -1217,6 +1240,7 @@ func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Resul
 			continue
 		}
 		c.observe(host, "", now, res)
+		c.reached[host] = true
 		c.killStrays(ctx, host, false, res)
 		for _, j := range byHost[i] {
 			st, ok := polled[i][j.ID]
@@ -1246,6 +1270,21 @@ func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Resul
 		}
 	}
 	return out
+}
+
+// onEach calls fn for each host (and its place in hosts), the hosts in
+// parallel unless the controller polls serially (PollSerially), and
+// returns when every call has.
+func (c *Controller) onEach(hosts []string, fn func(i int, host string)) {
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		if c.serial {
+			fn(i, h)
+			continue
+		}
+		wg.Go(func() { fn(i, h) })
+	}
+	wg.Wait()
 }
 
 // endedAt is when j ended on the controller's clock: its start plus the

@@ -322,6 +322,7 @@ func (c *Controller) probed(hosts []sched.Host, polled map[string]bool, now time
 		case gpuinfo.HostTimeout, gpuinfo.HostAuthFailed, gpuinfo.HostKeyMismatch, gpuinfo.HostKeyUnknown:
 			if h.Reached {
 				c.observe(h.Name, "", now, res) // it answered SSH: the probe itself hung (a stuck GPU)
+				c.reached[h.Name] = true
 				continue
 			}
 			c.observe(h.Name, fmt.Sprintf("%s: %s", s, h.Snapshot.Error), now, res)
@@ -331,6 +332,7 @@ func (c *Controller) probed(hosts []sched.Host, polled map[string]bool, now time
 			// not probed (cut short): no contact either way
 		default:
 			c.observe(h.Name, "", now, res)
+			c.reached[h.Name] = true
 		}
 	}
 }

@@ -38,6 +38,9 @@
 //	  down_after: 60s        # a host is down after 3 failed contacts in a row spanning this
 //	  lost_after: 5m         # the jobs of a host down this long are lost (or requeued: --requeue)
 //	  keep_events: 30-00:00:00 # the event log's rotated files are removed after this (at least a day)
+//	  keep_jobs: 90d         # ended jobs' records move to the history this long after they ended
+//	  keep_job_dirs: 14d     # ended jobs' directories (and logs) on the workers are removed this long after
+//	  log_limit: 1G          # the log cap of a job submitted without --log-limit (default: none)
 //	lab:                 # optional; the shared-lab queue (see Lab)
 //	  state: /var/lib/gssh/state.db
 //	  pass_user: gssh
@@ -487,7 +490,7 @@ func (p parser) lab(k, m *yaml.Node) (*Lab, error) {
 }
 
 var (
-	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after", "keep_events"}
+	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after", "keep_events", "keep_jobs", "keep_job_dirs", "log_limit"}
 	fairShareKeys = []string{"half_life", "window"}
 	userKeys      = []string{"weight", "admin", "max_gpus", "max_jobs"}
 	capKeys       = []string{"max_gpus", "max_jobs"}
@@ -542,6 +545,25 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 				return p.errf(v, "policy keep_events %q: give at least a day, such as 30-00:00:00 or 720h (the event log is rotated daily, and its rotated files are removed after this)", v.Value)
 			}
 			pol.KeepEvents = d
+		case "keep_jobs", "keep_job_dirs":
+			d, err := p.age(v, "policy "+k.Value)
+			if err != nil {
+				return err
+			}
+			if k.Value == "keep_jobs" {
+				pol.KeepJobs = d
+			} else {
+				pol.KeepJobDirs = d
+			}
+		case "log_limit":
+			if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+				return p.errf(v, "policy log_limit %s: give a size such as 1G or 500M", kindName(v))
+			}
+			n, err := sched.ParseMem(v.Value)
+			if err != nil {
+				return p.errf(v, "policy log_limit: %v (leave log_limit out for no cap)", err)
+			}
+			pol.LogLimit = n
 		case "rebalance":
 			b, err := p.boolean(v, "policy rebalance")
 			if err != nil {
@@ -718,6 +740,25 @@ func (p parser) duration(v *yaml.Node, what string, least time.Duration) (time.D
 	}
 	if d < least {
 		return 0, p.errf(v, "%s %q: give at least %s (less would make usage meaningless)", what, v.Value, least)
+	}
+	return d, nil
+}
+
+// age reads a keep_* duration: days or weeks (90d, 2w) or a duration as
+// p.duration takes it, at least 1s (passes are seconds apart).
+func (p parser) age(v *yaml.Node, what string) (time.Duration, error) {
+	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+		return 0, p.errf(v, "%s %s: %s", what, kindName(v), sched.AgeHelp)
+	}
+	d, err := sched.ParseAge(v.Value)
+	if err != nil {
+		if g, gerr := time.ParseDuration(v.Value); gerr == nil && g <= 0 || strings.Trim(v.Value, "0dw") == "" || strings.HasPrefix(v.Value, "-") {
+			return 0, p.errf(v, "%s %q: give a duration more than 0, such as 90d, 36h or 14-00:00:00", what, v.Value)
+		}
+		return 0, p.errf(v, "%s %q is not a duration: %s", what, v.Value, sched.AgeHelp)
+	}
+	if d < time.Second {
+		return 0, p.errf(v, "%s %q: give at least 1s (passes are seconds apart)", what, v.Value)
 	}
 	return d, nil
 }

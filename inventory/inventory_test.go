@@ -125,6 +125,13 @@ func TestParseErrors(t *testing.T) {
 		{"lost_after zero", "hosts:\n  - name: a\npolicy:\n  lost_after: 0\n", "h.yaml:4: policy lost_after \"0\": give a duration more than 0"},
 		{"keep_events short", "hosts:\n  - name: a\npolicy:\n  keep_events: 12h\n", "h.yaml:4: policy keep_events \"12h\": give at least a day, such as 30-00:00:00 or 720h"},
 		{"keep_events word", "hosts:\n  - name: a\npolicy:\n  keep_events: 30d\n", "h.yaml:4: policy keep_events \"30d\" is not a duration"},
+		{"keep_jobs negative", "hosts:\n  - name: a\npolicy:\n  keep_jobs: -3d\n", "h.yaml:4: policy keep_jobs \"-3d\": give a duration more than 0, such as 90d"},
+		{"keep_jobs zero", "hosts:\n  - name: a\npolicy:\n  keep_jobs: 0d\n", "h.yaml:4: policy keep_jobs \"0d\": give a duration more than 0"},
+		{"keep_job_dirs word", "hosts:\n  - name: a\npolicy:\n  keep_job_dirs: fortnight\n", "h.yaml:4: policy keep_job_dirs \"fortnight\" is not a duration: give days or weeks (90d, 2w"},
+		{"keep_job_dirs tiny", "hosts:\n  - name: a\npolicy:\n  keep_job_dirs: 10ms\n", "h.yaml:4: policy keep_job_dirs \"10ms\": give at least 1s"},
+		{"keep_jobs list", "hosts:\n  - name: a\npolicy:\n  keep_jobs: [90d]\n", "h.yaml:4: policy keep_jobs a list: give days or weeks"},
+		{"log_limit zero", "hosts:\n  - name: a\npolicy:\n  log_limit: 0\n", "h.yaml:4: policy log_limit: invalid memory size \"0\": must be more than 0"},
+		{"log_limit unit", "hosts:\n  - name: a\npolicy:\n  log_limit: 1 GB\n", "h.yaml:4: policy log_limit: invalid memory size \"1 GB\": remove the spaces"},
 		{"preempt_after word", "hosts:\n  - name: a\npolicy:\n  preempt_after: soon\n", "h.yaml:4: policy preempt_after \"soon\" is not a duration"},
 		{"duration overflow", "hosts:\n  - name: a\npolicy:\n  default_timeout: 999999999h\n", "h.yaml:4: policy default_timeout \"999999999h\" is not a duration"},
 		{"negative weight", "hosts:\n  - name: a\npolicy:\n  users:\n    alice:\n      weight: -2\n", "h.yaml:6: user \"alice\": weight \"-2\""},
@@ -227,7 +234,8 @@ func TestParsePolicy(t *testing.T) {
 		"  default_user: {max_gpus: 8}\n" +
 		"  backfill_estimate: 12h\n  default_timeout: 1-00:00:00\n" +
 		"  rebalance: true\n  preempt_after: 1s\n  min_runtime: 00:20:00\n  down_after: 30s\n  lost_after: 10m\n" +
-		"  keep_events: 90-00:00:00\n"
+		"  keep_events: 90-00:00:00\n" +
+		"  keep_jobs: 30d\n  keep_job_dirs: 36h\n  log_limit: 2G\n"
 	inv, err := Parse("h.yaml", strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +247,7 @@ func TestParsePolicy(t *testing.T) {
 		DefaultUser:      sched.Caps{MaxGPUs: 8},
 		BackfillEstimate: 12 * time.Hour, DefaultTimeout: 24 * time.Hour,
 		Rebalance: true, PreemptAfter: time.Second, MinRuntime: 20 * time.Minute, DownAfter: 30 * time.Second, LostAfter: 10 * time.Minute,
-		KeepEvents: 90 * 24 * time.Hour}
+		KeepEvents: 90 * 24 * time.Hour, KeepJobs: 30 * 24 * time.Hour, KeepJobDirs: 36 * time.Hour, LogLimit: 2 << 30}
 	if !reflect.DeepEqual(inv.Policy, want) {
 		t.Errorf("policy:\n got %+v\nwant %+v", inv.Policy, want)
 	}

@@ -124,8 +124,14 @@ type Spec struct {
 	// exit status): Slurm's --requeue. Its next attempt gets
 	// GSSH_RESTART_COUNT raised; the copy left on the failed host is
 	// killed when that host answers again.
-	Requeue bool              `json:"requeue,omitempty"`
-	Extra   map[string]string `json:"extra,omitempty"` // for later fields without a schema bump      map[string]string `json:"extra,omitempty"` // for later fields without a schema bump
+	Requeue bool `json:"requeue,omitempty"`
+	// LogLimit caps the job's output in its log, in bytes (--log-limit,
+	// rounded up to whole MiB; the policy's log_limit when 0 at launch):
+	// past it the log ends with a line saying it was truncated, and the
+	// rest of the output is read and thrown away (the command never
+	// blocks on it). 0: no cap.
+	LogLimit uint64            `json:"log_limit_bytes,omitempty"`
+	Extra    map[string]string `json:"extra,omitempty"` // for later fields without a schema bump
 }
 
 // Grace is the time s's job gets between a preemption's SIGTERM and its
@@ -349,9 +355,55 @@ type Job struct {
 	// still booked until a pass sees it gone.
 	Preempt *Preemption `json:"preempt,omitempty"`
 
+	// AttemptHosts is the host each launch attempt was placed on, in
+	// order: attempt k's is AttemptHosts[k-1] ("" where a gssh before
+	// they were recorded launched it). Housekeeping finds the job's
+	// directories of every attempt by it (see Housekept).
+	AttemptHosts []string `json:"attempt_hosts,omitempty"`
+	// Housekept is what housekeeping did with the ended job's directories
+	// on its workers (its log with them), keep_job_dirs after it ended;
+	// nil until then.
+	Housekept *Housekept `json:"housekept,omitempty"`
+
 	SubmittedAt time.Time `json:"submitted_at"`
 	StartedAt   time.Time `json:"started_at,omitzero"`
 	EndedAt     time.Time `json:"ended_at,omitzero"`
+}
+
+// Housekept is what a pass's housekeeping did with an ended job's
+// directories on its workers (~/.gssh/jobs/<cluster>-<id>.<attempt>, one
+// per attempt): removed, log included, or left there and why.
+type Housekept struct {
+	At time.Time `json:"at"` // when (the controller's clock)
+	// Removed counts the directories removed; Bytes is what they held
+	// (du -sk on the worker, in bytes; 0 when none was there).
+	Removed int    `json:"removed"`
+	Bytes   uint64 `json:"bytes,omitempty"`
+	// Kept says why some directories were left where they are ("" when
+	// none was): "its host gpu03 is no longer in the inventory", ...
+	Kept string `json:"kept,omitempty"`
+}
+
+// WorkerDir names the directory of one launch attempt of a job on a
+// worker, for its removal (control.DirRemover): Dir is the absolute path
+// recorded at launch (Remote.Dir), "" when none was (the attempt's
+// default, launch.DirName under the login's home).
+type WorkerDir struct {
+	Job     ID
+	Attempt int
+	Dir     string
+}
+
+// DirRemoval is what removing one job directory on a worker found
+// (control.DirRemover).
+type DirRemoval struct {
+	// Gone: there was no such directory (removed by hand, or never made:
+	// an attempt that did not reach its worker).
+	Gone bool
+	// Bytes is what it held (du -sk, in bytes) before it was removed.
+	Bytes uint64
+	// Err says why it could not be removed ("" when it was, or was gone).
+	Err string
 }
 
 // Status is what a worker reports of one job at one look (launch.Poll

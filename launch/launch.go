@@ -15,6 +15,8 @@
 //	spec.json  the job record as submitted (for people reading the worker)
 //	run.sh     the script gssh wrote: environment, workdir, the command
 //	log        stdout and stderr of the job, as sbatch does by default
+//	out        while a job with a log cap (Spec.LogLimit) runs: the FIFO
+//	           its output goes through to the log (see logLimitSteps)
 //	go         the start gate: made (atomically) by run.sh before it starts
 //	           the command, or by Abandon so that it never does
 //	abandoned  present when the attempt was abandoned before it started
@@ -74,6 +76,7 @@ import (
 
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/sshexec"
 )
 
@@ -351,6 +354,10 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	default:
 		cmd = strings.Join(words, " ")
 	}
+	if j.Spec.Interactive == nil && j.Spec.LogLimit > 0 {
+		b.WriteString(logLimitSteps(j.Spec.LogLimit, fmt.Sprintf("( %sexec %s%s )", env.String(), pin, cmd)))
+		return b.String(), nil
+	}
 	w("( %sexec %s%s )%s\n", env.String(), pin, cmd, in)
 	if j.Spec.Interactive != nil {
 		w("rc=$?; fin \"exit $rc\"; exit $rc\n") // gssh run's session ends with the command's status
@@ -358,6 +365,46 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	}
 	w("fin \"exit $?\"\n")
 	return b.String(), nil
+}
+
+// logLimitSteps runs command (a subshell that execs the job's command)
+// with its output capped at limit bytes in the log (Spec.LogLimit), and
+// ends run.sh as the uncapped form does, with the command's exit status.
+// No Go process runs on the worker: the command's stdout and stderr go,
+// together and in the order written, into a FIFO in the job directory,
+// read by a subshell that copies the first limit bytes to the log with
+// `head -c` (which reads no byte past them; under `stdbuf -o0` where
+// GNU coreutils has it, so what the job writes reaches the log at once,
+// not in 4 KiB pieces), then, if more come, writes
+// one line saying the log was truncated and reads the rest into
+// /dev/null, so the command never blocks nor gets SIGPIPE. The reader
+// ignores SIGTERM and SIGHUP (a cancel's, a walltime stop's): it ends
+// when the last writer has, after copying what the command wrote. run.sh
+// waits up to 2 s for it after the command, so a pass that records the
+// end does not take it for a leftover; a reader kept by a leftover that
+// holds the FIFO open is killed with it. Where mkfifo fails, the
+// command runs uncapped and the log says so.
+func logLimitSteps(limit uint64, command string) string {
+	n := strconv.FormatUint(limit, 10)
+	note := "gssh: the log was truncated at " + sched.FormatMem(limit) + " (--log-limit): the rest of the job's output was thrown away"
+	return `rm -f "$d/out"
+if mkfifo -m 600 "$d/out" 2>/dev/null; then
+  gssh_head=head; command -v stdbuf >/dev/null 2>&1 && gssh_head='stdbuf -o0 head'
+  ( trap '' TERM HUP INT; $gssh_head -c ` + n + `; case $(head -c 1 | wc -c) in *1*) printf '
+%s
+' ` + q(note) + `; exec cat >/dev/null ;; esac ) <"$d/out" &
+  gssh_lim=$!
+  ` + command + ` </dev/null >"$d/out" 2>&1
+  gssh_rc=$?
+  i=0; while kill -0 "$gssh_lim" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.01; i=$((i+1)); done
+  rm -f "$d/out"
+  fin "exit $gssh_rc"
+else
+  echo ` + q("gssh: mkfifo failed in the job directory: the log is not capped at "+sched.FormatMem(limit)+" (--log-limit)") + ` >&2
+  ` + command + ` </dev/null
+  fin "exit $?"
+fi
+`
 }
 
 // finFn defines `fin LINE`, run.sh's one way to end: it first takes the

@@ -26,11 +26,21 @@ func TestRunScriptIsValidShell(t *testing.T) {
 	if os.Getenv("SHOW") != "" {
 		t.Log("\n" + s)
 	}
+	j.Spec.LogLimit = 1 << 30 // and with its log capped
+	capped, err := RunScript("c0ffee", j)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, sh := range shells(t) {
-		args := append(strings.Fields(sh), "-n", "-c", s)
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s -n: %v %s\n%s", sh, err, out, s)
+		for _, s := range []string{s, capped} {
+			args := append(strings.Fields(sh), "-n", "-c", s)
+			if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+				t.Fatalf("%s -n: %v %s\n%s", sh, err, out, s)
+			}
 		}
+	}
+	if !strings.Contains(capped, "head -c 1073741824;") || !strings.Contains(capped, "truncated at 1.0 GiB (--log-limit)") {
+		t.Errorf("capped script:\n%s", capped)
 	}
 	// The start of the command is read just before it runs.
 	if !strings.Contains(s, "\n"+readU0+`( export K='it'"'"'s `+"`x`\n$y'; exec echo 'a b' '$(touch x)' ) </dev/null"+"\nfin \"exit $?\"\n") {

@@ -105,6 +105,16 @@ type Policy struct {
 	// (service, eventlog.Options.MaxAge; the planner never reads it): 0 =
 	// eventlog.DefaultMaxAge, 30 days.
 	KeepEvents time.Duration `json:"keep_events,omitempty"`
+	// KeepJobs, KeepJobDirs and LogLimit are housekeeping's (control;
+	// the planner never reads them): an ended job's record leaves the
+	// queue's hot structures for its history KeepJobs after it ended (0
+	// = control.DefaultKeepJobs, 90 days), its directories on the workers
+	// (its log with them) are removed KeepJobDirs after it ended (0 =
+	// control.DefaultKeepJobDirs, 14 days), and a job submitted without
+	// --log-limit has its log capped at LogLimit bytes (0: none).
+	KeepJobs    time.Duration `json:"keep_jobs,omitempty"`
+	KeepJobDirs time.Duration `json:"keep_job_dirs,omitempty"`
+	LogLimit    uint64        `json:"log_limit_bytes,omitempty"`
 }
 
 // FairShare weighs a user's GPU-seconds over time: with a half-life (a
@@ -190,6 +200,9 @@ func (p Policy) Check() error {
 	}
 	if p.BackfillEstimate < 0 || p.DefaultTimeout < 0 {
 		return errors.New("policy: backfill_estimate and default_timeout take a duration more than 0, such as 24h")
+	}
+	if p.KeepJobs < 0 || p.KeepJobDirs < 0 {
+		return errors.New("policy: keep_jobs and keep_job_dirs take a duration more than 0, such as 90d")
 	}
 	if p.PreemptAfter < 0 || p.MinRuntime < 0 {
 		return errors.New("policy: preempt_after and min_runtime take a duration more than 0, such as 10m")

@@ -73,6 +73,18 @@ func Horizon(fs FairShare) time.Duration {
 	return 20 * cmp.Or(fs.HalfLife, DefaultHalfLife)
 }
 
+// UsagePeriod is what gssh usage sums GPU-hours over under a half-life
+// (a window is its own period).
+const UsagePeriod = 7 * 24 * time.Hour
+
+// LedgerHorizon is how far back, from now, a store keeps the uses of
+// ended jobs: what fair-share can count under fs (Horizon) or gssh usage
+// shows (the window, or UsagePeriod), whichever is longer. Housekeeping
+// prunes older ones.
+func LedgerHorizon(fs FairShare) time.Duration {
+	return max(Horizon(fs), cmp.Or(fs.Window, UsagePeriod))
+}
+
 // Uses are the GPU uses of jobs (those that never started left out).
 func Uses(jobs []job.Job) []job.Use {
 	out := make([]job.Use, 0, len(jobs))

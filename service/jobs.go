@@ -24,7 +24,7 @@ func (l *Local) Jobs(_ context.Context, q JobQuery) (JobsDoc, error) {
 	if err != nil || none {
 		return doc, err
 	}
-	f := state.Filter{User: q.User}
+	f := state.Filter{User: q.User, Since: q.Since}
 	if !q.All {
 		f.States = []job.State{job.Queued, job.Launching, job.Running, job.Preempting, job.Unknown}
 	}
@@ -63,6 +63,9 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 	if err != nil {
 		return res, err
 	}
+	if err := housekept(j, f.Inventory().Policy); err != nil {
+		return res, err
+	}
 	st, err := l.store(false)
 	if err != nil {
 		return res, err
@@ -94,6 +97,23 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 		}
 	}
 	return res, nil
+}
+
+// housekept says why ended job j has no log any more, when housekeeping
+// removed its job directory (or found it gone); nil otherwise.
+func housekept(j job.Job, p sched.Policy) error {
+	h := j.Housekept
+	switch {
+	case h == nil:
+		return nil
+	case h.Removed > 0:
+		keep := cmp.Or(p.KeepJobDirs, control.DefaultKeepJobDirs)
+		return fmt.Errorf("job %d has no log any more: housekeeping removed it with the job's directory on %s at %s, keep_job_dirs (%s) after the job ended (the inventory's policy sets keep_job_dirs)",
+			j.ID, j.Placement.Host, h.At.Local().Format(time.RFC3339), sched.FormatAge(keep))
+	case h.Kept == "":
+		return fmt.Errorf("job %d has no log any more: its job directory was gone from %s when housekeeping looked at %s (removed by hand?)", j.ID, j.Placement.Host, h.At.Local().Format(time.RFC3339))
+	}
+	return nil // left where it is: read it there
 }
 
 // Cancel implements Service: a queued job is dropped; an active one gets
@@ -235,8 +255,10 @@ func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Contro
 // changes.
 func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, error) {
 	switch {
-	case r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil && r.CPUs == nil && r.HostMem == nil:
-		return nil, errors.New("nothing to update: give --priority, --timeout, --mem, --cpus, --host-mem or --name")
+	case r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil && r.CPUs == nil && r.HostMem == nil && r.LogLimit == nil:
+		return nil, errors.New("nothing to update: give --priority, --timeout, --mem, --cpus, --host-mem, --log-limit or --name")
+	case r.LogLimit != nil && *r.LogLimit == 0:
+		return nil, errors.New("--log-limit 0: give the log's cap, such as 1G")
 	case r.CPUs != nil && *r.CPUs < 1:
 		return nil, fmt.Errorf("--cpus %d: give 1 or more", *r.CPUs)
 	case r.HostMem != nil && *r.HostMem == 0:
@@ -300,6 +322,9 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 			}
 			if r.Name != nil {
 				s.Name = *r.Name
+			}
+			if r.LogLimit != nil {
+				s.LogLimit = *r.LogLimit
 			}
 			_, err := CheckSpec(*s) // what submit refuses, update refuses
 			return err

@@ -120,9 +120,6 @@ type UserUsage struct {
 	Caps sched.Caps `json:"caps,omitzero"`
 }
 
-// usagePeriod is what GPU-HOURS sums over under a half-life.
-const usagePeriod = 7 * 24 * time.Hour
-
 // Usage implements Service. It reads the state file only and never
 // creates it; users listed are those with usage within the policy's
 // horizon, jobs now, or a weight in the policy.
@@ -135,7 +132,7 @@ func (l *Local) Usage(_ context.Context) (UsageDoc, error) {
 	}
 	pol := f.Inventory().Policy.WithDefaults()
 	fs := pol.FairShare
-	period := cmp.Or(fs.Window, usagePeriod)
+	period := cmp.Or(fs.Window, sched.UsagePeriod)
 	doc.HalfLifeS, doc.WindowS, doc.PeriodS = fs.HalfLife.Seconds(), fs.Window.Seconds(), period.Seconds()
 	if fs.Window > 0 {
 		doc.HalfLifeS = 0
@@ -153,7 +150,7 @@ func (l *Local) Usage(_ context.Context) (UsageDoc, error) {
 			return doc, err
 		}
 		bad = err
-		uses, err = st.Uses(now.Add(-max(sched.Horizon(fs), period)))
+		uses, err = st.Uses(now.Add(-sched.LedgerHorizon(fs)))
 		if err != nil && !errors.Is(err, state.ErrBadRecord) {
 			return doc, err
 		}

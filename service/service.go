@@ -110,6 +110,9 @@ type HostQuery struct {
 type JobQuery struct {
 	All  bool   // ended jobs too; else queued, launching and running ones
 	User string // "" = every user's
+	// Since, with All, keeps the jobs active at some time since then:
+	// not ended, or ended at or after it (state.Filter.Since).
+	Since time.Time
 }
 
 // LogsRequest asks for a job's log.
@@ -137,6 +140,7 @@ type UpdateRequest struct {
 	Name     *string
 	CPUs     *int    // host CPUs, > 0
 	HostMem  *uint64 // host memory in bytes, > 0
+	LogLimit *uint64 // the log's cap in bytes (--log-limit), > 0
 }
 
 // HoldResult is what Hold, Release or Update did to one job: Job as recorded, or
@@ -220,6 +224,9 @@ type PassResult struct {
 	// gssh jobs; foreign ones where reap_foreign: kill) and what became of
 	// each (Action).
 	Reaped []ReapedDoc `json:"reaped,omitempty"`
+	// Housekeeping is what the pass trimmed: job records moved to the
+	// history, usage entries pruned, job directories removed.
+	Housekeeping control.Housekeeping `json:"-"`
 }
 
 // HostChange is one host a pass found down (Change "down": called down
@@ -468,7 +475,7 @@ func (l *Local) rebalancePass(ctx context.Context, f *fleet.Fleet, st *state.Bol
 	}
 	return PassResult{Started: res.Started, Finished: res.Finished, Pending: res.Pending, Queued: res.Queued, Problems: res.Errors,
 		Preempted: res.Preempted, Requeued: res.Requeued, Hosts: hostNotes(res.Hosts), Strays: res.Strays, Unknown: res.Unknown, GPUFailed: res.GPUFailed,
-		Reaped: reapedDocs(res.Reaped)}, err
+		Reaped: reapedDocs(res.Reaped), Housekeeping: res.Housekeeping}, err
 }
 
 // Schedule implements Service. An error wrapping control.ErrPassBusy

@@ -9,9 +9,24 @@ The state file is a bbolt database (go.etcd.io/bbolt), schema version 5:
 	                the file was created; names worker job dirs
 	                (~/.gssh/jobs/<cluster-id>-<job-id>.<attempt>)
 	  job_seq    -> uint64, big-endian: the last job id handed out (0 = none)
-	jobs/                   every job, never deleted
+	  history_until -> uint64, big-endian Unix nanoseconds: every job in
+	                history/ ended at or before it (absent: history/ is
+	                empty)
+	jobs/                   every job but those moved to history/
 	  <id>       -> JSON job.Job; <id> is the job id as a big-endian uint64,
 	                so cursor order is submit order
+	history/                the records of jobs that ended long ago
+	                        (housekeeping's keep_jobs: Trim), moved out of
+	                        jobs/ and its indexes, never deleted
+	  <id>       -> JSON job.Job, as in jobs/
+	ended/                  index of the ended jobs in jobs/, by end
+	  <end><id>  -> empty; <end> is EndedOf(job) as in usage/: present iff
+	                jobs/<id> has State.Terminal()
+	jobdirs/                index of the ended jobs (in jobs/ or history/)
+	                        whose worker directories housekeeping has not
+	                        dealt with yet, by end
+	  <end><id>  -> empty; as in ended/: present iff the record is
+	                dirsPending (ended, launched, no Housekept)
 	active/                 index of the non-terminal jobs
 	  <id>       -> empty; present iff jobs/<id> has !State.Terminal()
 	hosts/                  what passes learned of each host
@@ -41,8 +56,13 @@ Rules:
     newer version is refused (ErrNewerSchema) rather than misread. An
     older file is read as it is and migrated by the first write
     transaction (migrate).
-  - A job record, its active index entry and its usage entry change in the
-    same transaction (putJob).
+  - A job record, its active index entry, its usage entry and its ended/
+    and jobdirs/ entries change in the same transaction (putJob); a
+    record in history/ has only its jobdirs/ entry (putHistory).
+  - The hot reads of a pass (Active, Get, Uses since the fair-share
+    horizon, job_seq) and List with a Since after history_until never
+    read history/; Trim moves records there in transactions of at most
+    TrimBatch records.
   - The file is opened for each operation and closed before the method
     returns: bbolt holds an exclusive flock (shared for reads) from its Open
     to its Close, and no lock may span SSH I/O. Bolt takes that flock
@@ -70,14 +90,23 @@ Versions:
      bump keeps a gssh of version 3 off the file: it knows no `unknown`
      job, and would give a down host's GPUs away while its jobs may
      still run, and never kill the strays. Nothing to rewrite.
-  5  drains/ holds the hosts drained with gssh drain (sched.Drain). The
-     bump keeps a gssh of version 4 off the file: it knows no drains/, and
-     would place jobs on hosts drained for maintenance (and run past a
-     maintenance window). Migration from 4 creates the empty bucket.
+  5  drains/ holds the hosts drained with gssh drain (sched.Drain), and
+     housekeeping moves the records of jobs that ended keep_jobs ago from
+     jobs/ to history/, prunes usage/ entries older than fair-share can
+     count, and indexes the ended jobs by end (ended/, jobdirs/). The
+     bump keeps a gssh of version 4 off the file: it knows no drains/,
+     and would place jobs on hosts drained for maintenance (and run past
+     a maintenance window); it would not find the jobs in history/ (gssh
+     show, --after of an old job: "no job N"); and it would end jobs
+     without their ended/ and jobdirs/ entries, so they would never move
+     to the history nor have their worker directories removed. Migration
+     from 4 creates the empty drains/ and history/ and builds ended/ and
+     jobdirs/ from every job record.
 */
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -106,6 +135,10 @@ import (
 // schemaVersion is the version of the bucket tree documented above.
 const schemaVersion = 5
 
+// historyVersion is the first schema version whose files have history/,
+// ended/ and jobdirs/: reads of an older file (not migrated) do without.
+const historyVersion = 5
+
 // ledgerVersion is the first schema version whose files keep the usage
 // ledger: Uses of an older file (read, not migrated) reads the job records.
 const ledgerVersion = 3
@@ -122,10 +155,15 @@ const (
 	bucketHosts  = "hosts"
 	bucketUsage  = "usage"
 	bucketDrains = "drains" // from schema 5
+	// From schema 5 too (historyVersion).
+	bucketHistory = "history"
+	bucketEnded   = "ended"
+	bucketJobDirs = "jobdirs"
 
-	keyVersion   = "version"
-	keyClusterID = "cluster_id"
-	keyJobSeq    = "job_seq"
+	keyVersion      = "version"
+	keyClusterID    = "cluster_id"
+	keyJobSeq       = "job_seq"
+	keyHistoryUntil = "history_until"
 )
 
 // DefaultTimeout is how long an operation waits for another process's lock
@@ -476,7 +514,7 @@ func (s *Bolt) SubmitAll(jobs []job.Job, stamp func(job.ID, []job.Job)) ([]job.J
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
-			if err := putJob(tx, back, data, nil); err != nil {
+			if err := putJob(tx, back, data, indexKeys{}); err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
 			out = append(out, back)
@@ -493,7 +531,7 @@ func (s *Bolt) SubmitAll(jobs []job.Job, stamp func(job.ID, []job.Job)) ([]job.J
 func (s *Bolt) Get(id job.ID) (job.Job, error) {
 	var out job.Job
 	err := s.view(func(tx *bolt.Tx) error {
-		data := tx.Bucket([]byte(bucketJobs)).Get(idKey(id))
+		data, _ := record(tx, id)
 		if data == nil {
 			return notFound(id)
 		}
@@ -507,31 +545,56 @@ func (s *Bolt) Get(id job.ID) (job.Job, error) {
 	return out, err
 }
 
+// record is job id's record data, from jobs/ or else history/ (then
+// inHistory); nil when there is none.
+func record(tx *bolt.Tx, id job.ID) (data []byte, inHistory bool) {
+	if data = tx.Bucket([]byte(bucketJobs)).Get(idKey(id)); data != nil {
+		return data, false
+	}
+	if h := tx.Bucket([]byte(bucketHistory)); h != nil {
+		if data = h.Get(idKey(id)); data != nil {
+			return data, true
+		}
+	}
+	return nil, false
+}
+
 // Update implements Store.
 func (s *Bolt) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
 	var out job.Job
 	err := s.update(func(tx *bolt.Tx) error {
-		data := tx.Bucket([]byte(bucketJobs)).Get(idKey(id))
-		if data == nil {
-			return notFound(id)
-		}
-		// The wrapper sees the stored record before fn changes it: the
-		// usage entry it has, if any, is the one to replace.
-		var prevKey []byte
-		j, newData, err := applyUpdate(id, data, func(cur *job.Job) error {
-			prevKey = usageKeyOf(*cur)
-			return fn(cur)
-		})
-		if err != nil {
-			return err
-		}
-		if err := putJob(tx, j, newData, prevKey); err != nil {
-			return fmt.Errorf("update: %w", err)
-		}
-		out = j
-		return nil
+		var err error
+		out, err = updateTx(tx, id, fn)
+		return err
 	})
 	return out, err
+}
+
+// updateTx is Update in the caller's write transaction. A record in
+// history/ is updated there (it has ended: only its fields change).
+func updateTx(tx *bolt.Tx, id job.ID, fn func(*job.Job) error) (job.Job, error) {
+	data, inHistory := record(tx, id)
+	if data == nil {
+		return job.Job{}, notFound(id)
+	}
+	// The wrapper sees the stored record before fn changes it: the index
+	// entries it has are the ones to replace.
+	var prev indexKeys
+	j, newData, err := applyUpdate(id, data, func(cur *job.Job) error {
+		prev = keysOf(*cur)
+		return fn(cur)
+	})
+	if err != nil {
+		return job.Job{}, err
+	}
+	put := putJob
+	if inHistory {
+		put = putHistory
+	}
+	if err := put(tx, j, newData, prev); err != nil {
+		return job.Job{}, fmt.Errorf("update: %w", err)
+	}
+	return j, nil
 }
 
 // Active implements Store. A record that cannot be read is reported like
@@ -552,55 +615,126 @@ func (s *Bolt) Active() ([]job.Job, error) {
 		}
 		return nil
 	})
+	return readResult("active", out, err, errs)
+}
+
+// readResult is what a read that skips the records it cannot decode
+// returns: err (the file's own) alone, else out, with an error wrapping
+// ErrBadRecord under what that names each record skipped (errs).
+func readResult[T any](what string, out []T, err error, errs []error) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
 	if len(errs) > 0 {
-		return out, fmt.Errorf("active: %w: %w", ErrBadRecord, errors.Join(errs...))
+		return out, fmt.Errorf("%s: %w: %w", what, ErrBadRecord, errors.Join(errs...))
 	}
 	return out, nil
 }
 
-// List implements Store. It walks from the newest job back and stops at
-// f.Limit; a filter on non-terminal states only reads the active index.
+// List implements Store. It walks jobs/ and history/ together from the
+// newest job back and stops at f.Limit; a filter on non-terminal states
+// only reads the active index, and one with a Since only the active
+// index, ended/ from Since on, and history/ when Since reaches back to
+// what it holds (see listSince).
 func (s *Bolt) List(f Filter) ([]job.Job, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	var out []job.Job
-	var errs []error
+	l := &listing{f: f}
 	err := s.view(func(tx *bolt.Tx) error {
 		jobs := tx.Bucket([]byte(bucketJobs))
-		c := jobs.Cursor()
 		if f.activeOnly() {
-			c = tx.Bucket([]byte(bucketActive)).Cursor()
+			c := tx.Bucket([]byte(bucketActive)).Cursor()
+			for k, _ := c.Last(); k != nil && !f.full(len(l.out)); k, _ = c.Prev() {
+				l.add(activeJob(jobs, k))
+			}
+			return nil
 		}
-		for k, v := c.Last(); k != nil && !f.full(len(out)); k, v = c.Prev() {
-			var j job.Job
-			var err error
-			if f.activeOnly() {
-				j, err = activeJob(jobs, k)
+		if !f.Since.IsZero() && tx.Bucket([]byte(bucketEnded)) != nil {
+			listSince(tx, l)
+			return nil
+		}
+		// Newest first over both buckets: a job moved to history/ may be
+		// newer than one still in jobs/ (it ended first).
+		a := jobs.Cursor()
+		ka, va := a.Last()
+		var b *bolt.Cursor
+		var kb, vb []byte
+		if h := tx.Bucket([]byte(bucketHistory)); h != nil {
+			b = h.Cursor()
+			kb, vb = b.Last()
+		}
+		for (ka != nil || kb != nil) && !f.full(len(l.out)) {
+			var k, v []byte
+			if kb == nil || (ka != nil && bytes.Compare(ka, kb) > 0) {
+				k, v = ka, va
+				ka, va = a.Prev()
 			} else {
-				j, err = recordJob(k, v)
+				k, v = kb, vb
+				kb, vb = b.Prev()
 			}
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if f.match(j) {
-				out = append(out, j)
-			}
+			l.add(recordJob(k, v))
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
+	slices.Reverse(l.out)
+	return readResult("list", l.out, err, l.errs)
+}
+
+// listing gathers what List reads: the jobs that match f, and the
+// errors of the records it could not read.
+type listing struct {
+	f    Filter
+	out  []job.Job
+	errs []error
+}
+
+func (l *listing) add(j job.Job, err error) {
+	switch {
+	case err != nil:
+		l.errs = append(l.errs, err)
+	case l.f.match(j):
+		l.out = append(l.out, j)
 	}
-	slices.Reverse(out)
-	if len(errs) > 0 {
-		return out, fmt.Errorf("list: %w: %w", ErrBadRecord, errors.Join(errs...))
+}
+
+// listSince fills l for a filter with a Since, newest first as List's
+// walk does (List reverses it): the active jobs, the ended ones in jobs/
+// that ended since (ended/ from Since on), and, when history_until is at
+// or after Since, the matching records of history/ (all read: jobs that
+// ended that long ago are the history's).
+func listSince(tx *bolt.Tx, l *listing) {
+	f := l.f
+	jobs := tx.Bucket([]byte(bucketJobs))
+	c := tx.Bucket([]byte(bucketActive)).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		l.add(activeJob(jobs, k))
 	}
-	return out, nil
+	c = tx.Bucket([]byte(bucketEnded)).Cursor()
+	for k, _ := c.Seek(usageKey(f.Since, 0)); k != nil; k, _ = c.Next() {
+		if len(k) != usageKeyLen {
+			l.errs = append(l.errs, fmt.Errorf("bad ended key %x", k))
+			continue
+		}
+		id := idKey(job.ID(binary.BigEndian.Uint64(k[8:])))
+		data := jobs.Get(id)
+		if data == nil {
+			l.errs = append(l.errs, fmt.Errorf("job %d: in the ended index but not stored", binary.BigEndian.Uint64(k[8:])))
+			continue
+		}
+		l.add(recordJob(id, data))
+	}
+	if until, err := getUint(tx.Bucket([]byte(bucketMeta)), keyHistoryUntil); err == nil && !time.Unix(0, int64(until)).Before(f.Since) {
+		c = tx.Bucket([]byte(bucketHistory)).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			l.add(recordJob(k, v))
+		}
+	}
+	slices.SortFunc(l.out, func(a, b job.Job) int { return cmp.Compare(a.ID, b.ID) })
+	if f.Limit > 0 && len(l.out) > f.Limit {
+		l.out = l.out[len(l.out)-f.Limit:]
+	}
+	slices.Reverse(l.out) // List reverses what it is given
 }
 
 // Uses implements Store. It seeks the usage ledger to since and reads it
@@ -644,13 +778,7 @@ func (s *Bolt) Uses(since time.Time) ([]job.Use, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if len(errs) > 0 {
-		return out, fmt.Errorf("uses: %w: %w", ErrBadRecord, errors.Join(errs...))
-	}
-	return out, nil
+	return readResult("uses", out, err, errs)
 }
 
 // view runs fn in a read transaction on a freshly opened file, shared-locked.
@@ -835,13 +963,19 @@ func (s *Bolt) initSchema(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	for _, name := range []string{bucketJobs, bucketActive, bucketHosts, bucketUsage, bucketDrains} {
+	for _, name := range append(append(baseBuckets, bucketDrains), historyBuckets...) {
 		if _, err := tx.CreateBucket([]byte(name)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// The buckets every schema has, and those from historyVersion on.
+var (
+	baseBuckets    = []string{bucketJobs, bucketActive, bucketHosts, bucketUsage}
+	historyBuckets = []string{bucketHistory, bucketEnded, bucketJobDirs}
+)
 
 // checkSchema verifies the schema version and the buckets it promises.
 func (s *Bolt) checkSchema(tx *bolt.Tx) error {
@@ -861,7 +995,11 @@ func (s *Bolt) checkSchema(tx *bolt.Tx) error {
 	}
 	// Every version so far has these buckets: check them before a
 	// migration relies on them.
-	for _, name := range []string{bucketJobs, bucketActive, bucketHosts, bucketUsage} {
+	need := baseBuckets
+	if v >= historyVersion {
+		need = append(slices.Clip(need), historyBuckets...)
+	}
+	for _, name := range need {
 		if tx.Bucket([]byte(name)) == nil {
 			return s.corrupt("no %q bucket", name)
 		}
@@ -898,8 +1036,12 @@ func migrate(tx *bolt.Tx, v uint64) error {
 		case 3:
 			// 3 -> 4: hosts/ existed (reserved, empty); nothing to rewrite.
 		case 4:
-			// 4 -> 5: no host is drained yet.
+			// 4 -> 5: no host is drained yet; history/ starts empty;
+			// ended/ and jobdirs/ index every ended job record.
 			if _, err := tx.CreateBucketIfNotExists([]byte(bucketDrains)); err != nil {
+				return err
+			}
+			if err := buildEndIndexes(tx); err != nil {
 				return err
 			}
 		}
@@ -942,6 +1084,36 @@ func buildLedger(tx *bolt.Tx) error {
 	return nil
 }
 
+// buildEndIndexes creates history/ (empty), ended/ and jobdirs/, and
+// fills the two indexes from every job record. A record that cannot be
+// decoded is skipped, as in buildLedger.
+func buildEndIndexes(tx *bolt.Tx) error {
+	var bs []*bolt.Bucket
+	for _, name := range historyBuckets {
+		b, err := tx.CreateBucketIfNotExists([]byte(name))
+		if err != nil {
+			return err
+		}
+		bs = append(bs, b)
+	}
+	ended, dirs := bs[1], bs[2]
+	c := tx.Bucket([]byte(bucketJobs)).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		j, err := recordJob(k, v)
+		if err != nil {
+			continue
+		}
+		keys := keysOf(j)
+		if err := replaceKey(ended, nil, keys.ended); err != nil {
+			return err
+		}
+		if err := replaceKey(dirs, nil, keys.dirs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // putRuns writes the ledger entries of j's earlier runs (a requeue ended
 // them; they never change, so writing them again changes nothing).
 func putRuns(usage *bolt.Bucket, j job.Job) error {
@@ -968,10 +1140,11 @@ func (s *Bolt) corrupt(format string, args ...any) error {
 	return s.fail("open", fmt.Errorf("%w: %s%s", ErrCorrupt, fmt.Sprintf(format, args...), corruptAdvice))
 }
 
-// putJob stores j's record data (j as it reads back) and keeps the active
-// index and the usage ledger in step with it. prevKey is the usage key of
-// the record it replaces (usageKeyOf), nil for a new job or one without.
-func putJob(tx *bolt.Tx, j job.Job, data, prevKey []byte) error {
+// putJob stores j's record data (j as it reads back) in jobs/ and keeps
+// the active index, the usage ledger, ended/ and jobdirs/ in step with
+// it. prev are the index keys of the record it replaces (keysOf), zero
+// for a new job.
+func putJob(tx *bolt.Tx, j job.Job, data []byte, prev indexKeys) error {
 	k := idKey(j.ID)
 	if err := tx.Bucket([]byte(bucketJobs)).Put(k, data); err != nil {
 		return err
@@ -981,8 +1154,8 @@ func putJob(tx *bolt.Tx, j job.Job, data, prevKey []byte) error {
 		return err
 	}
 	usage := tx.Bucket([]byte(bucketUsage))
-	if prevKey != nil && !bytes.Equal(prevKey, key) {
-		if err := usage.Delete(prevKey); err != nil {
+	if prev.usage != nil && !bytes.Equal(prev.usage, key) {
+		if err := usage.Delete(prev.usage); err != nil {
 			return err
 		}
 	}
@@ -994,11 +1167,42 @@ func putJob(tx *bolt.Tx, j job.Job, data, prevKey []byte) error {
 	if err := putRuns(usage, j); err != nil {
 		return err
 	}
+	now := keysOf(j)
+	if err := replaceKey(tx.Bucket([]byte(bucketEnded)), prev.ended, now.ended); err != nil {
+		return err
+	}
+	if err := replaceKey(tx.Bucket([]byte(bucketJobDirs)), prev.dirs, now.dirs); err != nil {
+		return err
+	}
 	active := tx.Bucket([]byte(bucketActive))
 	if j.State.Terminal() {
 		return active.Delete(k)
 	}
 	return active.Put(k, []byte{})
+}
+
+// putHistory stores the record data of j, which is in history/, there,
+// and keeps its jobdirs/ entry in step (its ledger entries are left as
+// they are: the job ended long ago).
+func putHistory(tx *bolt.Tx, j job.Job, data []byte, prev indexKeys) error {
+	if err := tx.Bucket([]byte(bucketHistory)).Put(idKey(j.ID), data); err != nil {
+		return err
+	}
+	return replaceKey(tx.Bucket([]byte(bucketJobDirs)), prev.dirs, keysOf(j).dirs)
+}
+
+// replaceKey makes b hold key now (empty value) instead of key prev;
+// nil means none.
+func replaceKey(b *bolt.Bucket, prev, now []byte) error {
+	if prev != nil && !bytes.Equal(prev, now) {
+		if err := b.Delete(prev); err != nil {
+			return err
+		}
+	}
+	if now != nil {
+		return b.Put(now, []byte{})
+	}
+	return nil
 }
 
 // usageEntry is j's usage ledger entry: its key and the JSON of its use;

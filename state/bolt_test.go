@@ -39,6 +39,13 @@ func TestBolt(t *testing.T) {
 	})
 }
 
+func TestBoltKeeper(t *testing.T) {
+	storetest.RunKeeper(t, func(t *testing.T) state.Keeper {
+		s, _ := openTemp(t)
+		return s
+	})
+}
+
 func TestDefaultPath(t *testing.T) {
 	for _, tc := range []struct{ home, xdg, want string }{
 		{"/home/a", "", "/home/a/.local/state/gssh/state.db"},
@@ -229,13 +236,22 @@ func ledger(t testing.TB, path string) (keys, vals [][]byte) {
 	return keys, vals
 }
 
-// downgrade makes the file at path one of schema v < 3: the version key
-// says v and usage/ is the empty reserved bucket it was then.
+// downgrade makes the file at path one of schema v < 5: the version key
+// says v, the buckets of schema 5 (drains/, history/, ended/, jobdirs/) are gone
+// and, for v < 3, usage/ is the empty reserved bucket it was then.
 func downgrade(t testing.TB, path string, v uint64) {
 	t.Helper()
 	rawUpdate(t, path, func(tx *bolt.Tx) error {
 		if err := tx.Bucket([]byte("meta")).Put([]byte("version"), binary.BigEndian.AppendUint64(nil, v)); err != nil {
 			return err
+		}
+		for _, name := range []string{"drains", "history", "ended", "jobdirs"} {
+			if err := tx.DeleteBucket([]byte(name)); err != nil {
+				return err
+			}
+		}
+		if v >= 3 {
+			return nil
 		}
 		if err := tx.DeleteBucket([]byte("usage")); err != nil {
 			return err

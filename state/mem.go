@@ -1,10 +1,12 @@
 package state
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -25,6 +27,12 @@ type Mem struct {
 	active    map[job.ID]struct{}
 	hosts     map[string][]byte // health.Host records by host name, as JSON
 	drains    map[string][]byte // sched.Drain records by host name, as JSON
+	// history are the jobs Trim moved to the history (Mem keeps their
+	// records where they were: only Trim's counts tell); pruned the usage
+	// keys Trim took out of the ledger Bolt would keep (until the job's
+	// record is written again, as Bolt's putJob writes them again).
+	history map[job.ID]bool
+	pruned  map[string]bool
 }
 
 var _ Store = (*Mem)(nil)
@@ -119,6 +127,19 @@ func (m *Mem) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
 	return j, nil
 }
 
+// unprune takes j's ledger keys out of m.pruned, as Bolt's putJob writes
+// them again when a record in jobs/ is written; m.mu is held.
+func (m *Mem) unprune(j job.Job) {
+	if len(m.pruned) == 0 || m.history[j.ID] {
+		return
+	}
+	var set useSet
+	set.add(j, time.Time{})
+	for _, e := range set {
+		delete(m.pruned, string(e.key))
+	}
+}
+
 // Active implements Store.
 func (m *Mem) Active() ([]job.Job, error) {
 	m.mu.Lock()
@@ -184,6 +205,7 @@ func (m *Mem) Uses(since time.Time) ([]job.Use, error) {
 		}
 		set.add(j, since)
 	}
+	set = slices.DeleteFunc(set, func(e keyedUse) bool { return m.pruned[string(e.key)] })
 	out := set.sorted()
 	if len(errs) > 0 {
 		return out, fmt.Errorf("uses: %w: %w", ErrBadRecord, errors.Join(errs...))
@@ -194,9 +216,107 @@ func (m *Mem) Uses(since time.Time) ([]job.Use, error) {
 // put stores a record and keeps the active index in step; m.mu is held.
 func (m *Mem) put(id job.ID, data []byte, st job.State) {
 	m.jobs[id] = data
+	if j, err := decode(id, data); err == nil {
+		m.unprune(j)
+	}
 	if st.Terminal() {
 		delete(m.active, id)
 	} else {
 		m.active[id] = struct{}{}
 	}
+}
+
+var _ Keeper = (*Mem)(nil)
+
+// Trim implements Keeper, all at once (More is never set).
+func (m *Mem) Trim(b TrimBefore) (Trimmed, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out Trimmed
+	var set useSet
+	for _, id := range m.ids {
+		j, err := decode(id, m.jobs[id])
+		if err != nil {
+			continue
+		}
+		if !b.Jobs.IsZero() && j.State.Terminal() && !m.history[id] && EndedOf(j).Before(b.Jobs) {
+			if m.history == nil {
+				m.history = map[job.ID]bool{}
+			}
+			m.history[id] = true
+			out.Moved++
+		}
+		if !b.Uses.IsZero() {
+			set.add(j, time.Time{})
+		}
+	}
+	cut := usageKey(b.Uses, 0)
+	for _, e := range set {
+		if k := string(e.key); bytes.Compare(e.key, cut) < 0 && !m.pruned[k] {
+			if m.pruned == nil {
+				m.pruned = map[string]bool{}
+			}
+			m.pruned[k] = true
+			out.Pruned++
+		}
+	}
+	return out, nil
+}
+
+// DirsDue implements Keeper.
+func (m *Mem) DirsDue(before time.Time, limit int) ([]job.Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []job.Job
+	var errs []error
+	cut := usageKey(before, 0)
+	for _, id := range m.ids {
+		j, err := decode(id, m.jobs[id])
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case dirsPending(j) && bytes.Compare(endKey(j), cut) < 0:
+			out = append(out, j)
+		}
+	}
+	slices.SortFunc(out, func(a, b job.Job) int { return bytes.Compare(endKey(a), endKey(b)) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("jobs due for housekeeping: %w: %w", ErrBadRecord, errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// MarkHousekept implements Keeper.
+func (m *Mem) MarkHousekept(marks map[job.ID]job.Housekept) ([]job.Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(marks))
+	type change struct {
+		j    job.Job
+		data []byte
+	}
+	var changes []change
+	for _, id := range ids {
+		data, ok := m.jobs[id]
+		if !ok {
+			return nil, notFound(id)
+		}
+		j, newData, err := applyUpdate(id, data, func(x *job.Job) error { return markHousekept(x, marks[id]) })
+		switch {
+		case errors.Is(err, errMarked):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		changes = append(changes, change{j, newData})
+	}
+	var out []job.Job
+	for _, c := range changes {
+		m.put(c.j.ID, c.data, c.j.State)
+		out = append(out, c.j)
+	}
+	return out, nil
 }

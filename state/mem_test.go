@@ -11,6 +11,10 @@ func TestMem(t *testing.T) {
 	storetest.Run(t, func(*testing.T) state.Store { return state.NewMem() })
 }
 
+func TestMemKeeper(t *testing.T) {
+	storetest.RunKeeper(t, func(*testing.T) state.Keeper { return state.NewMem() })
+}
+
 func TestMemClusterIDsDiffer(t *testing.T) {
 	a, _ := state.NewMem().ClusterID()
 	b, _ := state.NewMem().ClusterID()

@@ -67,11 +67,83 @@ type Store interface {
 	Uses(since time.Time) ([]job.Use, error)
 }
 
-// Filter selects jobs for List. The zero Filter selects every job.
+// Filter selects jobs for List. The zero Filter selects every job, the
+// history's included.
 type Filter struct {
 	User   string      // "" = any user
 	States []job.State // empty = any state; otherwise any of these
 	Limit  int         // 0 = all; N > 0 = the newest N matching jobs; negative is an error
+	// Since, when not zero, keeps the jobs active at some time since
+	// then: not ended, or ended at or after it (EndedOf). Bolt answers
+	// it from the index of ended jobs, reading the history only when
+	// Since reaches back into it.
+	Since time.Time
+}
+
+// Keeper is a Store that housekeeping trims (Bolt and Mem are ones): the
+// records of jobs ended long ago move out of the queue's hot structures
+// into its history (Get and List still find them there), the usage
+// ledger forgets uses older than fair-share can count, and the ended
+// jobs whose directories on the workers are due for removal are found
+// without reading the others.
+type Keeper interface {
+	Store
+	// Trim moves the records of the jobs that ended before b.Jobs into
+	// the history and prunes the ledger's uses that ended before b.Uses
+	// (a zero time: nothing of that kind), oldest first, in short
+	// transactions (Bolt: at most TrimBatch records each). More says it
+	// stopped with work left, for the next call.
+	Trim(b TrimBefore) (Trimmed, error)
+	// DirsDue returns up to limit ended jobs, oldest end first (then by
+	// id), that ended before before and whose worker directories
+	// housekeeping has not dealt with (no Housekept; launched at least
+	// once), wherever their records are. Like List, it returns what it
+	// could read with an error wrapping ErrBadRecord for the rest.
+	DirsDue(before time.Time, limit int) ([]job.Job, error)
+	// MarkHousekept records what housekeeping did with each job's
+	// directories, in one transaction, and returns the jobs as recorded.
+	// A job not ended, or marked already, keeps its record and is left
+	// out; a missing one is an error wrapping ErrNotFound, and nothing is
+	// written.
+	MarkHousekept(marks map[job.ID]job.Housekept) ([]job.Job, error)
+}
+
+// TrimBefore are Trim's cutoffs.
+type TrimBefore struct {
+	Jobs time.Time // records of jobs that ended before this move to the history
+	Uses time.Time // the ledger's uses that ended before this are pruned
+}
+
+// Trimmed says what Trim did.
+type Trimmed struct {
+	Moved  int  // job records moved into the history
+	Pruned int  // usage ledger entries removed
+	More   bool // it stopped with more to do (see TrimBatch)
+}
+
+// TrimBatch is the most records (moved, or pruned) one transaction of
+// Trim touches, and MaxTrimBatches how many transactions one Trim runs:
+// each stays short, and a pass after months without housekeeping moves
+// its backlog over several passes.
+const (
+	TrimBatch      = 1000
+	MaxTrimBatches = 16
+)
+
+// EndedOf is when ended job j ended, for housekeeping and Filter.Since:
+// its EndedAt, or its SubmittedAt in a record without an end.
+func EndedOf(j job.Job) time.Time {
+	if j.EndedAt.IsZero() {
+		return j.SubmittedAt
+	}
+	return j.EndedAt
+}
+
+// dirsPending reports whether j ended and may have directories on its
+// workers that housekeeping has not dealt with: it was launched (an
+// attempt, or a recorded directory) and has no Housekept.
+func dirsPending(j job.Job) bool {
+	return j.State.Terminal() && j.Housekept == nil && (j.Attempt > 0 || j.Remote.Dir != "")
 }
 
 // Errors of the Store. Match them with errors.Is.
@@ -197,6 +269,9 @@ func (f Filter) match(j job.Job) bool {
 	if f.User != "" && j.User != f.User {
 		return false
 	}
+	if !f.Since.IsZero() && j.State.Terminal() && EndedOf(j).Before(f.Since) {
+		return false
+	}
 	if len(f.States) == 0 {
 		return true
 	}
@@ -261,6 +336,29 @@ func usageKey(ended time.Time, id job.ID) []byte {
 	}
 	k := binary.BigEndian.AppendUint64(make([]byte, 0, usageKeyLen), ns)
 	return binary.BigEndian.AppendUint64(k, uint64(id))
+}
+
+// endKey is ended job j's key in the ended/ and jobdirs/ indexes: its end
+// (EndedOf) and id, as usageKey makes them, so cursor order is end order.
+func endKey(j job.Job) []byte { return usageKey(EndedOf(j), j.ID) }
+
+// keyEnd is the end time a usage or end key sorts by (Unix nanoseconds).
+func keyEnd(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[:8])) }
+
+// indexKeys are the keys a job record has in the indexes beside it:
+// its usage ledger entry, its ended/ and its jobdirs/ entries (nil: none).
+type indexKeys struct{ usage, ended, dirs []byte }
+
+// keysOf is j's indexKeys.
+func keysOf(j job.Job) indexKeys {
+	k := indexKeys{usage: usageKeyOf(j)}
+	if j.State.Terminal() {
+		k.ended = endKey(j)
+		if dirsPending(j) {
+			k.dirs = k.ended
+		}
+	}
+	return k
 }
 
 // useSet gathers the uses of job records in the ledger's order, for the

@@ -34,7 +34,7 @@ func TestSubmitFlags(t *testing.T) {
 	var got *submitOptions
 	capture := func(o *submitOptions) error { got = o; return nil }
 	err := run(t, newSubmitCmd(testApp(), capture), "--host", "gpu01", "--gpus", "2", "--gpu-mem", "8G", "--env", "A=1", "--env", "B=x=y",
-		"--timeout", "1:00:00", "--priority", "0", "--label", "a100,nvlink", "--dry-run", "--", "python", "train.py")
+		"--timeout", "1:00:00", "--priority", "0", "--label", "a100,nvlink", "--log-limit", "1.5G", "--dry-run", "--", "python", "train.py")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestSubmitFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.MemPerGPU != 8<<30 || s.Timeout != time.Hour || s.Shell || len(s.Env) != 2 || s.Env[1] != (job.EnvVar{Key: "B", Value: "x=y"}) || len(warned) != 0 {
+	if s.MemPerGPU != 8<<30 || s.Timeout != time.Hour || s.LogLimit != 1536<<20 || s.Shell || len(s.Env) != 2 || s.Env[1] != (job.EnvVar{Key: "B", Value: "x=y"}) || len(warned) != 0 {
 		t.Errorf("spec %+v, warnings %q", s, warned)
 	}
 	if err := run(t, newSubmitCmd(testApp(), capture), "--mem", "1G", "--gpu-mem", "1G", "--", "x"); err == nil || !strings.Contains(err.Error(), "the same flag") {
@@ -107,6 +107,9 @@ func TestJobCommandFlags(t *testing.T) {
 		ev.filter.Job != 42 || ev.filter.User != "ann" || !ev.filter.Since.Equal(a.now().Add(-2*time.Hour)) || len(ev.filter.Kinds) != 3 || !ev.json || ev.tail != 5 {
 		t.Errorf("events %+v, %v", ev, err)
 	}
+	if err := run(t, newPsCmd(a, func(o *psOptions) error { ps = o; return nil }), "--since", "30d"); err != nil || !ps.all || ps.since != "30d" {
+		t.Errorf("ps --since (implies -a) %+v, %v", ps, err)
+	}
 	for _, tt := range []struct {
 		cmd  *cobra.Command
 		args []string
@@ -126,6 +129,8 @@ func TestJobCommandFlags(t *testing.T) {
 		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--kind", "job_start,job_finish"}, `--kind "job_finish": no such event; give one of job_submit, job_start, job_end`},
 		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--job", "x"}, `--job: "x" is not a job id`},
 		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"-n", "-1"}, `--tail -1`},
+		{newPsCmd(a, func(*psOptions) error { t.Error("called"); return nil }), []string{"--since", "lastweek"}, `--since "lastweek" is not a time: give a time ago (90m, 2h, 7d)`},
+		{newPsCmd(a, func(*psOptions) error { t.Error("called"); return nil }), []string{"--since", "2999-01-01"}, `--since "2999-01-01" is 2999-01-01 00:00`},
 	} {
 		if err := run(t, tt.cmd, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s %q: %v, want %q", tt.cmd.Name(), tt.args, err, tt.want)

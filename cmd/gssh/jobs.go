@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gssh/gssh/control"
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
@@ -60,6 +61,7 @@ func parseID(s string) (job.ID, error) {
 type psOptions struct {
 	all, json bool
 	user      string
+	since     string // --since: an age or a date
 }
 
 func newPsCmd(a *app, runF func(*psOptions) error) *cobra.Command {
@@ -78,11 +80,23 @@ This reads the state file only: what it shows changes when a pass runs
 (gssh submit, or gssh schedule from cron). It never creates the state
 file: a --state or $GSSH_STATE that names no file is an error.
 
+-a lists every job, those in the history included (jobs that ended more
+than the policy's keep_jobs ago, 90 days by default). --since 30d, 12h or
+2026-12-24 (your time zone; implies -a) lists only the jobs active at some
+time since then: not ended, or ended since; it reads the history only when
+it reaches back that far.
+
 --json prints one document (schema "gssh.jobs/v1"): the job records.
 
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.since != "" {
+				if _, err := sinceFlag(opts.since, time.Now()); err != nil { // before anything is read
+					return err
+				}
+				opts.all = true
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -90,13 +104,35 @@ file: a --state or $GSSH_STATE that names no file is an error.
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.all, "all", "a", false, "include ended jobs")
+	cmd.Flags().StringVar(&opts.since, "since", "", "with -a: only jobs active since then (ended since, or not ended): 30d, 12h, 2026-12-24")
 	cmd.Flags().StringVar(&opts.user, "user", "", "only this user's jobs")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
 	return cmd
 }
 
+// sinceFlag reads gssh ps --since as gssh events reads its own (a time
+// ago, a date, a local or RFC 3339 time), refusing one to come.
+func sinceFlag(s string, now time.Time) (time.Time, error) {
+	t, err := eventlog.ParseSince(s, now)
+	switch {
+	case err != nil:
+		return t, fmt.Errorf("--since %w", err)
+	case t.After(now):
+		return t, fmt.Errorf("--since %q is %s, to come: give a time ago (30d, 12h) or a date in the past (2026-11-30)", s, t.Local().Format("2006-01-02 15:04 MST"))
+	}
+	return t, nil
+}
+
 func psRun(ctx context.Context, a *app, opts *psOptions) error {
-	doc, err := a.service().Jobs(ctx, service.JobQuery{All: opts.all, User: opts.user})
+	q := service.JobQuery{All: opts.all, User: opts.user}
+	if opts.since != "" {
+		since, err := sinceFlag(opts.since, a.now())
+		if err != nil {
+			return err
+		}
+		q.Since = since
+	}
+	doc, err := a.service().Jobs(ctx, q)
 	if err != nil && !errors.Is(err, state.ErrBadRecord) {
 		return err
 	}
@@ -332,6 +368,12 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	if s.HostMem > 0 {
 		lines = append(lines, [2]string{"host mem", sched.FormatMem(s.HostMem)})
 	}
+	if s.LogLimit > 0 {
+		lines = append(lines, [2]string{"log limit", sched.FormatMem(s.LogLimit) + " (--log-limit)"})
+	}
+	if h := j.Housekept; h != nil {
+		lines = append(lines, [2]string{"housekept", housekeptText(*h)})
+	}
 	if s.Preemptible {
 		lines = append(lines, [2]string{"preemptible", fmt.Sprintf("yes (SIGTERM, then SIGKILL after %s; requeued)", s.Grace())})
 	}
@@ -364,6 +406,31 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	}
 	_, err = io.WriteString(a.stdout, b.String())
 	return err
+}
+
+// housekeptText says what housekeeping did with a job's directories.
+func housekeptText(h job.Housekept) string {
+	var out string
+	switch {
+	case h.Removed > 0:
+		out = fmt.Sprintf("%s: its job directories were removed (%d, %s), its log with them", timeCell(h.At), h.Removed, bytesText(h.Bytes))
+	case h.Kept == "":
+		out = fmt.Sprintf("%s: its job directories were gone already", timeCell(h.At))
+	default:
+		out = timeCell(h.At) + ": nothing removed"
+	}
+	if h.Kept != "" {
+		out += "; left: " + h.Kept
+	}
+	return out
+}
+
+// bytesText prints a size on disk in IEC units, KiB for the small ones.
+func bytesText(b uint64) string {
+	if b < 1<<20 {
+		return fmt.Sprintf("%d KiB", (b+1023)>>10)
+	}
+	return sched.FormatMem(b)
 }
 
 // queueLines say what the planner makes of a queued job now: where it
@@ -439,7 +506,9 @@ func newLogsCmd(a *app, runF func(*logsOptions) error) *cobra.Command {
 worker. With -f, keep printing until the job ends, then say on stderr how it
 ended, and exit with its status, as gssh wait does; a queued job is waited
 for (running scheduling passes) until it starts, and a job requeued
-meanwhile is followed into its next attempt.
+meanwhile is followed into its next attempt. A job's log lives in its
+directory on the worker, which housekeeping removes keep_job_dirs (the
+policy's; 14 days by default) after the job ended: gssh logs then says so.
 
 Without -f: ` + exitCodesHelp + `
 
@@ -763,7 +832,11 @@ func newScheduleCmd(a *app, runF func(*scheduleOptions) error) *cobra.Command {
 their walltime, then start queued jobs where they fit, in the policy's
 order (priority class, then fair-share; see gssh usage), with EASY
 backfill. It prints what ended, what started, and the pending reasons
-that changed (so a cron log stays short). Passes are serialised by a lock
+that changed (so a cron log stays short), and, when it removed or moved
+something, what its housekeeping did: "housekeeping: 12 job records older
+than 90d moved to history; 5 job dirs older than 14d removed on gpu01
+(1.2 GiB)" (the policy's keep_jobs and keep_job_dirs; job directories go
+only on hosts the pass reached). Passes are serialised by a lock
 next to the state file: when another pass holds it for longer than
 --wait, gssh schedule exits 3.
 
@@ -844,11 +917,40 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 	for _, j := range res.Pending { // only the reasons that changed: a cron log stays short
 		fmt.Fprintf(&b, "job %d queued: %s\n", j.ID, j.Reason)
 	}
+	b.WriteString(housekeepingText(res.Housekeeping))
 	if _, err := io.WriteString(a.stdout, b.String()); err != nil {
 		return err
 	}
 	a.warn(res.Problems)
 	return problems(res.Problems)
+}
+
+// housekeepingText is what gssh schedule says of a pass's housekeeping,
+// only when it removed or moved something: "housekeeping: 12 job records
+// older than 90d moved to history; 5 job dirs older than 14d removed on
+// a100 (1.2 GiB)", and one line per job whose directories it left.
+func housekeepingText(hk control.Housekeeping) string {
+	if !hk.Did() {
+		return ""
+	}
+	var parts []string
+	if hk.Moved > 0 {
+		parts = append(parts, fmt.Sprintf("%d job %s older than %s moved to history", hk.Moved, plural(hk.Moved, "record", "records"), sched.FormatAge(hk.KeepJobs)))
+	}
+	for _, d := range hk.Dirs {
+		parts = append(parts, fmt.Sprintf("%d job %s older than %s removed on %s (%s)", d.Removed, plural(d.Removed, "dir", "dirs"), sched.FormatAge(hk.KeepJobDirs), d.Host, bytesText(d.Bytes)))
+	}
+	if hk.Pruned > 0 {
+		parts = append(parts, fmt.Sprintf("%d fair-share usage %s older than the policy counts pruned", hk.Pruned, plural(hk.Pruned, "entry", "entries")))
+	}
+	var b strings.Builder
+	if len(parts) > 0 {
+		b.WriteString("housekeeping: " + strings.Join(parts, "; ") + "\n")
+	}
+	for _, j := range hk.Kept {
+		fmt.Fprintf(&b, "housekeeping: job %d: job dirs left: %s\n", j.ID, printable(j.Housekept.Kept))
+	}
+	return b.String()
 }
 
 // problems is the exit of a pass that ran with problems, printed already

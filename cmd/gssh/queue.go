@@ -242,12 +242,13 @@ type updateOptions struct {
 	timeout, mem  string
 	cpus, hostMem string
 	name          string
+	logLimit      string
 }
 
 func newUpdateCmd(a *app) *cobra.Command {
 	opts := &updateOptions{}
 	cmd := &cobra.Command{
-		Use:   "update ID... [--priority N] [--timeout D] [--mem SIZE] [--cpus N] [--host-mem SIZE] [--name NAME]",
+		Use:   "update ID... [--priority N] [--timeout D] [--mem SIZE] [--cpus N] [--host-mem SIZE] [--log-limit SIZE] [--name NAME]",
 		Short: "Change queued jobs: priority, walltime, GPU memory, host CPUs and memory, name (as scontrol update)",
 		Long: `Change queued jobs, then run one scheduling pass (a job may start at
 once). An array's id changes every task of it. Running and ended jobs
@@ -293,8 +294,18 @@ is refused, as at submit.
 				}
 				r.HostMem = &m
 			}
-			if r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil && r.CPUs == nil && r.HostMem == nil {
-				return errors.New("nothing to update: give --priority, --timeout, --mem, --cpus, --host-mem or --name")
+			if fl.Changed("log-limit") {
+				n, err := logLimitFlag(opts.logLimit)
+				if err != nil {
+					return err
+				}
+				if n == 0 {
+					return errors.New("--log-limit is empty: give the log's cap, such as 1G")
+				}
+				r.LogLimit = &n
+			}
+			if r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil && r.CPUs == nil && r.HostMem == nil && r.LogLimit == nil {
+				return errors.New("nothing to update: give --priority, --timeout, --mem, --cpus, --host-mem, --log-limit or --name")
 			}
 			ids, arrays, err := a.resolve(c.Context(), args)
 			if err != nil {
@@ -320,6 +331,7 @@ is refused, as at submit.
 	fl.StringVar(&opts.name, "name", "", "job name")
 	fl.StringVar(&opts.cpus, "cpus", "", "host CPUs to book (Slurm's --cpus-per-task)")
 	fl.StringVar(&opts.hostMem, "host-mem", "", "host memory to book, such as 64G (Slurm's --mem)")
+	fl.StringVar(&opts.logLimit, "log-limit", "", "cap the job's log at this size, such as 1G")
 	return cmd
 }
 

@@ -232,6 +232,11 @@ For maintenance, gssh drain HOST takes a host out of the queue (no new
 jobs; the running ones finish; --at TIME for a window ahead, --wait to
 wait for its jobs), and gssh resume HOST puts it back.
 
+Passes also trim what grows: an ended job's directories on its workers,
+its log with them, are removed keep_job_dirs (14 days) after it ended, and
+its record moves to the history keep_jobs (90 days) after, where gssh ps
+-a and gssh show still find it (gssh schedule says what it removed).
+
 Hosts come from an inventory, the first found of --inventory, $GSSH_INVENTORY,
 ~/.config/gssh/hosts.yaml and /etc/gssh/hosts.yaml; with none, gssh uses the
 local host alone. When /etc/gssh/hosts.yaml (or $GSSH_INVENTORY) has a lab:

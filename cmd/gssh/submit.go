@@ -51,7 +51,8 @@ type submitOptions struct {
 	signalGrace time.Duration
 	// signalGraceSet: --signal-grace was given (0 is refused, not the default).
 	signalGraceSet bool
-	requeue        bool // --requeue
+	requeue        bool   // --requeue
+	logLimit       string // --log-limit
 }
 
 func newSubmitCmd(a *app, runF func(*submitOptions) error) *cobra.Command {
@@ -112,6 +113,12 @@ queues it held until gssh release; --begin now+2h, 14:00 or
 2026-12-24T09:00 keeps it queued until then. --wait waits for the job (or
 every task) to end and exits with its status, as gssh wait does.
 
+--log-limit SIZE caps the job's log: past SIZE of its output the log
+ends with a line saying it was truncated, and the rest is thrown away
+(the job runs on, unhindered); without it the policy's log_limit applies,
+if set. A job's log is removed with its directory on the worker
+keep_job_dirs (the policy's; 14 days by default) after the job ended.
+
 --dry-run plans the job as a pass would now, in its place in the queue,
 and stores nothing: it prints where the job would start and why not on the
 other hosts, or why it would wait, its place in the queue, its
@@ -148,6 +155,7 @@ reservation and when it is expected to start (as sbatch --test-only does).
 	fl.BoolVar(&opts.json, "json", false, "print the result as JSON")
 	fl.BoolVar(&opts.preemptible, "preemptible", false, "a rebalancing pass may preempt the job for one ranked ahead: SIGTERM, SIGKILL after --signal-grace, then back in the queue under its id (GSSH_RESTART_COUNT counts restarts)")
 	fl.DurationVar(&opts.signalGrace, "signal-grace", 0, "with --preemptible: time between a preemption's SIGTERM and SIGKILL, for a checkpoint (default 60s)")
+	fl.StringVar(&opts.logLimit, "log-limit", "", "cap the job's log at SIZE (1G, 500M; as --mem reads sizes): past it the log says it was truncated and the rest of the output is thrown away (default: none, or the policy's log_limit)")
 	fl.BoolVar(&opts.requeue, "requeue", false, "when the job's host fails under it (down for the policy's lost_after, or the job vanished without an exit status: reboot, OOM killer), put it back in the queue under its id (GSSH_RESTART_COUNT counts restarts) instead of recording it lost; the copy left on that host is killed when it answers again")
 	return cmd
 }
@@ -209,6 +217,19 @@ func memFlag(flag, v string, warn func(string)) (uint64, error) {
 		warn(fmt.Sprintf("%s %s means %s (a bare number is MiB, as in Slurm); did you mean %sG?", flag, v, sched.FormatMem(m), v))
 	}
 	return m, nil
+}
+
+// logLimitFlag reads --log-limit: 0 when not given, else a size as
+// --mem reads it (a bare number is MiB; rounded up to whole MiB).
+func logLimitFlag(v string) (uint64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := sched.ParseMem(v)
+	if err != nil {
+		return 0, fmt.Errorf("--log-limit: %w (leave --log-limit out for no cap)", err)
+	}
+	return n, nil
 }
 
 // cpusFlag reads --cpus: 0 when not given, else a whole number from 1.
@@ -279,6 +300,9 @@ func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Locat
 		return s, err
 	}
 	if s.HostMem, err = memFlag("--host-mem", o.hostMem, warn); err != nil {
+		return s, err
+	}
+	if s.LogLimit, err = logLimitFlag(o.logLimit); err != nil {
 		return s, err
 	}
 	if o.timeout != "" {
