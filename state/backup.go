@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -146,7 +148,11 @@ type Report struct {
 // past the highest job id, every job record readable, every active index
 // entry a job that has not ended and every job that has not ended in the
 // index, the usage ledger exactly what the job records say (schema 3
-// on), and every host and drain record readable. Problems are in the Report; the
+// on; entries housekeeping pruned, before usage_from, aside), the
+// history's records all ended and in no other bucket, the indexes of
+// ended jobs and of the jobs whose worker directories are due (ended/,
+// jobdirs/) exactly what the records say (schema 5 on), and every host
+// and drain record readable. Problems are in the Report; the
 // error is for a file that cannot be checked: missing (ErrNoState),
 // empty or truncated (ErrDamaged), not a gssh state file (ErrCorrupt: not
 // bbolt, or bbolt without gssh's metadata), of a newer schema
@@ -234,37 +240,62 @@ func (s *Bolt) check(tx *bolt.Tx) (r Report, err error) {
 		return r, nil
 	}
 	ledger := map[string][]byte{} // what usage/ should hold, from the records
-	c := jobs.Cursor()
-	for k, data := c.First(); k != nil; k, data = c.Next() {
-		r.Jobs++
-		id, err := keyID(k)
-		if err != nil {
-			problem("jobs: %v", err)
+	// What ended/ and jobdirs/ should hold (schema 5 on), from the records.
+	ended, dirs := map[string]job.ID{}, map[string]job.ID{}
+	hist := tx.Bucket([]byte(bucketHistory))
+	for _, b := range []struct {
+		name string
+		b    *bolt.Bucket
+	}{{bucketJobs, jobs}, {bucketHistory, hist}} {
+		if b.b == nil {
 			continue
 		}
-		r.MaxID = max(r.MaxID, id) // handed out, readable or not
-		if id == 0 {
-			problem("jobs: a job with id 0")
-		}
-		j, err := decode(id, data)
-		if err != nil {
-			problem("jobs: %v", err)
-			continue
-		}
-		if !j.State.Terminal() {
-			r.Active++
-			r.ActiveJobs = append(r.ActiveJobs, j)
-			if active != nil && active.Get(k) == nil {
-				problem("job %d is %s but not in the active index: passes would never see it", j.ID, j.State)
+		c := b.b.Cursor()
+		for k, data := c.First(); k != nil; k, data = c.Next() {
+			r.Jobs++
+			id, err := keyID(k)
+			if err != nil {
+				problem("%s: %v", b.name, err)
+				continue
 			}
-		}
-		if key, val, err := usageEntry(j); err == nil && key != nil {
-			ledger[string(key)] = val
-		}
-		for _, u := range j.Runs {
-			if u.Started.Before(u.Ended) {
-				if val, err := json.Marshal(u); err == nil {
-					ledger[string(usageKey(u.Ended, j.ID))] = val
+			r.MaxID = max(r.MaxID, id) // handed out, readable or not
+			if id == 0 {
+				problem("%s: a job with id 0", b.name)
+			}
+			inHistory := b.name == bucketHistory
+			if inHistory && jobs.Get(k) != nil {
+				problem("history: job %d is in jobs/ too: which record holds is not known", id)
+			}
+			j, err := decode(id, data)
+			if err != nil {
+				problem("%s: %v", b.name, err)
+				continue
+			}
+			keys := keysOf(j)
+			switch {
+			case inHistory && !j.State.Terminal():
+				problem("history: job %d is %s, but only ended jobs move to the history: passes would never see it", j.ID, j.State)
+			case inHistory:
+			case !j.State.Terminal():
+				r.Active++
+				r.ActiveJobs = append(r.ActiveJobs, j)
+				if active != nil && active.Get(k) == nil {
+					problem("job %d is %s but not in the active index: passes would never see it", j.ID, j.State)
+				}
+			default:
+				ended[string(keys.ended)] = j.ID
+			}
+			if keys.dirs != nil {
+				dirs[string(keys.dirs)] = j.ID
+			}
+			if key, val, err := usageEntry(j); err == nil && key != nil {
+				ledger[string(key)] = val
+			}
+			for _, u := range j.Runs {
+				if u.Started.Before(u.Ended) {
+					if val, err := json.Marshal(u); err == nil {
+						ledger[string(usageKey(u.Ended, j.ID))] = val
+					}
 				}
 			}
 		}
@@ -304,9 +335,24 @@ func (s *Bolt) check(tx *bolt.Tx) (r Report, err error) {
 			}
 			delete(ledger, string(k))
 		}
+		from, _ := getUint(meta, keyUsageFrom) // housekeeping pruned what ended before
 		for k := range ledger {
+			if uint64(keyEnd([]byte(k))) < from {
+				continue
+			}
 			problem("usage: job %d has no ledger entry for its use ended at key %x (fair-share misses it)", binary.BigEndian.Uint64([]byte(k)[8:]), k[:8])
 		}
+	}
+	if v >= historyVersion {
+		for _, name := range historyBuckets {
+			if tx.Bucket([]byte(name)) == nil {
+				problem("no %q bucket", name)
+			}
+		}
+		checkEndIndex(tx, bucketEnded, ended, problem, "has ended but is not in the index of ended jobs (ended/): it would never move to the history",
+			"is in the index of ended jobs (ended/) but is no ended job of jobs/")
+		checkEndIndex(tx, bucketJobDirs, dirs, problem, "ended, with directories on its workers, but is not in the housekeeping index (jobdirs/): they would never be removed",
+			"is in the housekeeping index (jobdirs/) but has no directories due for removal")
 	}
 	if drains := tx.Bucket([]byte(bucketDrains)); drains != nil {
 		if _, bad := readDrains(drains); len(bad) > 0 {
@@ -325,6 +371,30 @@ func (s *Bolt) check(tx *bolt.Tx) (r Report, err error) {
 		})
 	}
 	return r, nil
+}
+
+// checkEndIndex compares the index bucket name (ended/, jobdirs/) with
+// want, its keys as the records say (to their job ids), reporting each
+// job missing (missing) and each entry that should not be there (extra).
+func checkEndIndex(tx *bolt.Tx, name string, want map[string]job.ID, problem func(string, ...any), missing, extra string) {
+	b := tx.Bucket([]byte(name))
+	if b == nil {
+		return // the missing bucket is told elsewhere
+	}
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if len(k) != usageKeyLen {
+			problem("%s: bad key %x", name, k)
+			continue
+		}
+		if _, ok := want[string(k)]; !ok {
+			problem("%s: job %d %s", name, binary.BigEndian.Uint64(k[8:]), extra)
+		}
+		delete(want, string(k))
+	}
+	for _, id := range slices.Sorted(maps.Values(want)) {
+		problem("job %d %s", id, missing)
+	}
 }
 
 // sameUse reports whether two ledger values hold the same use.
@@ -347,10 +417,11 @@ func summarize(tx *bolt.Tx) (Summary, error) {
 	sum.JobSeq, _ = getUint(meta, keyJobSeq)
 	sum.ClusterID = string(meta.Get([]byte(keyClusterID)))
 	sum.Jobs = tx.Bucket([]byte(bucketJobs)).Stats().KeyN
-	sum.Active = tx.Bucket([]byte(bucketActive)).Stats().KeyN
-	if k, _ := tx.Bucket([]byte(bucketJobs)).Cursor().Last(); k != nil {
-		sum.MaxID, _ = keyID(k)
+	if h := tx.Bucket([]byte(bucketHistory)); h != nil {
+		sum.Jobs += h.Stats().KeyN
 	}
+	sum.Active = tx.Bucket([]byte(bucketActive)).Stats().KeyN
+	sum.MaxID = maxJobID(tx)
 	return sum, nil
 }
 
@@ -452,10 +523,7 @@ func Restore(backup, live string, minSeq uint64, opt Options) (Restored, error) 
 		// transaction that writes nothing to it (rolled back).
 		err := dst.update(func(tx *bolt.Tx) error {
 			seq, _ := getUint(tx.Bucket([]byte(bucketMeta)), keyJobSeq)
-			if k, _ := tx.Bucket([]byte(bucketJobs)).Cursor().Last(); k != nil {
-				id, _ := keyID(k)
-				seq = max(seq, uint64(id))
-			}
+			seq = max(seq, uint64(maxJobID(tx)))
 			swapErr = swap(seq)
 			return errRolledBack
 		})
@@ -491,10 +559,7 @@ func raiseSeq(path string, seq uint64) (Summary, error) {
 		if err != nil {
 			return err
 		}
-		if k, _ := tx.Bucket([]byte(bucketJobs)).Cursor().Last(); k != nil {
-			id, _ := keyID(k)
-			seq = max(seq, uint64(id))
-		}
+		seq = max(seq, uint64(maxJobID(tx)))
 		if seq > cur {
 			if err := meta.Put([]byte(keyJobSeq), uint64Bytes(seq)); err != nil {
 				return err

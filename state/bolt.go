@@ -12,6 +12,9 @@ The state file is a bbolt database (go.etcd.io/bbolt), schema version 5:
 	  history_until -> uint64, big-endian Unix nanoseconds: every job in
 	                history/ ended at or before it (absent: history/ is
 	                empty)
+	  usage_from -> uint64, big-endian Unix nanoseconds: housekeeping
+	                may have pruned the usage/ entries of uses that ended
+	                before it (absent: none pruned)
 	jobs/                   every job but those moved to history/
 	  <id>       -> JSON job.Job; <id> is the job id as a big-endian uint64,
 	                so cursor order is submit order
@@ -164,6 +167,7 @@ const (
 	keyClusterID    = "cluster_id"
 	keyJobSeq       = "job_seq"
 	keyHistoryUntil = "history_until"
+	keyUsageFrom    = "usage_from"
 )
 
 // DefaultTimeout is how long an operation waits for another process's lock

@@ -137,17 +137,39 @@ func moveHistory(tx *bolt.Tx, before time.Time, n int) (moved int, more bool, er
 }
 
 // pruneUses removes up to n usage/ entries of uses that ended before
-// before, the oldest first.
+// before, the oldest first, and, when it removed some, raises usage_from
+// to before (state check then misses no entry that ended before it).
 func pruneUses(tx *bolt.Tx, before time.Time, n int) (pruned int, more bool, err error) {
 	usage := tx.Bucket([]byte(bucketUsage))
 	keys, more := firstKeys(usage, usageKey(before, 0), n)
+	if len(keys) == 0 {
+		return 0, more, nil
+	}
 	for _, k := range keys {
 		if err := usage.Delete(k); err != nil {
 			return pruned, more, err
 		}
 		pruned++
 	}
-	return pruned, more, nil
+	meta := tx.Bucket([]byte(bucketMeta))
+	from, _ := getUint(meta, keyUsageFrom) // 0: none pruned yet
+	from = max(from, uint64(keyEnd(usageKey(before, 0))))
+	return pruned, more, meta.Put([]byte(keyUsageFrom), uint64Bytes(from))
+}
+
+// maxJobID is the highest id of a job record, in jobs/ or history/ (0:
+// none).
+func maxJobID(tx *bolt.Tx) job.ID {
+	var top job.ID
+	for _, name := range []string{bucketJobs, bucketHistory} {
+		if b := tx.Bucket([]byte(name)); b != nil {
+			if k, _ := b.Cursor().Last(); k != nil {
+				id, _ := keyID(k)
+				top = max(top, id)
+			}
+		}
+	}
+	return top
 }
 
 // DirsDue implements Keeper, from jobdirs/: the jobs due are its first

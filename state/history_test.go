@@ -299,3 +299,47 @@ func BenchmarkPassReads(b *testing.B) {
 		})
 	}
 }
+
+// gssh state check of a housekept file finds nothing wrong (the history's
+// records count, the pruned ledger entries are not missed), and finds a
+// job left out of ended/ or jobdirs/, or an entry there of no such job.
+func TestCheckHousekept(t *testing.T) {
+	s, path := openTemp(t)
+	for _, end := range []float64{1, 2, 3} { // jobs 1-3
+		if _, err := s.Submit(endedJob("u", end)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := endedJob("r", 0) // 4: runs, after a first run that ended at +0.5h
+	run.State, run.EndedAt = job.Running, time.Time{}
+	run.Runs = []job.Use{{User: "r", Started: h0, Ended: h0.Add(30 * time.Minute), Share: 1}}
+	if _, err := s.Submit(run); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Trim(state.TrimBefore{Jobs: h0.Add(150 * time.Minute), Uses: h0.Add(90 * time.Minute)}); err != nil || got.Moved != 2 || got.Pruned != 2 {
+		t.Fatalf("Trim = %+v %v", got, err)
+	}
+	if _, err := s.MarkHousekept(map[job.ID]job.Housekept{1: {At: h0, Removed: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := state.Check(path, state.Options{})
+	if err != nil || len(r.Problems) != 0 || r.Jobs != 4 || r.MaxID != 4 || r.Active != 1 {
+		t.Fatalf("Check = %+v %v, want no problems, 4 jobs", r, err)
+	}
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		ended := tx.Bucket([]byte("ended"))
+		k, _ := ended.Cursor().First() // job 3's
+		if err := ended.Delete(slices.Clone(k)); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("jobdirs")).Put(append(make([]byte, 8), binary.BigEndian.AppendUint64(nil, 4)...), []byte{})
+	})
+	r, err = state.Check(path, state.Options{})
+	want := []string{
+		"job 3 has ended but is not in the index of ended jobs (ended/): it would never move to the history",
+		"jobdirs: job 4 is in the housekeeping index (jobdirs/) but has no directories due for removal",
+	}
+	if err != nil || !slices.Equal(r.Problems, want) {
+		t.Errorf("Check of a spoiled file = %q %v, want %q", r.Problems, err, want)
+	}
+}
