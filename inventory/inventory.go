@@ -37,7 +37,7 @@
 //	  min_runtime: 10m       # a job runs this long (since its latest start) before it may be preempted
 //	  down_after: 60s        # a host is down after 3 failed contacts in a row spanning this
 //	  lost_after: 5m         # the jobs of a host down this long are lost (or requeued: --requeue)
-//	  keep_events: 30-00:00:00 # the event log's rotated files are removed after this (at least a day)
+//	  keep_events: 30d       # the event log's rotated files are removed after this (at least a day)
 //	  keep_jobs: 90d         # ended jobs' records move to the history this long after they ended
 //	  keep_job_dirs: 14d     # ended jobs' directories (and logs) on the workers are removed this long after
 //	  log_limit: 1G          # the log cap of a job submitted without --log-limit (default: none)
@@ -537,12 +537,12 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 			*map[string]*time.Duration{"backfill_estimate": &pol.BackfillEstimate, "default_timeout": &pol.DefaultTimeout,
 				"preempt_after": &pol.PreemptAfter, "min_runtime": &pol.MinRuntime, "down_after": &pol.DownAfter, "lost_after": &pol.LostAfter}[k.Value] = d
 		case "keep_events":
-			d, err := p.duration(v, "policy keep_events", 0)
+			d, err := p.age(v, "policy keep_events")
 			if err != nil {
 				return err
 			}
 			if d < 24*time.Hour {
-				return p.errf(v, "policy keep_events %q: give at least a day, such as 30-00:00:00 or 720h (the event log is rotated daily, and its rotated files are removed after this)", v.Value)
+				return p.errf(v, "policy keep_events %q: give at least a day, such as 30d or 720h (the event log is rotated daily, and its rotated files are removed after this)", v.Value)
 			}
 			pol.KeepEvents = d
 		case "keep_jobs", "keep_job_dirs":

@@ -123,8 +123,8 @@ func TestParseErrors(t *testing.T) {
 		{"min_runtime zero", "hosts:\n  - name: a\npolicy:\n  min_runtime: 0s\n", "h.yaml:4: policy min_runtime \"0s\": give a duration more than 0"},
 		{"down_after tiny", "hosts:\n  - name: a\npolicy:\n  down_after: 1ns\n", "h.yaml:4: policy down_after \"1ns\": give at least 1s"},
 		{"lost_after zero", "hosts:\n  - name: a\npolicy:\n  lost_after: 0\n", "h.yaml:4: policy lost_after \"0\": give a duration more than 0"},
-		{"keep_events short", "hosts:\n  - name: a\npolicy:\n  keep_events: 12h\n", "h.yaml:4: policy keep_events \"12h\": give at least a day, such as 30-00:00:00 or 720h"},
-		{"keep_events word", "hosts:\n  - name: a\npolicy:\n  keep_events: 30d\n", "h.yaml:4: policy keep_events \"30d\" is not a duration"},
+		{"keep_events short", "hosts:\n  - name: a\npolicy:\n  keep_events: 12h\n", "h.yaml:4: policy keep_events \"12h\": give at least a day, such as 30d or 720h"},
+		{"keep_events word", "hosts:\n  - name: a\npolicy:\n  keep_events: soon\n", "h.yaml:4: policy keep_events \"soon\" is not a duration"},
 		{"keep_jobs negative", "hosts:\n  - name: a\npolicy:\n  keep_jobs: -3d\n", "h.yaml:4: policy keep_jobs \"-3d\": give a duration more than 0, such as 90d"},
 		{"keep_jobs zero", "hosts:\n  - name: a\npolicy:\n  keep_jobs: 0d\n", "h.yaml:4: policy keep_jobs \"0d\": give a duration more than 0"},
 		{"keep_job_dirs word", "hosts:\n  - name: a\npolicy:\n  keep_job_dirs: fortnight\n", "h.yaml:4: policy keep_job_dirs \"fortnight\" is not a duration: give days or weeks (90d, 2w"},
@@ -234,7 +234,7 @@ func TestParsePolicy(t *testing.T) {
 		"  default_user: {max_gpus: 8}\n" +
 		"  backfill_estimate: 12h\n  default_timeout: 1-00:00:00\n" +
 		"  rebalance: true\n  preempt_after: 1s\n  min_runtime: 00:20:00\n  down_after: 30s\n  lost_after: 10m\n" +
-		"  keep_events: 90-00:00:00\n" +
+		"  keep_events: 90d\n" +
 		"  keep_jobs: 30d\n  keep_job_dirs: 36h\n  log_limit: 2G\n"
 	inv, err := Parse("h.yaml", strings.NewReader(in))
 	if err != nil {
