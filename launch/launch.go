@@ -386,7 +386,7 @@ func RunScript(cluster string, j job.Job) (string, error) {
 // command runs uncapped and the log says so.
 func logLimitSteps(limit uint64, command string) string {
 	n := strconv.FormatUint(limit, 10)
-	note := "gssh: the log was truncated at " + sched.FormatMem(limit) + " (--log-limit): the rest of the job's output was thrown away"
+	note := "gssh: the log was truncated at " + sched.FormatBytes(limit) + " (--log-limit): the rest of the job's output was thrown away"
 	return `rm -f "$d/out"
 if mkfifo -m 600 "$d/out" 2>/dev/null; then
   gssh_head=head; command -v stdbuf >/dev/null 2>&1 && gssh_head='stdbuf -o0 head'
@@ -400,7 +400,7 @@ if mkfifo -m 600 "$d/out" 2>/dev/null; then
   rm -f "$d/out"
   fin "exit $gssh_rc"
 else
-  echo ` + q("gssh: mkfifo failed in the job directory: the log is not capped at "+sched.FormatMem(limit)+" (--log-limit)") + ` >&2
+  echo ` + q("gssh: mkfifo failed in the job directory: the log is not capped at "+sched.FormatBytes(limit)+" (--log-limit)") + ` >&2
   ` + command + ` </dev/null
   fin "exit $?"
 fi

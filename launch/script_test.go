@@ -39,7 +39,7 @@ func TestRunScriptIsValidShell(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(capped, "head -c 1073741824;") || !strings.Contains(capped, "truncated at 1.0 GiB (--log-limit)") {
+	if !strings.Contains(capped, "head -c 1073741824;") || !strings.Contains(capped, "truncated at 1 GiB (--log-limit)") {
 		t.Errorf("capped script:\n%s", capped)
 	}
 	// The start of the command is read just before it runs.

@@ -14,9 +14,6 @@ const MiB = 1 << 20
 // memHelp ends every ParseMem error: what a valid size looks like.
 const memHelp = "use a number of MiB or a number with K, M, G or T (like 8G, 8000M or 0.5G)"
 
-// maxMiB is the largest count of MiB whose size in bytes fits a uint64.
-const maxMiB = (1<<64 - 1) >> 20
-
 // ParseMem reads a GPU memory size per GPU (--mem) and returns it in bytes,
 // rounded up to a whole MiB (so the result is a positive multiple of MiB).
 //
@@ -26,7 +23,17 @@ const maxMiB = (1<<64 - 1) >> 20
 // converted exactly (0.5G = 512 MiB, 1K = 1 MiB after rounding up). Zero,
 // signs, spaces, other suffixes, exponents and sizes beyond 16 EiB are
 // errors that say what was wrong.
-func ParseMem(s string) (uint64, error) {
+func ParseMem(s string) (uint64, error) { return parseSize(s, 20) }
+
+// ParseBytes reads a size as ParseMem does (a bare number is MiB; K, M, G
+// and T suffixes; fractions) but rounded up to a whole byte only, not to a
+// MiB: a cap such as --log-limit 1.5K is 1536 bytes. The errors are
+// ParseMem's.
+func ParseBytes(s string) (uint64, error) { return parseSize(s, 0) }
+
+// parseSize reads s as ParseMem describes, rounding the size up to a
+// multiple of 2^gran bytes (20: MiB; 0: bytes).
+func parseSize(s string, gran uint) (uint64, error) {
 	bad := func(why string) (uint64, error) {
 		return 0, fmt.Errorf("invalid memory size %q: %s; %s", s, why, memHelp)
 	}
@@ -63,6 +70,8 @@ func ParseMem(s string) (uint64, error) {
 		return bad("must be more than 0")
 	case len(whole) > 20: // 10^20 KiB is already beyond 16 EiB
 		return bad("too large (the most is 16 EiB)")
+	case gran == 0 && len(frac) > 24:
+		return bad("too many decimals (24 at the most)")
 	case len(frac) > 24:
 		// Past 24 decimals only whether more digits follow matters. Cut
 		// there, the size in MiB is x·2^k (k = shift−20, in −10..20): when
@@ -72,19 +81,19 @@ func ParseMem(s string) (uint64, error) {
 		frac = frac[:24] + "1"
 	}
 
-	// bytes = whole.frac × 2^shift; MiB = ⌈bytes / 2^20⌉, exactly.
+	// bytes = whole.frac × 2^shift; units = ⌈bytes / 2^gran⌉, exactly.
 	num, _ := new(big.Int).SetString(whole+frac, 10)
 	num.Lsh(num, shift)
 	den := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(len(frac))), nil)
-	den.Lsh(den, 20)
-	mib, rem := new(big.Int).QuoRem(num, den, new(big.Int))
+	den.Lsh(den, gran)
+	units, rem := new(big.Int).QuoRem(num, den, new(big.Int))
 	if rem.Sign() > 0 {
-		mib.Add(mib, big.NewInt(1))
+		units.Add(units, big.NewInt(1))
 	}
-	if !mib.IsUint64() || mib.Uint64() > maxMiB {
+	if !units.IsUint64() || units.Uint64() > (1<<64-1)>>gran {
 		return bad("too large (the most is 16 EiB)")
 	}
-	return mib.Uint64() << 20, nil
+	return units.Uint64() << gran, nil
 }
 
 // digitsEnd returns the index of the first byte at or after i in s that is
@@ -148,4 +157,21 @@ func FormatMem(b uint64) string {
 		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
 	}
 	return fmt.Sprintf("%d MiB", b>>20)
+}
+
+// FormatBytes prints a size of any number of bytes in IEC units: "512 B",
+// "1.5 KiB", "2 MiB", "1.2 GiB" (one decimal, left out when it is 0), for
+// sizes that are not whole MiB, such as a --log-limit.
+func FormatBytes(b uint64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	if b < 1<<10 {
+		return fmt.Sprintf("%d B", b)
+	}
+	v, i := float64(b), 0
+	for v >= 1<<10 && i < len(units)-1 {
+		v /= 1 << 10
+		i++
+	}
+	s := fmt.Sprintf("%.1f", v)
+	return strings.TrimSuffix(s, ".0") + " " + units[i]
 }

@@ -254,3 +254,39 @@ func FuzzParseMem(f *testing.F) {
 		}
 	})
 }
+
+// A log cap is kept to the byte: 1.5K is 1536 bytes, not a MiB as --mem
+// would round it.
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]uint64{
+		"1K": 1024, "1.5K": 1536, "1000K": 1024000, "1.5M": 3 << 19, "2": 2 << 20,
+		"0.001K": 2, "1b": 0, "8GiB": 8 << 30,
+	} {
+		got, err := ParseBytes(in)
+		if in == "1b" {
+			if err == nil {
+				t.Errorf("ParseBytes(%q) = %d, want an error (B alone is no unit)", in, got)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"0", "-1K", "garbage", "0.0000000000000000000000001K", "20000000000000000000T"} {
+		if got, err := ParseBytes(in); err == nil {
+			t.Errorf("ParseBytes(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	for b, want := range map[uint64]string{
+		0: "0 B", 512: "512 B", 1024: "1 KiB", 1536: "1.5 KiB", 1 << 20: "1 MiB",
+		3 << 19: "1.5 MiB", 5 << 30: "5 GiB", 1<<64 - 1: "16 EiB",
+	} {
+		if got := FormatBytes(b); got != want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", b, got, want)
+		}
+	}
+}

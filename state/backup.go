@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -127,7 +128,27 @@ func (s *Bolt) checkDest(dest string) error {
 	if lfi, err := os.Stat(s.path); err == nil && os.SameFile(fi, lfi) {
 		return fmt.Errorf("backup to %s: that is the live state file %s itself (another name for it); give another file", dest, s.path)
 	}
+	// Replacing a file is for an older backup: anything else there (the
+	// event log, the pass lock beside the state file, a file of the
+	// user's) would be lost, and a lock replaced no longer keeps a
+	// second pass out.
+	if !isBoltFile(dest) {
+		return fmt.Errorf("backup to %s: the file exists and is no bbolt file (no older backup) that a backup may replace; give a new file name, or remove it first", dest)
+	}
 	return nil
+}
+
+// isBoltFile reports whether path starts with a valid bbolt meta page.
+func isBoltFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, 4096)
+	n, _ := io.ReadFull(f, b)
+	_, ok := readMeta(b[:n])
+	return ok
 }
 
 // Report is what Check found in a state file: what it holds, and each

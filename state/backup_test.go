@@ -96,7 +96,19 @@ func TestBackup(t *testing.T) {
 	if err := os.Symlink(path, sym); err != nil {
 		t.Fatal(err)
 	}
+	// gssh's own files beside the state file (the event log, the pass
+	// lock: empty) and any file that is no older backup stay as they are.
+	events, lock := filepath.Join(filepath.Dir(path), "events.log"), path+".pass.lock"
+	if err := os.WriteFile(events, []byte(`{"event":"job_submit"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const notBackup = "the file exists and is no bbolt file (no older backup) that a backup may replace; give a new file name, or remove it first"
 	for _, tc := range []struct{ dest, want string }{
+		{events, notBackup},
+		{lock, notBackup},
 		{path, "that is the live state file itself"},
 		{filepath.Join(filepath.Dir(path), ".", "state.db"), "that is the live state file itself"},
 		{link, "that is the live state file " + path + " itself (another name for it)"},
@@ -111,6 +123,9 @@ func TestBackup(t *testing.T) {
 	}
 	if r, err := state.Check(path, state.Options{}); err != nil || len(r.Problems) != 0 {
 		t.Errorf("the live file after the refusals: %+v, %v", r, err)
+	}
+	if b, err := os.ReadFile(events); err != nil || string(b) != `{"event":"job_submit"}`+"\n" {
+		t.Errorf("the event log after a refused backup onto it: %q, %v", b, err)
 	}
 }
 

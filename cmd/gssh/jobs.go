@@ -369,7 +369,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		lines = append(lines, [2]string{"host mem", sched.FormatMem(s.HostMem)})
 	}
 	if s.LogLimit > 0 {
-		lines = append(lines, [2]string{"log limit", sched.FormatMem(s.LogLimit) + " (--log-limit)"})
+		lines = append(lines, [2]string{"log limit", sched.FormatBytes(s.LogLimit) + " (--log-limit)"})
 	}
 	if h := j.Housekept; h != nil {
 		lines = append(lines, [2]string{"housekept", housekeptText(*h)})

@@ -155,7 +155,7 @@ reservation and when it is expected to start (as sbatch --test-only does).
 	fl.BoolVar(&opts.json, "json", false, "print the result as JSON")
 	fl.BoolVar(&opts.preemptible, "preemptible", false, "a rebalancing pass may preempt the job for one ranked ahead: SIGTERM, SIGKILL after --signal-grace, then back in the queue under its id (GSSH_RESTART_COUNT counts restarts)")
 	fl.DurationVar(&opts.signalGrace, "signal-grace", 0, "with --preemptible: time between a preemption's SIGTERM and SIGKILL, for a checkpoint (default 60s)")
-	fl.StringVar(&opts.logLimit, "log-limit", "", "cap the job's log at SIZE (1G, 500M; as --mem reads sizes): past it the log says it was truncated and the rest of the output is thrown away (default: none, or the policy's log_limit)")
+	fl.StringVar(&opts.logLimit, "log-limit", "", "cap the job's log at SIZE (1G, 500M, 64K; as --mem reads sizes, but to the byte): past it the log says it was truncated and the rest of the output is thrown away (default: none, or the policy's log_limit)")
 	fl.BoolVar(&opts.requeue, "requeue", false, "when the job's host fails under it (down for the policy's lost_after, or the job vanished without an exit status: reboot, OOM killer), put it back in the queue under its id (GSSH_RESTART_COUNT counts restarts) instead of recording it lost; the copy left on that host is killed when it answers again")
 	return cmd
 }
@@ -220,12 +220,12 @@ func memFlag(flag, v string, warn func(string)) (uint64, error) {
 }
 
 // logLimitFlag reads --log-limit: 0 when not given, else a size as
-// --mem reads it (a bare number is MiB; rounded up to whole MiB).
+// --mem reads it (a bare number is MiB) but to the byte (sched.ParseBytes).
 func logLimitFlag(v string) (uint64, error) {
 	if v == "" {
 		return 0, nil
 	}
-	n, err := sched.ParseMem(v)
+	n, err := sched.ParseBytes(v)
 	if err != nil {
 		return 0, fmt.Errorf("--log-limit: %w (leave --log-limit out for no cap)", err)
 	}
