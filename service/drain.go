@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/eventlog"
@@ -25,6 +27,10 @@ type DrainRequest struct {
 	// take only jobs whose walltime ends by then. Zero: now. A time
 	// before now is an error wrapping ErrPast.
 	From time.Time
+	// Keep leaves the drain of a host that gssh drain drained already as
+	// it is (who, when, why, from when): gssh drain --wait given neither
+	// --reason nor --at waits for such a host without replacing its drain.
+	Keep bool
 }
 
 // HostDrain is one host a Drain or Resume acted on.
@@ -35,6 +41,9 @@ type HostDrain struct {
 	// Replaced is the drain a Drain replaced (the host was drained
 	// already); nil when there was none.
 	Replaced *sched.Drain `json:"replaced,omitempty"`
+	// Kept says the host was drained already and DrainRequest.Keep left
+	// its drain (Drain) as it was.
+	Kept bool `json:"kept,omitempty"`
 	// Inventory is where the inventory drains the host as well
 	// ("FILE:LINE" of its `drain: true`); "" when it does not. Only an
 	// edit of the inventory lifts that drain.
@@ -70,6 +79,9 @@ func (l *Local) Drain(_ context.Context, r DrainRequest) (DrainResult, error) {
 	if len(r.Hosts) == 0 {
 		return DrainResult{}, errors.New("give the hosts to drain (gssh hosts lists them)")
 	}
+	if err := checkReason(r.Reason); err != nil {
+		return DrainResult{}, err
+	}
 	f, err := l.hosts()
 	if err != nil {
 		return DrainResult{}, err
@@ -89,7 +101,7 @@ func (l *Local) Drain(_ context.Context, r DrainRequest) (DrainResult, error) {
 		return DrainResult{}, fmt.Errorf("--at %s %w (it is %s now): give a time to come, or leave --at out to drain at once; no host was drained",
 			from.Local().Format("2006-01-02 15:04:05"), ErrPast, now.Local().Format("2006-01-02 15:04:05"))
 	}
-	st, err := l.store(true)
+	st, err := l.store(!l.opt.StateExplicit) // a --state naming no file is a typo: no new, empty queue
 	if err != nil {
 		return DrainResult{}, err
 	}
@@ -99,7 +111,11 @@ func (l *Local) Drain(_ context.Context, r DrainRequest) (DrainResult, error) {
 		out.Hosts = out.Hosts[:0]
 		for _, h := range uniq(r.Hosts) {
 			hd := HostDrain{Host: h, Drain: d}
-			if old, ok := ds[h]; ok {
+			if old, ok := ds[h]; ok && r.Keep {
+				hd.Drain, hd.Kept = old, true
+				out.Hosts = append(out.Hosts, hd)
+				continue
+			} else if ok {
 				hd.Replaced = &old
 			}
 			ds[h] = d
@@ -111,6 +127,9 @@ func (l *Local) Drain(_ context.Context, r DrainRequest) (DrainResult, error) {
 		return DrainResult{}, err
 	}
 	for _, h := range out.Hosts {
+		if h.Kept {
+			continue // nothing changed
+		}
 		at := time.Time{} // drained at once: the event's time says when
 		if from.After(now) {
 			at = from
@@ -186,6 +205,25 @@ func (l *Local) Resume(_ context.Context, hosts []string) (DrainResult, error) {
 		l.logEvent(eventlog.Resume(now, h.Host, l.opt.User))
 	}
 	return out, l.withJobs(st, inv, &out)
+}
+
+// MaxReason is the longest drain reason, in bytes: it is shown in every
+// pending reason of the jobs that wait for the host, and in gssh hosts.
+const MaxReason = 200
+
+// checkReason refuses a drain reason that every submitter's terminal
+// would get raw (control characters: newlines, escapes), one that is not
+// UTF-8, and one longer than MaxReason.
+func checkReason(r string) error {
+	switch {
+	case !utf8.ValidString(r):
+		return errors.New("--reason: not valid UTF-8 text; give plain words, such as \"driver upgrade\"; no host was drained")
+	case strings.IndexFunc(r, unicode.IsControl) >= 0:
+		return fmt.Errorf("--reason %q: has control characters (a newline, a tab, an escape); give one line of plain words; no host was drained", r)
+	case len(r) > MaxReason:
+		return fmt.Errorf("--reason: %d bytes, more than %d: it is shown in every waiting job's reason; give a short one, such as \"driver upgrade, back at 10:00\"; no host was drained", len(r), MaxReason)
+	}
+	return nil
 }
 
 // resumeError is a resume refused: why, host by host. Nothing changed.

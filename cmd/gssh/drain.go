@@ -25,6 +25,7 @@ type drainOptions struct {
 	at       string
 	from     time.Time // --at, parsed; zero: now
 	wait     bool
+	keep     bool // --wait alone: a drain recorded already stays as it is
 	timeout  time.Duration
 	interval time.Duration
 }
@@ -32,7 +33,7 @@ type drainOptions struct {
 func newDrainCmd(a *app, runF func(*drainOptions) error) *cobra.Command {
 	opts := &drainOptions{}
 	cmd := &cobra.Command{
-		Use:   "drain HOST... [--reason TEXT] [--at TIME] [--wait [--timeout D]]",
+		Use:   "drain HOST... [--reason TEXT] [--at TIME] [--wait [--timeout D] [--interval 5s]]",
 		Short: "Take hosts out of the queue for maintenance: no new jobs, the running ones finish",
 		Long: `Drain hosts, as scontrol update state=drain does: they take no new jobs,
 and the gssh jobs running there go on to their end (a drain stops no job).
@@ -53,7 +54,10 @@ in the past is refused.
 preempting or unknown), running a scheduling pass every --interval
 meanwhile as gssh wait does (so jobs that ended are recorded), and saying
 on stderr which jobs it waits for; with --timeout it gives up after that
-long, naming the jobs still there, and exits 124 (as timeout(1)).
+long, naming the jobs still there, and exits 124 (as timeout(1)). With
+neither --reason nor --at, a host drained already keeps its drain (who,
+why, its window) and --wait only waits; otherwise a new drain replaces
+the old one.
 
 Unknown hosts are an error and no host is drained. In a lab's shared
 queue only its admins (policy users: admin: true) and its pass user may
@@ -71,6 +75,7 @@ drain hosts.
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.hosts = args
+			opts.keep = opts.wait && !c.Flags().Changed("reason") && !c.Flags().Changed("at")
 			if c.Flags().Changed("timeout") && !opts.wait {
 				return errors.New("--timeout goes with --wait: it bounds how long gssh drain --wait waits for the hosts' jobs")
 			}
@@ -120,7 +125,7 @@ func drainAt(s string, now time.Time, loc *time.Location) (time.Time, error) {
 }
 
 func drainRun(ctx context.Context, a *app, opts *drainOptions) error {
-	res, err := a.service().Drain(ctx, service.DrainRequest{Hosts: opts.hosts, Reason: opts.reason, From: opts.from})
+	res, err := a.service().Drain(ctx, service.DrainRequest{Hosts: opts.hosts, Reason: opts.reason, From: opts.from, Keep: opts.keep})
 	if err != nil {
 		return interrupted(ctx, err)
 	}
@@ -141,6 +146,9 @@ func drainedLine(h service.HostDrain, now time.Time) string {
 		s = h.Host + " drained: it takes no new jobs"
 	} else {
 		s = fmt.Sprintf("%s draining at %s: until then it takes only jobs whose walltime ends by then, and none from then on", h.Host, localMinute(d.From))
+	}
+	if h.Kept {
+		s = fmt.Sprintf("%s stays %s", h.Host, drainWords(h.Drain, now))
 	}
 	if r := h.Replaced; r != nil {
 		s += " (it was " + drainWords(*r, now) + ")"
