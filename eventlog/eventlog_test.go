@@ -335,6 +335,7 @@ func TestParseSince(t *testing.T) {
 		"90m":                       now.Add(-90 * time.Minute),
 		"1h":                        now.Add(-time.Hour),
 		"7d":                        now.AddDate(0, 0, -7),
+		"2w":                        now.AddDate(0, 0, -14),
 		"2026-11-29":                time.Date(2026, 11, 29, 0, 0, 0, 0, loc),
 		"2026-11-29T08:30":          time.Date(2026, 11, 29, 8, 30, 0, 0, loc),
 		"2026-11-29 08:30:05":       time.Date(2026, 11, 29, 8, 30, 5, 0, loc),
@@ -346,7 +347,7 @@ func TestParseSince(t *testing.T) {
 			t.Errorf("ParseSince(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "yesterday", "-1h", "0s", "1x", "2026-13-01", "0d"} {
+	for _, in := range []string{"", "yesterday", "-1h", "0s", "1x", "2026-13-01", "0d", "0w", "2026-12-01", "2026-11-30T14:00:01+02:00"} { // the last two: to come
 		if _, err := ParseSince(in, now); err == nil {
 			t.Errorf("ParseSince(%q): no error", in)
 		}

@@ -245,16 +245,31 @@ func id(v any) job.ID {
 	return job.ID(u)
 }
 
-var daysAgo = regexp.MustCompile(`^([0-9]+)d$`)
+var daysAgo = regexp.MustCompile(`^([0-9]+)([dw])$`)
 
-// ParseSince reads gssh events --since: a time ago (a Go duration, 90m,
-// 2h30m, or days, 7d), a date (2026-11-30: its midnight, local time), a
-// local time (2026-11-30T14:00, 2026-11-30 14:00:05) or an RFC 3339 time
-// (2026-11-30T14:00:00Z), as of now.
+// ParseSince reads gssh events --since (and gssh ps --since): a time ago
+// (a Go duration, 90m, 2h30m, or days or weeks, 7d, 2w), a date
+// (2026-11-30: its midnight, local time), a local time (2026-11-30T14:00,
+// 2026-11-30 14:00:05) or an RFC 3339 time (2026-11-30T14:00:00Z), as of
+// now. An empty string and a time after now are errors.
 func ParseSince(s string, now time.Time) (time.Time, error) {
+	t, err := parseSince(s, now)
+	if err == nil && t.After(now) {
+		return t, fmt.Errorf("%q is %s, to come: give a time ago (7d, 12h) or a date in the past (2026-11-30)", s, t.Local().Format("2006-01-02 15:04 MST"))
+	}
+	return t, err
+}
+
+func parseSince(s string, now time.Time) (time.Time, error) {
 	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, errors.New(`"": give a time ago (90m, 2h, 7d, 2w), a date (2026-11-30), a local time (2026-11-30T14:00) or an RFC 3339 time (2026-11-30T14:00:00Z)`)
+	}
 	if m := daysAgo.FindStringSubmatch(s); m != nil {
 		n, err := strconv.Atoi(m[1])
+		if m[2] == "w" {
+			n *= 7
+		}
 		if err == nil && n > 0 && n < 100000 {
 			return now.AddDate(0, 0, -n), nil
 		}
@@ -273,5 +288,5 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("%q is not a time: give a time ago (90m, 2h, 7d), a date (2026-11-30), a local time (2026-11-30T14:00) or an RFC 3339 time (2026-11-30T14:00:00Z)", s)
+	return time.Time{}, fmt.Errorf("%q is not a time: give a time ago (90m, 2h, 7d, 2w), a date (2026-11-30), a local time (2026-11-30T14:00) or an RFC 3339 time (2026-11-30T14:00:00Z)", s)
 }

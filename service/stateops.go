@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -98,22 +99,29 @@ func (l *Local) StateRestore(ctx context.Context, r RestoreRequest) (RestoreResu
 	if r.Backup == "" {
 		return RestoreResult{}, errors.New("restore: give the backup file, such as gssh state restore ~/backups/gssh-2024-05-01.db")
 	}
+	if bi, err := os.Stat(r.Backup); err == nil {
+		if li, err := os.Stat(l.opt.StatePath); err == nil && os.SameFile(bi, li) {
+			return RestoreResult{}, fmt.Errorf("%w: %s is the state file in use itself (%s): give a backup made by gssh state backup; nothing was changed", ErrRestoreRefused, r.Backup, l.opt.StatePath)
+		}
+	}
 	opt := l.stateOptions()
 	backup, err := state.Check(r.Backup, opt)
 	if err != nil {
 		return RestoreResult{}, err
 	}
 	res := RestoreResult{Backup: backup, Seen: map[string]job.ID{}, Unreached: map[string]error{}}
-	var refuse []string
+	var refuse, todo []string
 	if n := len(backup.Problems); n > 0 {
 		what := "problems"
 		if n == 1 {
 			what = "problem"
 		}
 		refuse = append(refuse, fmt.Sprintf("the backup has %d %s (gssh state check %s lists them)", n, what, r.Backup))
+		todo = append(todo, "give a sound backup")
 	}
 	if live, err := state.Check(l.opt.StatePath, opt); err == nil && live.ClusterID != backup.ClusterID {
 		refuse = append(refuse, fmt.Sprintf("the backup is of another queue (cluster id %s; the state file's is %s)", backup.ClusterID, live.ClusterID))
+		todo = append(todo, "check that it is this queue's backup (or that --state names the queue to replace)")
 	} else if err != nil && (errors.Is(err, state.ErrBusy) || errors.Is(err, context.Canceled)) {
 		return RestoreResult{}, err
 	}
@@ -162,9 +170,10 @@ func (l *Local) StateRestore(ctx context.Context, r RestoreRequest) (RestoreResu
 	if len(res.Unreached) > 0 {
 		names := slices.Sorted(maps.Keys(res.Unreached))
 		refuse = append(refuse, fmt.Sprintf("the job directories of %s could not be listed (%v): a job id found only there could be handed out again", strings.Join(names, ", "), res.Unreached[names[0]]))
+		todo = append(todo, "reach the hosts and run it again")
 	}
 	if len(refuse) > 0 && !r.Force {
-		return res, fmt.Errorf("%w: %s; nothing was changed (reach the hosts and run it again, or give --force to restore all the same)", ErrRestoreRefused, strings.Join(refuse, "; "))
+		return res, fmt.Errorf("%w: %s; nothing was changed (%s, or give --force to restore all the same)", ErrRestoreRefused, strings.Join(refuse, "; "), strings.Join(todo, "; "))
 	}
 	for _, j := range backup.ActiveJobs {
 		if j.State == job.Queued && attempts[j.ID] > j.Attempt {

@@ -15,6 +15,7 @@ import (
 
 type eventsOptions struct {
 	job, user, host, since string
+	sinceSet               bool // --since was given (an empty one is an error)
 	kinds                  []string
 	json                   bool
 	tail                   int
@@ -52,6 +53,7 @@ stderr (exit 0).
   gssh events --kind host_down,host_up --since 24h`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			opts.sinceSet = c.Flags().Changed("since")
 			f, err := opts.parse(a)
 			if err != nil {
 				return err
@@ -67,7 +69,7 @@ stderr (exit 0).
 	f.StringVar(&opts.job, "job", "", "only this job's events (an array's id: every task's)")
 	f.StringVar(&opts.user, "user", "", "only the events of this user's jobs")
 	f.StringVar(&opts.host, "host", "", "only the events on this host")
-	f.StringVar(&opts.since, "since", "", "only events since then: a time ago (90m, 2h, 7d), a date (2026-11-30), a local time (2026-11-30T14:00) or RFC 3339")
+	f.StringVar(&opts.since, "since", "", "only events since then: a time ago (90m, 2h, 7d, 2w), a date (2026-11-30), a local time (2026-11-30T14:00) or RFC 3339")
 	f.StringSliceVar(&opts.kinds, "kind", nil, "only these kinds of event (comma-separated or repeated), such as job_end")
 	f.BoolVar(&opts.json, "json", false, "print the log's JSON lines as they are")
 	f.IntVarP(&opts.tail, "tail", "n", 0, "only the last N events (0: all)")
@@ -84,7 +86,7 @@ func (opts *eventsOptions) parse(a *app) (eventlog.Filter, error) {
 		}
 		f.Job = id
 	}
-	if opts.since != "" {
+	if opts.sinceSet || opts.since != "" {
 		t, err := eventlog.ParseSince(opts.since, a.now())
 		if err != nil {
 			return f, fmt.Errorf("--since %w", err)

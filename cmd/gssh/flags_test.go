@@ -124,12 +124,15 @@ func TestJobCommandFlags(t *testing.T) {
 		{newLogsCmd(a, func(*logsOptions) error { t.Error("called"); return nil }), []string{"x"}, `"x" is not a job id`},
 		{newShowCmd(a, func(*showOptions) error { t.Error("called"); return nil }), []string{"0"}, `"0" is not a job id`},
 		{newShowCmd(a, func(*showOptions) error { t.Error("called"); return nil }), nil, "give one job id, e.g. gssh show 12"},
-		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--since", "yesterday"}, `--since "yesterday" is not a time: give a time ago (90m, 2h, 7d), a date (2026-11-30)`},
+		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--since", "yesterday"}, `--since "yesterday" is not a time: give a time ago (90m, 2h, 7d, 2w), a date (2026-11-30)`},
+		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--since", ""}, `--since "": give a time ago`},
+		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--since", "2999-01-01"}, `--since "2999-01-01" is 2999-01-01 00:00`},
+		{newPsCmd(a, func(*psOptions) error { t.Error("called"); return nil }), []string{"--since", ""}, `--since "": give a time ago`},
 		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--since", "-2h"}, `--since "-2h": give a time ago more than 0`},
 		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--kind", "job_start,job_finish"}, `--kind "job_finish": no such event; give one of job_submit, job_start, job_end`},
 		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--job", "x"}, `--job: "x" is not a job id`},
 		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"-n", "-1"}, `--tail -1`},
-		{newPsCmd(a, func(*psOptions) error { t.Error("called"); return nil }), []string{"--since", "lastweek"}, `--since "lastweek" is not a time: give a time ago (90m, 2h, 7d)`},
+		{newPsCmd(a, func(*psOptions) error { t.Error("called"); return nil }), []string{"--since", "lastweek"}, `--since "lastweek" is not a time: give a time ago (90m, 2h, 7d, 2w)`},
 		{newPsCmd(a, func(*psOptions) error { t.Error("called"); return nil }), []string{"--since", "2999-01-01"}, `--since "2999-01-01" is 2999-01-01 00:00`},
 	} {
 		if err := run(t, tt.cmd, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {

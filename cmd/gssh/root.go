@@ -49,6 +49,7 @@ const exitCodesHelp = `Exit status:
      logs, cancel: the job's host; schedule: a host or job had a problem
   3  job state busy (another gssh holds it), missing, damaged or unreadable;
      or another scheduling pass holds the pass lock (gssh schedule)
+  124 gssh drain --wait --timeout ran out with gssh jobs still on the hosts
   130 interrupted (Ctrl-C); 143 terminated (SIGTERM)`
 
 // reported is an error whose words were printed already (as warnings):
