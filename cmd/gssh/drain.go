@@ -325,8 +325,9 @@ func drainNote(host string, d service.DrainDoc, now time.Time) string {
 	return host + ": " + strings.Join(parts, "; ")
 }
 
-// localMinute prints t in local time to the minute.
-func localMinute(t time.Time) string { return t.Local().Format("2006-01-02 15:04") }
+// localMinute prints t in local time to the minute, with its zone (the
+// planner's pending reasons say UTC: the zone tells them apart).
+func localMinute(t time.Time) string { return t.Local().Format("2006-01-02 15:04 MST") }
 
 // tryPass runs one scheduling pass between looks at the state (gssh wait,
 // gssh drain --wait), so that jobs start and their ends are recorded

@@ -88,13 +88,14 @@ func TestDrainWords(t *testing.T) {
 	now := time.Date(2026, 12, 1, 18, 0, 0, 0, time.Local)
 	inForce := sched.Drain{By: "bob", At: now.Add(-time.Hour), From: now.Add(-time.Hour), Reason: "driver upgrade"}
 	ahead := sched.Drain{By: "bob", At: now.Add(-time.Hour), From: now.Add(14 * time.Hour), Reason: "PSU swap"}
+	z := " " + now.Format("MST") // the local zone's name
 	for _, tt := range []struct {
 		doc        service.DrainDoc
 		cell, note string
 	}{
 		{service.DrainDoc{}, "", ""},
-		{service.DrainDoc{Drain: true, Drained: &inForce}, " (drained)", "a100: drained by bob since 2026-12-01 17:00: driver upgrade"},
-		{service.DrainDoc{Drained: &ahead}, " (draining at 2026-12-02 08:00)", "a100: draining at 2026-12-02 08:00, drained by bob on 2026-12-01 17:00: PSU swap"},
+		{service.DrainDoc{Drain: true, Drained: &inForce}, " (drained)", "a100: drained by bob since 2026-12-01 17:00" + z + ": driver upgrade"},
+		{service.DrainDoc{Drained: &ahead}, " (draining at 2026-12-02 08:00" + z + ")", "a100: draining at 2026-12-02 08:00" + z + ", drained by bob on 2026-12-01 17:00" + z + ": PSU swap"},
 		{service.DrainDoc{Drain: true, InventoryDrain: "/etc/gssh/hosts.yaml:12"}, " (drained)", "a100: drained in the inventory (/etc/gssh/hosts.yaml:12: drain: true)"},
 	} {
 		if got := drainCell(tt.doc, now); got != tt.cell {
@@ -110,8 +111,8 @@ func TestDrainWords(t *testing.T) {
 		t.Errorf("today: %q", got)
 	}
 	h := service.HostDrain{Host: "a100", Drain: ahead, Replaced: &inForce, Jobs: []job.Job{{ID: 3, User: "alice", State: job.Running, Placement: job.Placement{Host: "a100"}}}}
-	if got, want := drainedLine(h, now), "a100 draining at 2026-12-02 08:00: until then it takes only jobs whose walltime ends by then, and none from then on "+
-		"(it was drained by bob since 2026-12-01 17:00: driver upgrade); 1 gssh job on it runs to its end: 3 (alice, running on a100)"; got != want {
+	if got, want := drainedLine(h, now), "a100 draining at 2026-12-02 08:00"+z+": until then it takes only jobs whose walltime ends by then, and none from then on "+
+		"(it was drained by bob since 2026-12-01 17:00"+z+": driver upgrade); 1 gssh job on it runs to its end: 3 (alice, running on a100)"; got != want {
 		t.Errorf("drainedLine:\n got %q\nwant %q", got, want)
 	}
 }
