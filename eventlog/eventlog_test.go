@@ -312,6 +312,7 @@ func TestFilter(t *testing.T) {
 		{Filter{}, []string{"job_submit 7", "job_submit 8", "job_start 9", "host_down 0"}},
 		{Filter{Job: 7}, []string{"job_submit 7", "job_submit 8"}},
 		{Filter{Job: 8}, []string{"job_submit 8"}},
+		{Filter{Job: 7, Task: true}, []string{"job_submit 7"}}, // task 7_0 alone
 		{Filter{User: "bob"}, []string{"job_start 9"}},
 		{Filter{Host: "gpu01"}, []string{"job_start 9", "host_down 0"}},
 		{Filter{Since: t0.Add(90 * time.Second)}, []string{"job_start 9", "host_down 0"}},

@@ -37,7 +37,11 @@ type Record struct {
 
 // Filter selects events; its zero value selects them all.
 type Filter struct {
-	Job   job.ID // the job's events, or an array's (its tasks'); 0: every job's and the hosts'
+	Job job.ID // the job's events, or an array's (its tasks'); 0: every job's and the hosts'
+	// Task makes Job select that job's own events only, not those of the
+	// array whose id it is too (an array's id is its first task's): gssh
+	// events --job 12_0.
+	Task  bool
 	User  string
 	Host  string
 	Since time.Time // from then on
@@ -47,7 +51,7 @@ type Filter struct {
 // Match reports whether f selects r.
 func (f Filter) Match(r Record) bool {
 	switch {
-	case f.Job != 0 && r.Job != f.Job && r.Array != f.Job,
+	case f.Job != 0 && r.Job != f.Job && (f.Task || r.Array != f.Job),
 		f.User != "" && r.User != f.User,
 		f.Host != "" && r.Host != f.Host,
 		!f.Since.IsZero() && r.Time.Before(f.Since),

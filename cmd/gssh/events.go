@@ -66,7 +66,7 @@ stderr (exit 0).
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.job, "job", "", "only this job's events (an array's id: every task's)")
+	f.StringVar(&opts.job, "job", "", "only this job's events (an array's id: every task's; 12_3: that task's)")
 	f.StringVar(&opts.user, "user", "", "only the events of this user's jobs")
 	f.StringVar(&opts.host, "host", "", "only the events on this host")
 	f.StringVar(&opts.since, "since", "", "only events since then: a time ago (90m, 2h, 7d, 2w), a date (2026-11-30), a local time (2026-11-30T14:00) or RFC 3339")
@@ -79,7 +79,13 @@ stderr (exit 0).
 // parse is the event filter the flags ask for.
 func (opts *eventsOptions) parse(a *app) (eventlog.Filter, error) {
 	var f eventlog.Filter
-	if opts.job != "" {
+	if opts.job != "" && strings.Contains(opts.job, "_") {
+		refs, err := service.ParseRefs([]string{opts.job})
+		if err != nil {
+			return f, fmt.Errorf("--job: %w", err)
+		}
+		f.Job, f.Task = refs[0].Job, true // the task's own id: looked up by eventsRun
+	} else if opts.job != "" {
 		id, err := parseID(opts.job)
 		if err != nil {
 			return f, fmt.Errorf("--job: %w", err)
@@ -133,6 +139,13 @@ func kindNames() []string {
 
 func eventsRun(ctx context.Context, a *app, opts *eventsOptions) error {
 	f := opts.filter
+	if f.Task { // an array task's name, 12_3: its own id
+		ids, err := a.service().Resolve(ctx, []string{opts.job})
+		if err != nil {
+			return interrupted(ctx, fmt.Errorf("--job: %w", err))
+		}
+		f.Job = ids[0]
+	}
 	var recs []eventlog.Record
 	res, err := a.service().Events(ctx, service.EventQuery{Filter: f, Warn: a.warnf}, func(r eventlog.Record) error {
 		if opts.json && opts.tail == 0 {
