@@ -10,13 +10,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
 )
 
 // Record is one event as read back from the log.
@@ -249,8 +249,6 @@ func id(v any) job.ID {
 	return job.ID(u)
 }
 
-var daysAgo = regexp.MustCompile(`^([0-9]+)([dw])$`)
-
 // ParseSince reads gssh events --since (and gssh ps --since): a time ago
 // (a Go duration, 90m, 2h30m, or days or weeks, 7d, 2w), a date
 // (2026-11-30: its midnight, local time), a local time (2026-11-30T14:00,
@@ -269,20 +267,15 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, errors.New(`"": give a time ago (90m, 2h, 7d, 2w), a date (2026-11-30), a local time (2026-11-30T14:00) or an RFC 3339 time (2026-11-30T14:00:00Z)`)
 	}
-	if m := daysAgo.FindStringSubmatch(s); m != nil {
-		n, err := strconv.Atoi(m[1])
-		if m[2] == "w" {
-			n *= 7
-		}
-		if err == nil && n > 0 && n < 100000 {
-			return now.AddDate(0, 0, -n), nil
-		}
+	if d, err := time.ParseDuration(s); err == nil && d <= 0 {
+		return time.Time{}, fmt.Errorf("%q: give a time ago more than 0, such as 90m, 2h or 7d", s)
 	}
-	if d, err := time.ParseDuration(s); err == nil {
-		if d <= 0 {
-			return time.Time{}, fmt.Errorf("%q: give a time ago more than 0, such as 90m, 2h or 7d", s)
+	// A time ago as keep_jobs reads an age (90m, 7d, 2w); a bare number
+	// (minutes, to ParseAge) is too likely a year or a typo here.
+	if strings.Trim(s, "0123456789") != "" {
+		if d, err := sched.ParseAge(s); err == nil {
+			return now.Add(-d), nil
 		}
-		return now.Add(-d), nil
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
