@@ -34,39 +34,18 @@ func newDrainCmd(a *app, runF func(*drainOptions) error) *cobra.Command {
 	opts := &drainOptions{}
 	cmd := &cobra.Command{
 		Use:   "drain HOST... [--reason TEXT] [--at TIME] [--wait [--timeout D] [--interval 5s]]",
-		Short: "Take hosts out of the queue for maintenance: no new jobs, the running ones finish",
-		Long: `Drain hosts, as scontrol update state=drain does: they take no new jobs,
-and the gssh jobs running there go on to their end (a drain stops no job).
-The drain is kept in the state file with who drained the hosts, when and
-why (--reason); gssh hosts and gssh gpus show it, and gssh resume lifts it.
-An inventory's drain: true drains a host too, until the inventory says
-otherwise.
-
---at TIME drains from a time to come, a maintenance window: until then
-the hosts take only jobs whose walltime (--timeout, else the policy's
-default_timeout) ends by TIME, so nothing runs into the window; jobs
-without a walltime wait for other hosts. TIME is read as sbatch --begin
-reads one, in your time zone: 2026-12-02T08:00, "2026-12-02 08:00",
-"tomorrow 08:00", 08:00 (the next one), now+2h or +2h, or RFC 3339. A time
-in the past is refused.
-
---wait returns once no gssh job is left on the hosts (launching, running,
-preempting or unknown), running a scheduling pass every --interval
-meanwhile as gssh wait does (so jobs that ended are recorded), and saying
-on stderr which jobs it waits for; with --timeout it gives up after that
-long, naming the jobs still there, and exits 124 (as timeout(1)). With
-neither --reason nor --at, a host drained already keeps its drain (who,
-why, its window) and --wait only waits; otherwise a new drain replaces
-the old one.
-
-Unknown hosts are an error and no host is drained. In a lab's shared
-queue only its admins (policy users: admin: true) and its pass user may
-drain hosts.
-
-` + exitCodesHelp,
+		Short: "Take hosts out of the queue for maintenance; running jobs finish",
+		Long: `Drain hosts for maintenance, as scontrol update state=drain does: they take
+no new jobs, and the running ones go on to their end. The drain is kept
+with who, when and why (--reason); gssh hosts and gpus show it, gssh
+resume lifts it. --at TIME drains from a time to come: until then only jobs
+that end by then start there. --wait returns once no gssh job is left (on
+a terminal, a progress line on stderr); --timeout gives up with exit 124.`,
 		Example: `  gssh drain gpu01 --reason "driver upgrade"
   gssh drain gpu01 gpu02 --at "tomorrow 08:00" --reason "PSU swap"
   gssh drain gpu01 --wait --timeout 2h && ssh gpu01 sudo reboot`,
+		Annotations: exits(exitLineUsage, exitLineState,
+			"124  --wait --timeout ran out with gssh jobs still on the hosts"),
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return errors.New("give the hosts to drain (gssh hosts lists them)")
@@ -234,17 +213,12 @@ func newResumeCmd(a *app) *cobra.Command {
 		Use:   "resume HOST...",
 		Short: "Lift gssh drain's drain of hosts: they take new jobs again",
 		Long: `Lift the drains gssh drain recorded, as scontrol update state=resume does:
-the hosts take new jobs from the next scheduling pass. As scontrol refuses
-to resume a node that is not drained, a host gssh drain did not drain is
-an error (exit 1) and no host is resumed: an unknown host, one that is not
-drained, or one the inventory drains (drain: true; the error names the
-file and line to edit). A host drained both ways is resumed from gssh
-drain and stays drained by the inventory, which the command says.
-
-In a lab's shared queue only its admins (policy users: admin: true) and
-its pass user may resume hosts.
-
-` + exitCodesHelp,
+the hosts take jobs from the next pass. A host gssh drain did not drain
+(unknown, not drained, or drained by the inventory's drain: true, whose
+file and line the error names) is an error, and no host is resumed.`,
+		Example: `  gssh resume gpu01
+  gssh resume gpu01 gpu02`,
+		Annotations: exits(exitLineUsage, exitLineState),
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return errors.New("give the hosts to resume (gssh hosts shows the drained ones)")

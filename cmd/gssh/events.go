@@ -27,31 +27,17 @@ func newEventsCmd(a *app, runF func(*eventsOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "events",
 		Short: "Show what happened: the event log of every job, host and GPU change",
-		Long: `Show the event log, oldest first: every change of the queue's state is one
-line of events.log, beside the state file (submit, start, end with its
-state, requeue, preempt, hold, release, update, reaped processes, hosts
-down and up, GPUs failed and healthy, drain and resume). The log is
-rotated at 10 MiB and daily, rotated files are compressed (.gz) and kept
-for the policy's keep_events (30 days); gssh events reads them all.
-
-Columns: TIME (local), EVENT, JOB, USER, HOST, DETAILS (state, GPUs, exit
-status and the other fields of the line; see the README's Event log).
---json prints the lines as they are written, one JSON object each, for
-jq. Event kinds (--kind):
-` + wrap(strings.Join(kindNames(), ", ")+".", "  ", 76) + `
-
-A job's end is one job_end whose state says how it ended (succeeded,
-failed, cancelled, timeout, lost). A line that is not an event (a torn
-write, a hand edit) is skipped with a warning naming its file and line.
-This reads the event log only; a log not written yet is said so on
-stderr (exit 0).
-
-` + exitCodesHelp,
-		Example: `  gssh events --job 42                 # what happened to job 42
+		Long: `Show the event log, oldest first: every change of a job, host or GPU is one
+line of events.log beside the state file (rotated daily and at 10 MiB,
+kept keep_events, 30 days; all read). Columns: TIME (local), EVENT, JOB,
+USER, HOST, DETAILS. --json prints the lines as written, for jq. The event
+kinds and fields: docs/operating.md.`,
+		Example: `  gssh events --job 42
   gssh events --user ann --since 7d
   gssh events --since 2026-11-30 --kind job_end --json | jq -r .user | sort | uniq -c
   gssh events --kind host_down,host_up --since 24h`,
-		Args: cobra.NoArgs,
+		Annotations: exits(exitLineUsage),
+		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.sinceSet = c.Flags().Changed("since")
 			f, err := opts.parse(a)

@@ -36,31 +36,17 @@ func newGPUsCmd(a *app, runF func(*gpusOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gpus",
 		Short: "Show every GPU on every host in one table",
-		Long: `Probe all hosts in parallel and print one table of their GPUs, sorted by
-host then GPU index: memory used / total, utilization, temperature, compute
-processes (count and users), the gssh jobs holding the GPU (job id, user,
-"excl" or the memory booked; from the state file) and state. A host that cannot be reached or
-probed is one row with its reason (auth failed, host key mismatch, timeout,
-driver not loaded, ...). A drained host's rows say "(drained)" in STATE
-("(draining at 08:00)" before a drain's --at), and a line under the table
-says by whom, since when and why (see gssh drain).
-
-Under it, a second table lists the GPU processes that are no running gssh
-job's, with pid, user, memory and whose they are (foreign: run by hand;
-orphan of an ended gssh job; another gssh queue's; unattributed: its
-environment cannot be read), and the memory held by invisible processes
-(in use, but no process visible: a container). gssh reap --dry-run says
-why for each.
-
-Output is plain tab-separated text when stdout is not a terminal.
---json prints one document (schema "gssh.gpus/v1", see README) with memory
-in bytes.
-
-` + exitCodesHelp,
+		Long: `Probe every host in parallel and print one table of their GPUs: memory
+used / total, utilization, temperature, processes and their users, the
+gssh jobs holding each GPU, and its state. A host that cannot be reached is
+one row with the reason. A second table lists the GPU processes that are
+no running gssh job's (foreign, orphaned, another queue's). Tab-separated
+when stdout is not a terminal; --json: docs/json.md.`,
 		Example: `  gssh gpus
   gssh gpus --host gpu01,gpu02 --json
   gssh gpus --label a100 --watch 2`,
-		Args: cobra.NoArgs,
+		Annotations: exits(exitLineUsage, exitLineHosts),
+		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkHostFlag(c, opts.hosts); err != nil {
 				return err

@@ -26,27 +26,18 @@ func newHostsCmd(a *app, runF func(*hostsOptions) error) *cobra.Command {
 	opts := &hostsOptions{}
 	cmd := &cobra.Command{
 		Use:   "hosts",
-		Short: "Show each host: address, reachability, probe source, driver, GPU count, round trip",
+		Short: "Show each host: address, reachable or why not, probe source, driver, GPUs",
 		Long: `Connect to every host in parallel and show, per host: the address as
-resolved through the inventory and ~/.ssh/config (with jump hosts), whether
-it is reachable and if not why, which probe source answered, the driver
-version (for an old driver also the facts its nvidia-smi cannot report:
-"418.87.01 (old: no MIG mode)"), the GPU count, the SSH round-trip time
-and the connect time.
-A host drained (gssh drain, or drain: true in the inventory) shows
-"(drained)" in STATE, one drained from a time to come "(draining at
-08:00)", and a line under the table says by whom, since when and why.
-PASSES is what the queue's scheduling passes found lately: - (never a
-failure), ok (answering again after failures), N failed
-contacts in a row, or down (3 failed contacts spanning the policy's
-down_after: its jobs are unknown, and lost after lost_after); a line
-under the table says since when, the last error, and how many attempts
-of jobs given up there are to be killed when it answers again.
-
---json prints one document (schema "gssh.hosts/v1", see README).
-
-` + exitCodesHelp,
-		Args: cobra.NoArgs,
+resolved through the inventory and ~/.ssh/config, whether it is reachable
+(and why not), the probe source, the driver, the GPU count, the SSH round
+trip and connect times, and what the scheduling passes found lately
+(PASSES: -, ok, N failed, down). Long reasons are cut to fit 100 columns:
+-v prints them whole, under the table; so does --json (docs/json.md).`,
+		Example: `  gssh hosts
+  gssh hosts -v --label a100
+  gssh hosts --json | jq '.hosts[] | select(.state != "ok") | .name'`,
+		Annotations: exits(exitLineUsage, exitLineHosts),
+		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkHostFlag(c, opts.hosts); err != nil {
 				return err

@@ -69,27 +69,16 @@ func newPsCmd(a *app, runF func(*psOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ps",
 		Short: "List jobs: queued, launching and running (-a: all)",
-		Long: `List jobs, oldest first: ID, USER, STATE, PRIORITY (0 first ... 10 last),
-HOST:GPUS, MEM (per GPU, or "excl" for whole GPUs), AGE (queued) or
-RUNTIME, REASON (a queued job's pending reason code: no_free_gpu, mem,
-reserved, foreign, drained, ...; host_down for an unknown job, whose host
-stopped answering; not_in_inventory for a job on a host the inventory no
-longer has; gpu_failed for a job whose GPU read lost, requires reset or
-error while it ran; gssh show ID says it in words), NAME and command.
-This reads the state file only: what it shows changes when a pass runs
-(gssh submit, or gssh schedule from cron). It never creates the state
-file: a --state or $GSSH_STATE that names no file is an error.
-
--a lists every job, those in the history included (jobs that ended more
-than the policy's keep_jobs ago, 90 days by default). --since 30d, 12h or
-2026-12-24 (your time zone; implies -a) lists only the jobs active at some
-time since then: not ended, or ended since; it reads the history only when
-it reaches back that far.
-
---json prints one document (schema "gssh.jobs/v1"): the job records.
-
-` + exitCodesHelp,
-		Args: cobra.NoArgs,
+		Long: `List jobs, oldest first: ID, USER, STATE, PRIORITY, HOST:GPUS, MEM ("excl":
+whole GPUs), AGE (queued) or RUNTIME, REASON (why a queued job waits, as a
+code: gssh show ID says it in words), NAME and command. It reads the state
+file only (a pass changes what it shows) and never creates it. -a adds the
+jobs that ended; --since 30d the jobs active since then.`,
+		Example: `  gssh ps
+  gssh ps --user ann
+  gssh ps --since 7d --json | jq '.jobs[] | {id, state}'`,
+		Annotations: exits(exitLineUsage, exitLineState),
+		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if c.Flags().Changed("since") {
 				if _, err := sinceFlag(opts.since, time.Now()); err != nil { // before anything is read
@@ -255,22 +244,15 @@ func newShowCmd(a *app, runF func(*showOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show everything known about a job, including why it is pending",
-		Long: `Show everything known about a job: what was asked, where it runs, the
-pending reason while queued, and how it ended (exit code, signal).
-
-For a queued job it also plans the queue as a pass would now (probing the
-hosts, changing nothing) and says where the job stands: its place in the
-queue and why ("3rd in the queue: bob's fair-share score 1.8 ranks behind
-alice 0.3"), what it waits for, host by host and GPU by GPU (which gssh
-job and user holds a GPU, how much memory is left), its reservation when
-it is the first job that cannot start ("reserved gpu01 GPU 0-3 from
-14:05"), and when it is expected to start if the running jobs end at
-their walltimes. Other jobs are read from the state file only.
-
---json prints the job record, with the queue's answer under "queue".
-
-` + exitCodesHelp,
-		Args: oneJobID,
+		Long: `Show everything known about a job: what was asked, where it runs or ran,
+and how it ended. For a queued job it also plans the queue as a pass would
+now (probing the hosts, changing nothing): its place in the queue and why,
+what it waits for host by host, its reservation, and when it should start.`,
+		Example: `  gssh show 7
+  gssh show 12_3
+  gssh show 7 --json | jq .queue`,
+		Annotations: exits(exitLineUsage, exitLineState),
+		Args:        oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
 			id, err := a.oneJob(c.Context(), args[0], runF != nil)
 			if err != nil {
@@ -499,20 +481,16 @@ func newLogsCmd(a *app, runF func(*logsOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs ID",
 		Short: "Print a job's output (stdout and stderr); -f follows it until the job ends",
-		Long: `Print a job's log (stdout and stderr together, as sbatch does) from its
-worker. With -f, keep printing until the job ends, then say on stderr how it
-ended, and exit with its status, as gssh wait does; a queued job is waited
-for (running scheduling passes) until it starts, and a job requeued
-meanwhile is followed into its next attempt. A job's log lives in its
-directory on the worker, which housekeeping removes keep_job_dirs (the
-policy's; 14 days by default) after the job ended: gssh logs then says so.
-
-Without -f: ` + exitCodesHelp + `
-
-With -f, the exit status is the job's: its exit status, 128 + the signal
-number, 124 at its walltime, 1 for one cancelled, lost or never started,
-0 when it succeeded; 255: gssh itself failed (said on stderr); 130:
-interrupted.`,
+		Long: `Print a job's output (stdout and stderr together) from its worker. -f
+follows it until the job ends, then says on stderr how it ended and exits
+with the job's status, as gssh wait does; a queued job is waited for. The
+log is removed with the job's directory keep_job_dirs (14 days) after the
+job ended; gssh logs then says so.`,
+		Example: `  gssh logs 7
+  gssh logs -f 7
+  gssh logs --tail 50 12_3`,
+		Annotations: exits(exitLineUsage, exitLineJobHost, exitLineState,
+			"     with -f: the job's status, as gssh wait --help says"),
 		Args: oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
 			id, err := a.oneJob(c.Context(), args[0], runF != nil)
@@ -635,29 +613,17 @@ func newCancelCmd(a *app, runF func(*cancelOptions) error) *cobra.Command {
 	opts := &cancelOptions{}
 	cmd := &cobra.Command{
 		Use:   "cancel ID... | --user U | --mine | --job-state STATE",
-		Short: "Cancel jobs: queued ones are dropped, running ones get SIGTERM, then SIGKILL after --grace",
-		Long: `Cancel jobs. A running job's whole process tree gets SIGTERM (its session,
-and processes carrying its GSSH_JOB_ID that started sessions of their own),
-then SIGKILL after the grace period; gssh cancel returns when they are gone
-or the grace has run out. After the last job given, if any held GPUs, it
-runs one scheduling pass, so that queued jobs start on the GPUs they freed
-(it prints those that do); none of the jobs given is started meanwhile.
-An array's id cancels every task of it; 12_3 one task. A job that had
-already ended, its command on its worker included before any pass
-recorded it, keeps how it ended (its exit status, a walltime stop), and
-gssh cancel says so.
-
---force records the jobs cancelled without reaching their hosts, for a
-job whose host is down (state unknown) or no longer in the inventory: its
-processes may still run there, and the first pass that reaches the host
-again kills them.
-
---user U, --mine (your own jobs) and --job-state queued|running select
-the active jobs to cancel instead of ids (together: all must hold), as
-scancel -u and -t do; it says how many, and on a terminal asks first when
-there are more than 10 (--yes does not ask).
-
-` + exitCodesHelp,
+		Short: "Cancel jobs: drop queued ones, stop running ones (SIGTERM, then SIGKILL)",
+		Long: `Cancel jobs: a queued one is dropped; a running one's whole process tree
+gets SIGTERM, then SIGKILL after --grace, and gssh cancel returns when it is
+gone. Then one pass starts what waited for the GPUs freed. An array's id
+cancels every task, 12_3 one. --user, --mine and --job-state select jobs
+instead of ids (as scancel -u, -t); on a terminal it asks first for more
+than 10. A job that had already ended keeps how it ended.`,
+		Example: `  gssh cancel 7 8
+  gssh cancel --mine --job-state queued
+  gssh cancel --force 9      # its host is down`,
+		Annotations: exits(exitLineUsage, exitLineJobHost, exitLineState),
 		Args: func(c *cobra.Command, args []string) error {
 			sel := opts.user != "" || opts.mine || opts.jobState != ""
 			switch {
@@ -825,26 +791,17 @@ func newScheduleCmd(a *app, runF func(*scheduleOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "schedule",
 		Short: "Run one scheduling pass (for cron or a systemd timer)",
-		Long: `Run one pass: notice jobs that ended (exit code, signal, lost), stop jobs past
-their walltime, then start queued jobs where they fit, in the policy's
-order (priority class, then fair-share; see gssh usage), with EASY
-backfill. It prints what ended, what started, and the pending reasons
-that changed (so a cron log stays short), and, when it removed or moved
-something, what its housekeeping did: "housekeeping: 12 job records older
-than 90d moved to history; 5 job dirs older than 14d removed on gpu01
-(1.2 GiB)" (the policy's keep_jobs and keep_job_dirs; job directories go
-only on hosts the pass reached). Passes are serialised by a lock
-next to the state file: when another pass holds it for longer than
---wait, gssh schedule exits 3.
-
---rebalance has this pass preempt --preemptible jobs for a job ranked
-ahead of them that has waited (as the inventory's policy rebalance: true
-has every pass do; see the README's Rebalancing): each victim gets
-SIGTERM and shows as preempting, its GPUs booked until a later pass sees
-it gone (SIGKILL after its --signal-grace) and requeues it. With
---dry-run it prints what it would preempt and why, and changes nothing.
-
-` + exitCodesHelp,
+		Long: `Run one scheduling pass, for cron or a systemd timer: record the jobs
+that ended, stop those past their walltime, start queued jobs where they
+fit in the policy's order, and trim old records and job directories. It
+prints only what changed, so a cron log stays short. --rebalance also
+preempts --preemptible jobs for jobs ranked ahead (docs/scheduling.md).`,
+		Example: `  gssh schedule
+  gssh schedule --rebalance --dry-run
+  * * * * * /opt/gssh/bin/gssh schedule >>~/.local/state/gssh/schedule.log 2>&1`,
+		Annotations: exits(exitLineUsage,
+			"2    a host with jobs to poll or launch, or a job, had a problem",
+			exitLineState+";\n       or another pass held the pass lock past --wait"),
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkDuration("--wait", opts.wait, 0, 24*time.Hour); err != nil {

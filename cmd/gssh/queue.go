@@ -24,13 +24,12 @@ import (
 // ssh exits when it, not the remote command, failed.
 const exitGssh = 255
 
-const passThroughHelp = `Exit status: the first job's (in the order given) that did not succeed:
-its exit status, 128 + the signal number for a job killed by a signal,
-124 for one stopped at its walltime, 1 for one cancelled, lost or never
-started (a dependency that can never be met); 0 when all succeeded.
-255: gssh itself failed (the state could not be read, a job does not
-exist, a bad flag), said on stderr. 130: interrupted (Ctrl-C), 143: terminated (SIGTERM); the jobs
-go on.`
+// passThroughHelp is the exit statuses of gssh wait.
+const passThroughHelp = `  the first job's (in the order given) that did not succeed: its exit
+  status, 128 + N for a job signal N killed, 124 for one stopped at its
+  walltime, 1 for one cancelled, lost or never started; 0 when all succeeded
+  255  gssh itself failed (the state unreadable, no such job, a bad flag)
+  130  interrupted (Ctrl-C); 143 terminated (SIGTERM); the jobs go on`
 
 // needIDs refuses a command line without job ids, saying what they are
 // for.
@@ -51,7 +50,9 @@ held them. A running job cannot be held (gssh cancel stops it). An
 array's id holds every queued task of it (the others are skipped, and
 counted); 12_3 holds one task. A job named in the wrong state is an error
 (exit 1); the others given are still held.`
+	example := "  gssh hold 7 8\n  gssh hold 12_3"
 	if release {
+		example = "  gssh release 7 8\n  gssh release 12      # every held task of array 12"
 		use, short, long = "release ID...", "Release held jobs, then run one scheduling pass",
 			`Take the holds off jobs (gssh hold, gssh submit --hold), then run one
 scheduling pass, so that they start at once where there is room. Their
@@ -60,10 +61,12 @@ an error (exit 1; the others given are still released); an array's id
 releases its held tasks, 12_3 one task.`
 	}
 	return &cobra.Command{
-		Use:   use,
-		Short: short,
-		Long:  long + "\n\n" + exitCodesHelp,
-		Args:  needIDs(strings.Fields(use)[0]),
+		Use:         use,
+		Short:       short,
+		Long:        long,
+		Example:     example,
+		Annotations: exits(exitLineUsage, exitLineState),
+		Args:        needIDs(strings.Fields(use)[0]),
 		RunE: func(c *cobra.Command, args []string) error {
 			ids, arrays, err := a.resolve(c.Context(), args)
 			if err != nil {
@@ -110,18 +113,14 @@ func newWaitCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait ID...",
 		Short: "Wait for jobs to end; exit with the first failed job's exit status",
-		Long: `Wait until every job given has ended, and exit with its status, so a
-script can go on only when its jobs succeeded:
-
-  id=$(gssh submit --json -- python prep.py | jq .id) && gssh wait $id && ./next-step
-
-While it waits, it runs a scheduling pass every --interval (as gssh
-schedule does; skipped when another pass holds the lock), so jobs start
-and their ends are recorded without a cron pass. It prints each job's end
-on stderr as it sees it (not with --quiet).
-
-` + passThroughHelp,
-		Args: needIDs("wait for"),
+		Long: `Wait until every job given has ended, and exit with the status of the
+first that did not succeed, so a script goes on only when its jobs did.
+Meanwhile it runs a scheduling pass every --interval, so jobs start and
+their ends are recorded without cron, and prints each job's end on stderr.`,
+		Example: `  gssh wait 7 8 && ./publish.sh
+  id=$(gssh submit --json -- python prep.py | jq .id) && gssh wait $id`,
+		Annotations: exitsText(passThroughHelp),
+		Args:        needIDs("wait for"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkDuration("--interval", opts.interval, time.Second, time.Hour); err != nil {
 				return &reported{err: err, code: exitGssh, print: true}
@@ -248,15 +247,16 @@ type updateOptions struct {
 func newUpdateCmd(a *app) *cobra.Command {
 	opts := &updateOptions{}
 	cmd := &cobra.Command{
-		Use:   "update ID... [--priority N] [--timeout D] [--mem SIZE] [--cpus N] [--host-mem SIZE] [--log-limit SIZE] [--name NAME]",
-		Short: "Change queued jobs: priority, walltime, GPU memory, host CPUs and memory, name (as scontrol update)",
-		Long: `Change queued jobs, then run one scheduling pass (a job may start at
-once). An array's id changes every task of it. Running and ended jobs
-cannot be changed. A --mem, --cpus or --host-mem no host could ever give
-is refused, as at submit.
-
-` + exitCodesHelp,
-		Args: needIDs("update"),
+		Use:   "update ID... [flags]",
+		Short: "Change queued jobs: priority, walltime, memory, CPUs, name (scontrol update)",
+		Long: `Change queued jobs, as scontrol update does, then run one scheduling pass
+(a job may start at once). An array's id changes every task. Running and
+ended jobs cannot be changed; a --mem, --cpus or --host-mem no host could
+ever give is refused, as at submit.`,
+		Example: `  gssh update 7 --priority 3
+  gssh update 12 --timeout 4:00:00 --mem 16G`,
+		Annotations: exits(exitLineUsage, exitLineState),
+		Args:        needIDs("update"),
 		RunE: func(c *cobra.Command, args []string) error {
 			fl := c.Flags()
 			r := service.UpdateRequest{}
@@ -405,14 +405,14 @@ func newRequeueCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "requeue ID... [--grace 10s]",
 		Short: "Stop running jobs and put them back in the queue, keeping their ids",
-		Long: `Stop running jobs as gssh cancel does (SIGTERM, then SIGKILL after
---grace) and put them back in the queue under their ids, as scontrol
-requeue does; then run one scheduling pass, so a job may start again at
-once, anywhere it fits, as a new attempt. The time a job ran counts in
-fair-share. A queued or ended job cannot be requeued.
-
-` + exitCodesHelp,
-		Args: needIDs("requeue"),
+		Long: `Stop running jobs as gssh cancel does and put them back in the queue under
+their ids, as scontrol requeue does; then run one pass, so a job may start
+again at once, anywhere it fits, as a new attempt. The time it ran counts
+in fair-share.`,
+		Example: `  gssh requeue 7
+  gssh requeue 7 8 --grace 2m`,
+		Annotations: exits(exitLineUsage, exitLineJobHost, exitLineState),
+		Args:        needIDs("requeue"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkDuration("--grace", grace, 0, time.Hour); err != nil {
 				return err

@@ -24,34 +24,18 @@ func newReapCmd(a *app, runF func(*reapOptions) error) *cobra.Command {
 	opts := &reapOptions{}
 	cmd := &cobra.Command{
 		Use:   "reap",
-		Short: "Find and kill GPU processes of gssh jobs that have ended (orphans); show everyone else's",
-		Long: `Probe every host (or the --host ones) and tell, for each GPU process, whose
-it is. Orphans are processes of gssh jobs that have ended, or of an attempt
-that is not the job's current one, matched on the GSSH_CLUSTER_ID,
-GSSH_JOB_ID and GSSH_ATTEMPT in their environment (or on the job's
-session): they get SIGTERM, then SIGKILL after 2 s. Before it signals a
-process the worker checks that it is still the one the probe saw (same
-pid, same start time, same marks), so a reused pid or the job's next
-attempt is never touched.
-
-Foreign processes (their environment names no gssh job: someone ran them
-by hand) are reported, and killed only on hosts whose inventory entry
-says reap_foreign: kill. A process whose environment cannot be read
-(another user's, one in a container's PID namespace, and every process seen
-through nvidia-smi, which shows no environment) is unattributed: it is
-never killed, and the table says why. GPU memory in use that no visible
-process accounts for is memory held by an invisible process: never free.
-
-Every scheduling pass that probes does the same (gssh schedule prints what
-it killed); gssh reap does it on demand. --dry-run says what it would kill
-and kills nothing. A host that cannot be reached is a row with its reason;
-the others are still reaped.
-
-` + exitCodesHelp,
+		Short: "Kill GPU processes of ended gssh jobs (orphans); show everyone else's",
+		Long: `Probe the hosts and tell whose each GPU process is. Orphans (processes of
+a gssh job that ended, or of an earlier attempt) get SIGTERM, then SIGKILL
+after 2 s; foreign ones (no gssh job's) are only reported, unless the host
+says reap_foreign: kill; unattributed ones (environment unreadable) are
+never killed. Every pass that probes does the same. More:
+docs/failure-modes.md.`,
 		Example: `  gssh reap --dry-run
   gssh reap --host gpu01 --host gpu02
   gssh reap --json`,
-		Args: cobra.NoArgs,
+		Annotations: exits(exitLineUsage, exitLineHosts, exitLineState),
+		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkHostFlag(c, opts.hosts); err != nil {
 				return err

@@ -42,16 +42,6 @@ const (
 // half-probed is printed.
 var errInterrupted = errors.New("interrupted")
 
-const exitCodesHelp = `Exit status:
-  0  success
-  1  usage or input error (bad flag, malformed inventory, unknown host or label)
-  2  some hosts could not be reached or probed (the others are still listed);
-     logs, cancel: the job's host; schedule: a host or job had a problem
-  3  job state busy (another gssh holds it), missing, damaged or unreadable;
-     or another scheduling pass holds the pass lock (gssh schedule)
-  124 gssh drain --wait --timeout ran out with gssh jobs still on the hosts
-  130 interrupted (Ctrl-C); 143 terminated (SIGTERM)`
-
 // reported is an error whose words were printed already (as warnings):
 // Main prints nothing more, and exits with code.
 type reported struct {
@@ -205,46 +195,29 @@ func (a *app) newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "gssh",
 		Short: "One view and one job queue over a handful of GPU servers, through your own SSH setup",
-		Long: `gssh reaches every GPU host of a lab over SSH (your ~/.ssh/config, keys,
-ssh-agent, known_hosts and ProxyJump), shows every GPU on every host, and
-runs jobs on GPUs with room for them. Nothing is installed on the workers by
-hand: gssh pushes its small NVML helper (gssh-helper, found beside gssh or
-at $GSSH_HELPER) and falls back to nvidia-smi where it cannot run.
+		Long: `gssh turns a handful of GPU servers into one view and one fair job queue
+over SSH. It reaches each host as "ssh HOST" would (~/.ssh/config, keys,
+ssh-agent, known_hosts, ProxyJump), shows every GPU on every host, and runs
+jobs on GPUs with room for them. Workers need only sshd, a POSIX shell and
+the NVIDIA driver.
 
-Jobs are kept in a state file (--state, $GSSH_STATE, default
-~/.local/state/gssh/state.db); run "gssh schedule" from cron or a systemd
-timer so queued jobs start and ended jobs are recorded, and "gssh state
-backup FILE" nightly (gssh state restore puts a backup back). The queue goes by
-priority class, then fair-share (GPU time used recently, over the user's
-weight: gssh usage), packs jobs onto the GPUs that fit them best, and
-reserves room for the first job that cannot start (EASY backfill); the
-inventory's policy: block sets how (see hosts.example.yaml).
+Start here:
+  gssh hosts                               is every host reachable?
+  gssh gpus                                every GPU: memory, load, users, jobs
+  gssh submit --mem 8G -- python train.py  queue a job; it starts where it fits
+  gssh ps                                  the queue, and why each job waits
 
-When things go wrong, passes handle it: a host that stops answering is
-down after 3 failed contacts spanning down_after, its jobs unknown, then
-lost (or requeued: submit --requeue) after lost_after, and the copies it
-still runs are killed when it answers; a GPU that fails takes no job until
-it reads healthy 3 times; processes of ended jobs on a GPU are killed (gssh
-reap shows them, and the foreign ones). See the README's Failure modes.
-Every change is one JSON line of events.log beside the state file, kept 30
-days: gssh events --job ID says what happened to a job.
+Hosts come from --inventory, $GSSH_INVENTORY, ~/.config/gssh/hosts.yaml or
+/etc/gssh/hosts.yaml (with none: this host alone); jobs are kept in --state
+(default ~/.local/state/gssh/state.db). Run "gssh schedule" every minute
+from cron, so queued jobs start and ended ones are recorded.
 
-For maintenance, gssh drain HOST takes a host out of the queue (no new
-jobs; the running ones finish; --at TIME for a window ahead, --wait to
-wait for its jobs), and gssh resume HOST puts it back.
-
-Passes also trim what grows: an ended job's directories on its workers,
-its log with them, are removed keep_job_dirs (14 days) after it ended, and
-its record moves to the history keep_jobs (90 days) after, where gssh ps
--a and gssh show still find it (gssh schedule says what it removed).
-
-Hosts come from an inventory, the first found of --inventory, $GSSH_INVENTORY,
-~/.config/gssh/hosts.yaml and /etc/gssh/hosts.yaml; with none, gssh uses the
-local host alone. When /etc/gssh/hosts.yaml (or $GSSH_INVENTORY) has a lab:
-block, it is the lab's one shared queue: its hosts, policy and state win
-over a personal inventory and --state, and only its pass_user runs passes.
-
-` + exitCodesHelp,
+Read more: "gssh COMMAND --help", and README.md and docs/ in gssh's source
+(jobs, scheduling, sharing a lab, failure modes, operating, JSON).`,
+		Annotations: exits(exitLineUsage,
+			exitLineHosts+";\n       logs, cancel: the job's host; schedule: a host or job had a problem",
+			exitLineState+";\n       schedule: another pass holds the pass lock",
+			"124  drain --wait --timeout ran out with gssh jobs still on the hosts"),
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -259,9 +232,9 @@ over a personal inventory and --state, and only its pass_user runs passes.
 	pf.StringVar(&a.inventoryPath, "inventory", "", "hosts file (default: $GSSH_INVENTORY, ~/.config/gssh/hosts.yaml, /etc/gssh/hosts.yaml)")
 	pf.StringVar(&a.stateFile, "state", "", "job state file (default: $GSSH_STATE, ~/.local/state/gssh/state.db)")
 	pf.StringVar(&a.sshConfigPath, "ssh-config", "", "OpenSSH client config (default ~/.ssh/config; /etc/ssh/ssh_config is read after it)")
-	pf.DurationVar(&a.connectTimeout, "connect-timeout", 0, "SSH connect and handshake timeout when ssh_config sets no ConnectTimeout (0: 10s; at most 10m)")
+	pf.DurationVar(&a.connectTimeout, "connect-timeout", 0, "SSH connect timeout when ssh_config sets no ConnectTimeout (0: 10s)")
 	pf.DurationVar(&a.probeTimeout, "probe-timeout", fleet.DefaultProbeTimeout, "how long one host's GPU probe may take once connected")
-	pf.DurationVar(&a.stateWait, "state-wait", state.DefaultTimeout, "how long each state operation waits for another gssh's lock on the state file before it gives up, storing nothing (0: do not wait)")
+	pf.DurationVar(&a.stateWait, "state-wait", state.DefaultTimeout, "how long to wait for another gssh's lock on the state file (0: once)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if err := checkDuration("--connect-timeout", a.connectTimeout, 0, 10*time.Minute); err != nil {
 			return err
@@ -274,7 +247,9 @@ over a personal inventory and --state, and only its pass_user runs passes.
 	root.AddCommand(newGPUsCmd(a, nil), newHostsCmd(a, nil), newSubmitCmd(a, nil), newPsCmd(a, nil), newShowCmd(a, nil),
 		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, false), newHoldCmd(a, true), newUpdateCmd(a), newRequeueCmd(a), newWaitCmd(a), newRunCmd(a),
 		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil), newReapCmd(a, nil), newEventsCmd(a, nil), newDrainCmd(a, nil), newResumeCmd(a))
-	root.AddCommand(newStateCmd(a))
+	root.AddCommand(newStateCmd(a), newVersionCmd(a))
+	groupCommands(root)
+	root.SetUsageTemplate(usageTemplate(root))
 	return root
 }
 

@@ -30,44 +30,21 @@ func newRunCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run [flags] [--pty] -- CMD [ARGS...]",
 		Short: "Run a job in the foreground, with your terminal, once it has GPUs (srun)",
-		Long: `Queue a job as gssh submit does, wait until a pass places it, then run it in
-the foreground on its worker, as srun does: its output comes to your
-terminal (not to a log), your input goes to it, Ctrl-C reaches it (three
-within two seconds cancel it; with --pty, ~. at the start of a line leaves
-and cancels it, as in ssh), and gssh run exits with its exit status.
-
-  gssh run --gpus 1 --mem 8G -- python -c 'import torch; print(torch.cuda.is_available())'
-  gssh run --pty --gpus 1 -- bash          # a shell on a GPU, like srun --pty bash
-
---pty runs it on a terminal of its own on the worker (interactive
-programs, shells, editors, progress bars); it needs a terminal here (stdin
-and stdout). Without --pty, stdin and stdout may be pipes and files, so
-gssh run fits scripts: out=$(gssh run -- nvidia-smi -L).
-
-The job is a job like any other: its GPUs are booked from its placement
-until it ends, it counts in fair-share, gssh ps lists it, gssh cancel ends
-it. It ends with this command: when gssh run is killed, its terminal
-closes or its connection drops (or goes silent for 60 s), its processes on
-the worker are stopped (SIGHUP, SIGTERM, then SIGKILL) and its GPUs freed,
-by a keeper on the worker and, failing that, by the next pass. An attempt
-that cannot start is tried again, three times in all. While it waits for GPUs, it runs a
-scheduling pass every 2 s; Ctrl-C then cancels it.
-
-The flags are gssh submit's, less --array, --hold, --wait, --dry-run and
---json. It says on stderr where the job runs and why it waits (not with
---quiet).
-
-Exit status: the command's, as ssh passes it: its exit status, 128 + N
-when signal N ended it (143 for gssh cancel's SIGTERM, 137 when it had to
-be killed), 124 when it was stopped at its walltime; 1 when the job ended
-without running (a dependency never met, cancelled while queued by
-someone else); 255 when gssh itself failed (a bad flag, the state
-unreadable, the connection to the job lost), said on stderr; 130 (Ctrl-C
-while it waits, three Ctrl-C, ~.) and 143 (SIGTERM to gssh run): gssh run
-was interrupted and the job cancelled.`,
+		Long: `Queue a job as gssh submit does, wait for its GPUs, then run it in the
+foreground, as srun does: its output comes to your terminal, your input
+goes to it, Ctrl-C reaches it (three within 2 s cancel it), and gssh run
+exits with its status. --pty gives it a terminal (shells, editors; ~. leaves
+and cancels). When gssh run dies or its connection drops, the job is
+stopped and its GPUs freed. The flags are submit's, less --array, --hold,
+--wait, --dry-run and --json. More: docs/jobs.md.`,
 		Example: `  gssh run -- nvidia-smi
   gssh run --pty --gpus 2 --mem 20G -- bash
   gssh run --host gpu01 -- python eval.py < inputs.txt > scores.txt`,
+		Annotations: exitsText(`  the job's, as ssh passes it: its exit status, 128 + N when signal N
+  ended it, 124 at its walltime; 1 when it ended without running
+  255  gssh itself failed (a bad flag, the state unreadable, the connection lost)
+  130  interrupted (Ctrl-C while it waits, three Ctrl-C, ~.); 143 SIGTERM: the
+       job is cancelled`),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.argv = args
 			if err := checkMemFlags(c, &opts.submitOptions); err != nil {

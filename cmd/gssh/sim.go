@@ -47,51 +47,20 @@ func newSimCmd(a *app, runF func(*simOptions) error) *cobra.Command {
 	opts := &simOptions{}
 	cmd := &cobra.Command{
 		Use:   "sim --trace FILE --lab SPEC",
-		Short: "Replay a GPU-cluster job trace through gssh's own scheduler, and compare policies",
-		Long: `Replay a job trace through the same scheduling pass gssh runs (the planner,
-reconcile, launch bookkeeping) on a virtual clock, with simulated workers:
-no SSH, no sleeping. Every arrival and end at one instant is applied
-before one pass runs. Each policy runs over its own copy of the queue, in
-parallel, and the report puts them side by side.
-
-The trace is a normalized CSV (job,submit_s,user,gpus,gpu_fraction,
-duration_s,priority_class); a job asking for a fraction of a GPU asks
-that fraction of --frac-of as --mem. The lab is HOSTSxGPUSxMODEL-MEM
-groups: --lab 4x8xA100-80G,2x4xRTX4090-24G (no memory reserve unless
---reserve), or a saved gssh gpus --json (--lab lab.json: the lab
-simulates itself; its GPUs as probed, idle, with the reserves of the
-inventory gssh finds and its policy: block as the gssh policy). Jobs
-larger than any host are counted as never placeable.
-
-Policies (--policy, default all): gssh (priority class, then fair-share;
-best fit; EASY backfill), fifo (strict submit order, first fit),
-fifo-backfill (submit order with EASY backfill, first fit), firstfit
-(priority then submit order, any job that fits starts, first fit).
-
---load X scales arrival times so that the trace's load on the lab is X
-(the GPU-seconds of the placeable jobs over GPUs × span); durations never
-change. --walltime says what a job's --timeout is: x2 (default: twice
-its run time), exact, xN, none (the backfill estimate stands in), or a
-duration (longer jobs are stopped). A trace without users gets none
-unless --users N (job i is user u<i mod N>) or --users-from RAW:COLUMN
-(joined on the job id; for Philly, RAW's src_row).
-
---plot FILE.svg also draws the jobs waiting and the GPUs booked over
-time, one line per policy.
-
---fill X runs the fragmentation experiment instead: jobs drawn from the
-trace in a seeded random order, with replacement, placed with no
-departures until their demand reaches X × the lab's GPUs; it reports the
-share of GPUs allocated, left idle and left in holes (the free part of
-GPUs partly booked), and the demand left unplaced, per placement
-(firstfit, bestfit), as the mean over 10 seeds.
-
-` + exitCodesHelp,
+		Short: "Replay a job trace through gssh's scheduler and compare policies",
+		Long: `Replay a job trace (normalized CSV) through gssh's own scheduling pass on
+a virtual clock, with simulated workers (no SSH, no sleeping), and compare
+policies side by side: gssh, fifo, fifo-backfill, firstfit. The lab is
+HOSTSxGPUSxMODEL-MEM groups, or a saved gssh gpus --json. --load scales
+arrivals to a load; --fill runs the fragmentation experiment instead.
+Progress goes to stderr on a terminal (not with --quiet). More:
+docs/simulator.md.`,
 		Example: `  gssh sim --trace itp-cluster05.norm.csv --lab 2x8xV100-32G --users 20 --load 1.3 --plot itp.svg
   gssh gpus --json > lab.json && gssh sim --trace itp-cluster05.norm.csv --lab lab.json --users 20
-  gssh sim --trace philly.norm.csv --users-from philly.csv:cluster --lab 32x8xV100-32G --load 1.0 --json
+  gssh sim --trace philly.norm.csv --users-from philly.csv:cluster --lab 32x8xV100-32G --json
   gssh sim --trace alibaba-v2023.norm.csv --lab 128x8xG2-16G --fill 1.3`,
-		Args: cobra.NoArgs,
+		Annotations: exits(exitLineUsage),
+		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.reserveSet = c.Flags().Changed("reserve")
 			if os.Getenv("GOGC") == "" {

@@ -21,9 +21,12 @@ func newStateCmd(a *app) *cobra.Command {
 		Use:   "state",
 		Short: "Back up, check and restore the job state file",
 		Long: `Back up the job state file while gssh runs, check a state file, and put a
-backup back in place. See the README's "Backups and restore".`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
+backup back in place. More: docs/operating.md (Backups and restore).`,
+		Example: `  gssh state backup ~/backups/gssh.db
+  gssh state check`,
+		Annotations: exits(exitLineUsage),
+		Args:        cobra.NoArgs,
+		RunE:        func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	cmd.AddCommand(newStateBackupCmd(a), newStateCheckCmd(a), newStateRestoreCmd(a))
 	return cmd
@@ -33,17 +36,14 @@ func newStateBackupCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "backup FILE",
 		Short: "Write a consistent copy of the state file to FILE",
-		Long: `Write a consistent copy of the job state file to FILE (mode 0600), while
-other gssh commands and passes go on: bbolt's own copy, taken in one read
-transaction (they wait only for the copy). It is written to a temporary
-file in FILE's directory, which must exist, then renamed over FILE: a
-backup is whole or not there. FILE may not be the state file itself.
-
-` + exitCodesHelp,
+		Long: `Write a consistent copy of the job state file to FILE (mode 0600) while
+other gssh commands go on: written beside FILE, then renamed over it, so a
+backup is whole or not there. FILE's directory must exist.`,
 		Example: `  gssh state backup ~/backups/gssh-$(date +%F).db
   # crontab: a backup every night at 3 (% must be \% in a crontab)
   0 3 * * * gssh state backup ~/backups/gssh-$(date +\%F).db`,
-		Args: exactArgs(1, "give the file to write, such as gssh state backup ~/backups/gssh.db"),
+		Annotations: exits(exitLineUsage, exitLineState),
+		Args:        exactArgs(1, "give the file to write, such as gssh state backup ~/backups/gssh.db"),
 		RunE: func(c *cobra.Command, args []string) error {
 			sum, err := a.service().StateBackup(c.Context(), args[0])
 			if err != nil {
@@ -59,21 +59,13 @@ func newStateCheckCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "check [FILE]",
 		Short: "Check a state file (default: the state file in use)",
-		Long: `Check a job state file without changing it: bbolt's consistency check
-(every page reachable once, none both free and in use) and gssh's own: the
-schema version known, the cluster id and job_seq present, job_seq at or
-past the highest job id, every job record readable, every job that has
-not ended in the active index and every index entry such a job, the
-fair-share usage ledger exactly what the job records say, every host
-record readable. Each problem is one line; any problem exits 3. A file
-that is not a gssh state file (another program's bbolt file, random
-bytes, an empty or truncated file) or of a newer schema is an error,
-exit 3.
-
-` + exitCodesHelp,
+		Long: `Check a job state file without changing it (default: the one in use):
+bbolt's consistency check and gssh's own (schema, job ids, indexes, the
+fair-share ledger). Each problem is one line; any problem exits 3.`,
 		Example: `  gssh state check
   gssh state check ~/backups/gssh-2024-05-01.db`,
-		Args: cobra.MaximumNArgs(1),
+		Annotations: exits(exitLineUsage, "3    problems found, or the file is not a readable gssh state file"),
+		Args:        cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			file := ""
 			if len(args) == 1 {
@@ -101,28 +93,15 @@ func newStateRestoreCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore BACKUP",
 		Short: "Put a backup in place of the state file, job ids continuing past the workers'",
-		Long: `Put BACKUP in place of the job state file. The backup is checked first
-(as gssh state check). Then every host of the inventory is asked over SSH
-for the job directories of this queue (~/.gssh/jobs/<cluster-id>-<id>.*),
-and job ids continue past the highest found there and past every id the
-file being replaced handed out: a new job never gets the id of a job
-that ran after the backup was taken (its directory would be taken, and
-the job would fail). The queue keeps the backup's cluster id, which the
-restored jobs still running on the workers carry. The file replaced is
-kept as STATE.before-restore (.before-restore.2, ... when that exists).
-No pass runs meanwhile (the pass lock is held).
-
-Refused, changing nothing, unless --force: a host that cannot be listed,
-problems in the backup, a backup of another queue (cluster id).
-
-Jobs the backup holds as queued that launched after it was taken are
-named: the next pass finds their directory taken and fails
-them (see their logs there) rather than run them twice. Hosts no longer in
-the inventory are not asked.
-
-` + exitCodesHelp,
-		Example: `  gssh state restore ~/backups/gssh-2024-05-01.db`,
-		Args:    exactArgs(1, "give the backup to restore, such as gssh state restore ~/backups/gssh-2024-05-01.db"),
+		Long: `Put BACKUP in place of the job state file, after checking it. Every host is
+asked for this queue's job directories, so new job ids continue past the
+jobs that ran after the backup was taken. The file replaced is kept as
+STATE.before-restore. A host that cannot be asked, problems in the
+backup, or another queue's backup refuse it, unless --force.`,
+		Example: `  gssh state restore ~/backups/gssh-2024-05-01.db
+  gssh state restore --force ~/backups/gssh-2024-05-01.db`,
+		Annotations: exits(exitLineUsage, exitLineState),
+		Args:        exactArgs(1, "give the backup to restore, such as gssh state restore ~/backups/gssh-2024-05-01.db"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkDuration("--wait", wait, 0, 24*time.Hour); err != nil {
 				return err

@@ -60,76 +60,17 @@ func newSubmitCmd(a *app, runF func(*submitOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit [flags] -- CMD [ARGS...]",
 		Short: "Queue a job and start it at once on a GPU with room for it",
-		Long: `Queue a job, then run one scheduling pass: the job starts on a GPU that has
-room for it, or stays queued with the reason.
-
-After -- (or after the command's first word: gssh's flags end there),
-several words are a command whose every word reaches the job literally; a
-single string is your own shell command, run by sh -c on the worker (as
-ssh HOST 'cmd' would).
-
---mem (alias --gpu-mem) is GPU memory per GPU (not host RAM, unlike
-Slurm's --mem): a bare number is MiB; K, M, G, T (optionally followed by B
-or iB) are binary multiples; fractions are allowed (0.5G = 512 MiB).
-Without --mem the job gets its GPUs exclusively. Host resources are
-apart: --cpus N books N of the host's CPUs (Slurm's --cpus-per-task; the
-job gets GSSH_CPUS=N and, where taskset exists, runs pinned to N CPUs no
-other gssh job has), and --host-mem SIZE books host RAM (what Slurm's
---mem means; the same sizes as --mem); each is booked like GPU memory,
-against what the host has (gssh gpus --json shows it). Without them
-nothing is booked or pinned. --timeout is the
-walltime: 90m, 2h30m, or Slurm's [D-]HH:MM:SS (a bare number is minutes).
---env cannot set CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER or GSSH_*: gssh
-sets them.
-
-It prints "job N running on HOST:GPUS", or "job N STATE: REASON" (queued,
-and why; or how it ended, if a pass ended it already).
-
-The job runs as your SSH login user on the worker, in --workdir (default:
-the current directory, which must exist there too; a relative path is
-taken from the current directory, as sbatch does; '~' is the worker's
-home, '~user' that user's), with CUDA_VISIBLE_DEVICES set to its GPUs'
-UUIDs, GSSH_JOB_ID, and only the --env values of your environment
-(--export ALL or --export VAR,... passes this environment's, as sbatch
-does; it may not fit the worker: a PATH naming this machine's directories
-breaks the job there). --login runs the command under bash -lc on the
-worker, so ~/.profile set-ups (conda, venv, modules) apply. stdout
-and stderr go to one log (gssh logs). CUDA_VISIBLE_DEVICES is a
-convention, not enforcement.
-
-A job that cannot start now stays queued: gssh ps changes only when a
-pass runs (this submit, gssh cancel, or gssh schedule from cron). The queue
-goes by priority class (--priority, 0 first), then fair-share (GPU time
-used recently over the user's weight: gssh usage), with EASY backfill; the
-inventory's policy: block sets how.
-
-Pipelines, as sbatch has them: --array 0-31%8 submits one task per index
-(at most 8 running at once; each gets GSSH_ARRAY_TASK_ID and
-GSSH_ARRAY_JOB_ID, and the array's id, its first task's, names them all);
---after IDS starts the job once those succeeded (--after-any: ended,
---after-notok: failed, timed out or lost; 12_3 names one task); a
-dependency that can no longer be met cancels the job, saying why. --hold
-queues it held until gssh release; --begin now+2h, 14:00 or
-2026-12-24T09:00 keeps it queued until then. --wait waits for the job (or
-every task) to end and exits with its status, as gssh wait does.
-
---log-limit SIZE caps the job's log: past SIZE of its output the log
-ends with a line saying it was truncated, and the rest is thrown away
-(the job runs on, unhindered); without it the policy's log_limit applies,
-if set. A job's log is removed with its directory on the worker
-keep_job_dirs (the policy's; 14 days by default) after the job ended.
-
---dry-run plans the job as a pass would now, in its place in the queue,
-and stores nothing: it prints where the job would start and why not on the
-other hosts, or why it would wait, its place in the queue, its
-reservation and when it is expected to start (as sbatch --test-only does).
-
-` + exitCodesHelp,
+		Long: `Queue a job, then run one scheduling pass: the job starts on a GPU with
+room for it ("job 7 running on gpu01:3") or stays queued with the reason.
+gssh's flags end at the command's first word (or at --). Several words are
+an argv; one string is a shell command (sh -c on the worker). --mem is GPU
+memory per GPU; Slurm's --mem is --host-mem here. More: docs/jobs.md.`,
+		Annotations: exits(exitLineUsage, exitLineState,
+			"     with --wait: the job's status, as gssh wait --help says"),
 		Example: `  gssh submit --mem 8G -- python train.py --lr 3e-4
-  gssh submit --host gpu01 --gpus 2 --timeout 12:00:00 -- ./run.sh
+  gssh submit --gpus 2 --timeout 12:00:00 --after 12 -- ./run.sh
   gssh submit -- 'cd ~/proj && make train 2>&1 | tee out.txt'
-  gssh submit --array 0-31%8 -- 'python train.py --seed $GSSH_ARRAY_TASK_ID'
-  gssh submit --after 12 --wait -- python evaluate.py`,
+  gssh submit --array 0-31%8 -- 'python train.py --seed $GSSH_ARRAY_TASK_ID'`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.argv = args
 			if err := checkMemFlags(c, opts); err != nil {
@@ -147,16 +88,16 @@ reservation and when it is expected to start (as sbatch --test-only does).
 	// `gssh submit python train.py --gpus 8` gives --gpus to train.py.
 	fl.SetInterspersed(false)
 	addJobFlags(fl, opts)
-	fl.StringVar(&opts.array, "array", "", "a job array: one task per index, 0-31, 1,4,9, 0-99:2, with %N to run at most N at once")
+	fl.StringVar(&opts.array, "array", "", "one task per index: 0-31, 1,4,9, 0-99:2; %N: N at once at most")
 	fl.BoolVar(&opts.hold, "hold", false, "queue the job held: it starts only after gssh release")
-	fl.BoolVar(&opts.wait, "wait", false, "wait for the job to end and exit with its status (as gssh wait)")
-	fl.DurationVar(&opts.interval, "interval", 5*time.Second, "with --wait: time between scheduling passes while waiting")
-	fl.BoolVar(&opts.dryRun, "dry-run", false, "say where the job would start now, or why it would wait and when it should start, without queueing it")
+	fl.BoolVar(&opts.wait, "wait", false, "wait for the job to end; exit with its status (as gssh wait)")
+	fl.DurationVar(&opts.interval, "interval", 5*time.Second, "with --wait: time between scheduling passes")
+	fl.BoolVar(&opts.dryRun, "dry-run", false, "say where the job would start, or why it waits; store nothing")
 	fl.BoolVar(&opts.json, "json", false, "print the result as JSON")
-	fl.BoolVar(&opts.preemptible, "preemptible", false, "a rebalancing pass may preempt the job for one ranked ahead: SIGTERM, SIGKILL after --signal-grace, then back in the queue under its id (GSSH_RESTART_COUNT counts restarts)")
-	fl.DurationVar(&opts.signalGrace, "signal-grace", 0, "with --preemptible: time between a preemption's SIGTERM and SIGKILL, for a checkpoint (default 60s)")
-	fl.StringVar(&opts.logLimit, "log-limit", "", "cap the job's log at SIZE (1G, 500M, 64K; as --mem reads sizes, but to the byte): past it the log says it was truncated and the rest of the output is thrown away (default: none, or the policy's log_limit)")
-	fl.BoolVar(&opts.requeue, "requeue", false, "when the job's host fails under it (down for the policy's lost_after, or the job vanished without an exit status: reboot, OOM killer), put it back in the queue under its id (GSSH_RESTART_COUNT counts restarts) instead of recording it lost; the copy left on that host is killed when it answers again")
+	fl.BoolVar(&opts.preemptible, "preemptible", false, "a rebalancing pass may stop it for a job ranked ahead, and requeue it")
+	fl.DurationVar(&opts.signalGrace, "signal-grace", 0, "with --preemptible: SIGTERM to SIGKILL, to checkpoint (default 60s)")
+	fl.StringVar(&opts.logLimit, "log-limit", "", "keep at most SIZE of the job's output in its log: 1G, 500M")
+	fl.BoolVar(&opts.requeue, "requeue", false, "queue the job again if its host fails under it (else: lost)")
 	return cmd
 }
 
@@ -166,21 +107,22 @@ func addJobFlags(fl *pflag.FlagSet, opts *submitOptions) {
 	fl.StringVar(&opts.host, "host", "auto", "host to run on, or auto")
 	fl.StringSliceVar(&opts.labels, "label", nil, "only hosts carrying every one of these labels")
 	fl.IntVar(&opts.gpus, "gpus", 1, "number of GPUs, all on one host")
-	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU, e.g. 8G, 8000M, 0.5G; not host RAM, unlike Slurm's --mem: that is --host-mem (default: whole GPUs, exclusively)")
+	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU: 8G, 8000M, 0.5G (default: whole GPUs)")
 	fl.StringVar(&opts.gpuMem, "gpu-mem", "", "alias of --mem")
-	fl.StringVar(&opts.cpus, "cpus", "", "host CPUs to book, a whole number; the job is pinned to them (Slurm's --cpus-per-task) (default: none booked)")
-	fl.StringVar(&opts.hostMem, "host-mem", "", "host memory (RAM) to book, e.g. 64G: Slurm's --mem (gssh's --mem is GPU memory) (default: none booked)")
+	fl.MarkHidden("gpu-mem") // an alias: --mem is the one shown
+	fl.StringVar(&opts.cpus, "cpus", "", "host CPUs to book and pin the job to (Slurm's --cpus-per-task)")
+	fl.StringVar(&opts.hostMem, "host-mem", "", "host RAM to book, e.g. 64G (Slurm's --mem) (default: none)")
 	fl.StringVar(&opts.name, "name", "", "job name (default: the command's first word)")
-	fl.StringVar(&opts.workdir, "workdir", "", "directory the job runs in on the worker (default: the current directory; '~' = the worker's home)")
+	fl.StringVar(&opts.workdir, "workdir", "", "directory to run in on the worker (default: the current one)")
 	fl.StringArrayVar(&opts.env, "env", nil, "K=V to set in the job's environment (repeatable)")
-	fl.StringVar(&opts.timeout, "timeout", "", "walltime: 90m, 2h, or [D-]HH:MM:SS (default: none)")
-	fl.IntVar(&opts.priority, "priority", 5, "0 (first) to 10 (last); 0-3 are admin bands, for the queue's owner (in personal mode, you) and the inventory's policy users with admin: true")
-	fl.StringSliceVar(&opts.after, "after", nil, "start after these jobs succeeded (ID[,ID...]; Slurm's afterok)")
+	fl.StringVar(&opts.timeout, "timeout", "", "walltime: 90m, 2h, [D-]HH:MM:SS, or minutes (default: none)")
+	fl.IntVar(&opts.priority, "priority", 5, "0 (first) to 10 (last); 0-3 for admins only")
+	fl.StringSliceVar(&opts.after, "after", nil, "start after these jobs succeeded: ID,... (Slurm's afterok)")
 	fl.StringSliceVar(&opts.afterAny, "after-any", nil, "start after these jobs ended, however (afterany)")
-	fl.StringSliceVar(&opts.afterNotOK, "after-notok", nil, "start after these jobs failed, timed out or were lost (afternotok)")
-	fl.StringVar(&opts.export, "export", "NONE", "the submitting environment the job gets: NONE (only --env and GSSH_*), ALL, or VAR,VAR=value,...")
-	fl.BoolVar(&opts.login, "login", false, "run the command under a login shell on the worker (bash -lc), so ~/.profile set-ups (conda, venv, modules) apply")
-	fl.StringVar(&opts.begin, "begin", "", "start no earlier than this: now+2h, 14:00, 2026-12-24T09:00 (your time zone)")
+	fl.StringSliceVar(&opts.afterNotOK, "after-notok", nil, "start after these jobs failed, timed out or were lost")
+	fl.StringVar(&opts.export, "export", "NONE", "variables the job gets from here: NONE, ALL, or VAR,VAR=value")
+	fl.BoolVar(&opts.login, "login", false, "run under bash -lc on the worker, so ~/.profile applies (conda)")
+	fl.StringVar(&opts.begin, "begin", "", "start no earlier than now+2h, 14:00, 2026-12-24T09:00 (local)")
 }
 
 // checkMemFlags refuses --mem with --gpu-mem and makes --gpu-mem --mem.

@@ -24,37 +24,16 @@ func newUsageCmd(a *app, runF func(*usageOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "usage",
 		Short: "Show each user's fair-share usage and place in the queue's order",
-		Long: `Show each user's fair-share standing, as Slurm's sshare does, lowest
-score (first in the queue's order) first:
-
-  USER       the user
-  WEIGHT     their weight (the inventory's policy: users: NAME: {weight: W}; 1 by default)
-  RUNNING    their launching and running jobs, and the GPUs those hold
-  QUEUED     their queued jobs
-  GPU-HOURS  GPU-hours used in the period shown in the header (the policy's
-             window, or 7 days under a half-life), undecayed
-  DECAYED    GPU-hours as the order weighs them: halved every half_life, or
-             summed over the window
-  SCORE      DECAYED / WEIGHT: within a priority class, the lowest goes first
-  SHARE      their part of everyone's DECAYED usage
-  FAIR       what their weight gives them: WEIGHT over the sum of the weights
-             of the users with jobs queued or running now
-  RANK       their place in the fair-share order
-  CAPS       their caps on running jobs and GPUs (the policy's users:
-             NAME: {max_gpus: N, max_jobs: N}, else default_user); shown
-             only when the policy sets caps. max_gpus counts each GPU a job
-             is placed on as 1, a shared (--mem) one too
-
-A GPU-hour is one whole GPU for an hour; a --mem job counts the part of its
-GPUs' memory it booked (8 GiB of an 80 GiB GPU: 0.1 GPU). Usage comes from
-the job records in the state file, so it survives restarts. This reads the
-state file (never creating it) and the inventory's policy; it probes no
-host.
-
---json prints one document (schema "gssh.usage/v1").
-
-` + exitCodesHelp,
-		Args: cobra.NoArgs,
+		Long: `Show each user's fair-share standing, as Slurm's sshare does, first in the
+queue's order first: WEIGHT, RUNNING jobs and GPUs, QUEUED jobs, GPU-HOURS
+used, DECAYED (what the order weighs), SCORE (DECAYED / WEIGHT: lowest
+first), SHARE of everyone's usage, FAIR share by weight, RANK, and CAPS when
+the policy sets any. It reads the state file and the policy; it probes no
+host. More: docs/scheduling.md.`,
+		Example: `  gssh usage
+  gssh usage --json | jq '.users[] | {user, score}'`,
+		Annotations: exits(exitLineUsage, exitLineState),
+		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
