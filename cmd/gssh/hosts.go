@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,9 +18,10 @@ import (
 )
 
 type hostsOptions struct {
-	hosts  []string
-	labels []string
-	json   bool
+	hosts   []string
+	labels  []string
+	json    bool
+	verbose bool // -v: on a terminal too, the table of whole cells
 }
 
 func newHostsCmd(a *app, runF func(*hostsOptions) error) *cobra.Command {
@@ -28,11 +30,12 @@ func newHostsCmd(a *app, runF func(*hostsOptions) error) *cobra.Command {
 		Use:   "hosts",
 		Short: "Show each host: address, reachable or why not, probe source, driver, GPUs",
 		Long: `Connect to every host in parallel and show, per host: the address as
-resolved through the inventory and ~/.ssh/config, whether it is reachable
-(and why not), the probe source, the driver, the GPU count, the SSH round
-trip and connect times, and what the scheduling passes found lately
-(PASSES: -, ok, N failed, down). Long reasons are cut to fit 100 columns:
--v prints them whole, under the table; so does --json (docs/json.md).`,
+resolved through the inventory and ~/.ssh/config, whether it is reachable,
+the probe source, the driver, the GPU count, the SSH round trip, and what
+the scheduling passes found lately (PASSES: -, ok, N failed, down). On a
+terminal the table fits 100 columns: errors, and why a host is probed
+through nvidia-smi, are listed under it; -v puts every cell whole in the
+table (and the connect time), as a pipe and --json (docs/json.md) get it.`,
 		Example: `  gssh hosts
   gssh hosts -v --label a100
   gssh hosts --json | jq '.hosts[] | select(.state != "ok") | .name'`,
@@ -52,6 +55,7 @@ trip and connect times, and what the scheduling passes found lately
 	fl.StringSliceVar(&opts.hosts, "host", nil, "only these hosts (repeat or comma-separate)")
 	fl.StringSliceVar(&opts.labels, "label", nil, "only hosts carrying every one of these labels")
 	fl.BoolVar(&opts.json, "json", false, "print JSON instead of a table")
+	fl.BoolVarP(&opts.verbose, "verbose", "v", false, "on a terminal too, every cell whole and the CONNECT column, however wide")
 	return cmd
 }
 
@@ -67,21 +71,21 @@ func hostsRun(ctx context.Context, a *app, opts *hostsOptions) error {
 		}
 		return err
 	}
-	rows := make([][]string, len(doc.Hosts))
-	for i, d := range doc.Hosts {
-		state := d.State
-		if d.Error != "" {
-			state += ": " + oneLine(d.Error)
-		}
-		src := cmp.Or(d.Source, "-")
-		if d.SourceWhy != "" {
-			src += " (" + d.SourceWhy + ")"
-		}
-		state += drainCell(d.DrainDoc, a.now())
-		rows[i] = []string{d.Name, d.Address, state, src, driverCell(d), fmt.Sprint(d.GPUs), msCell(d.RTTMS), msCell(d.ConnectMS), failedCell(d.Record)}
+	var t hostsTable
+	if a.tty && !opts.verbose {
+		t = shortHostsTable(doc.Hosts, a.localUser(), a.now())
+	} else {
+		t = wholeHostsTable(doc.Hosts, a.now())
 	}
-	if terr := printTable(a.stdout, a.tty, []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "CONNECT", "PASSES"}, rows); terr != nil {
+	cut := a.tty && !opts.verbose && fitColumns(t.header, t.rows, t.cuttable, a.tableWidth())
+	if terr := printTable(a.stdout, a.tty, t.header, t.rows); terr != nil {
 		return terr
+	}
+	for _, n := range t.notes {
+		fmt.Fprintln(a.stdout, n)
+	}
+	if cut {
+		fmt.Fprintln(a.stdout, "(cells ending in … are cut to fit the terminal: gssh hosts -v prints them whole)")
 	}
 	for _, d := range doc.Hosts {
 		if r := d.Record; r != nil {
@@ -92,6 +96,73 @@ func hostsRun(ctx context.Context, a *app, opts *hostsOptions) error {
 		}
 	}
 	return err
+}
+
+// hostsTable is gssh hosts's table: its header, rows, the columns that
+// may be cut to fit a terminal (fitColumns), and the lines printed under
+// it.
+type hostsTable struct {
+	header   []string
+	rows     [][]string
+	cuttable []int
+	notes    []string
+}
+
+// wholeHostsTable is the table with every cell whole: for a pipe (tab
+// separated, for scripts) and for -v.
+func wholeHostsTable(hosts []service.HostInfo, now time.Time) hostsTable {
+	t := hostsTable{header: []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "CONNECT", "PASSES"}, cuttable: []int{1, 2, 3, 4, 8}}
+	for _, d := range hosts {
+		state := d.State
+		if d.Error != "" {
+			state += ": " + oneLine(d.Error)
+		}
+		src := cmp.Or(d.Source, "-")
+		if d.SourceWhy != "" {
+			src += " (" + d.SourceWhy + ")"
+		}
+		state += drainCell(d.DrainDoc, now)
+		t.rows = append(t.rows, []string{d.Name, d.Address, state, src, driverCell(d), fmt.Sprint(d.GPUs), msCell(d.RTTMS), msCell(d.ConnectMS), failedCell(d.Record)})
+	}
+	return t
+}
+
+// shortHostsTable is the table for a terminal, made to fit 100 columns:
+// the address without the login when it is user's own, the state without
+// its error, the probe source with a footnote mark for why it is not the
+// helper ("nvidia-smi[1]"), an old driver marked "(old)", no CONNECT
+// column. Under it, each host's error and old driver's missing facts,
+// then the footnotes, whole.
+func shortHostsTable(hosts []service.HostInfo, user string, now time.Time) hostsTable {
+	t := hostsTable{header: []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "PASSES"}, cuttable: []int{1, 2, 4, 7}}
+	var why []string // footnotes, in order of first use
+	var errs []string
+	for _, d := range hosts {
+		src := cmp.Or(d.Source, "-")
+		if d.SourceWhy != "" {
+			note := src + ", not gssh-helper: " + oneLine(d.SourceWhy)
+			n := slices.Index(why, note)
+			if n < 0 {
+				why = append(why, note)
+				n = len(why) - 1
+			}
+			src += fmt.Sprintf("[%d]", n+1)
+		}
+		driver := cmp.Or(d.Driver, "-")
+		if len(d.MissingFields) > 0 {
+			driver += " (old)"
+			errs = append(errs, fmt.Sprintf("%s: old driver %s: nvidia-smi cannot report %s", d.Name, d.Driver, probe.MissingFacts(d.MissingFields)))
+		}
+		if d.Error != "" {
+			errs = append(errs, fmt.Sprintf("%s: %s: %s", d.Name, d.State, oneLine(d.Error)))
+		}
+		t.rows = append(t.rows, []string{d.Name, strings.TrimPrefix(d.Address, user+"@"), d.State + drainCell(d.DrainDoc, now), src, driver, fmt.Sprint(d.GPUs), msCell(d.RTTMS), failedCell(d.Record)})
+	}
+	t.notes = errs
+	for i, w := range why {
+		t.notes = append(t.notes, fmt.Sprintf("[%d] %s", i+1, w))
+	}
+	return t
 }
 
 // failedCell is the PASSES column: what the queue's passes found of the
