@@ -59,6 +59,10 @@ type Setup struct {
 	// on the lab is Load (trace.ScaleToLoad; durations stay).
 	Load    float64
 	Convert Convert
+	// Progress, when set, is each policy's Config.Progress: it is called
+	// from every policy's goroutine at once, and settles len(Trace.Jobs)
+	// jobs per policy at most.
+	Progress func(settled int)
 }
 
 // ComparisonSchema names the JSON document of a Comparison (gssh sim
@@ -147,7 +151,7 @@ func Compare(ctx context.Context, s Setup) (*Comparison, error) {
 	var wg sync.WaitGroup
 	for i, p := range s.Policies {
 		wg.Go(func() {
-			cfg := Config{Hosts: s.Hosts, Jobs: jobs, Policy: p.Policy}
+			cfg := Config{Hosts: s.Hosts, Jobs: jobs, Policy: p.Policy, Progress: s.Progress}
 			res, err := Run(ctx, cfg)
 			if err != nil {
 				errs[i] = fmt.Errorf("policy %s: %w", p.Name, err)

@@ -37,6 +37,11 @@ type Config struct {
 	Hosts  []sched.Host
 	Jobs   []Job // in any order
 	Policy sched.Policy
+	// Progress, when set, is called after each pass with the number of
+	// jobs it settled: ended, or found never placeable on arrival. A run
+	// settles every job but those left waiting when nothing else can
+	// happen. Called on the run's goroutine.
+	Progress func(settled int)
 }
 
 // Outcome is what became of one job.
@@ -111,6 +116,7 @@ func run(ctx context.Context, cfg Config, st queue) (*Result, error) {
 	}
 	next := 0 // in order
 	for {
+		settled := 0
 		// Arrivals due now.
 		for ; next < len(order) && !epoch.Add(cfg.Jobs[order[next]].Submit).After(now); next++ {
 			i := order[next]
@@ -123,6 +129,7 @@ func run(ctx context.Context, cfg Config, st queue) (*Result, error) {
 			}
 			res.Jobs[i].Placeable = ok
 			if !ok {
+				settled++
 				continue // reported, never queued
 			}
 			q, err := st.Submit(job.Job{User: j.User, SubmittedAt: now, Spec: job.Spec{Name: j.Name, Argv: []string{"sim"}, Host: "auto", Workdir: "~",
@@ -146,6 +153,9 @@ func run(ctx context.Context, cfg Config, st queue) (*Result, error) {
 			o := &res.Jobs[byID[j.ID]]
 			o.End = j.EndedAt.Sub(epoch)
 			res.Makespan = max(res.Makespan, o.End)
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(settled + len(pass.Finished))
 		}
 		smp, err := sampleOf(st, now.Sub(epoch))
 		if err != nil {

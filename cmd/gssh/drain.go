@@ -25,6 +25,7 @@ type drainOptions struct {
 	at       string
 	from     time.Time // --at, parsed; zero: now
 	wait     bool
+	quiet    bool // --quiet: with --wait, nothing on stderr but errors
 	keep     bool // --wait alone: a drain recorded already stays as it is
 	timeout  time.Duration
 	interval time.Duration
@@ -83,6 +84,7 @@ a terminal, a progress line on stderr); --timeout gives up with exit 124.`,
 	fl.BoolVar(&opts.wait, "wait", false, "return once no gssh job is left on the hosts")
 	fl.DurationVar(&opts.timeout, "timeout", 0, "with --wait: give up after this long (exit 124); 0: wait as long as it takes")
 	fl.DurationVar(&opts.interval, "interval", 5*time.Second, "with --wait: time between scheduling passes")
+	fl.BoolVarP(&opts.quiet, "quiet", "q", false, "with --wait: print nothing on stderr but errors (no progress)")
 	return cmd
 }
 
@@ -115,7 +117,7 @@ func drainRun(ctx context.Context, a *app, opts *drainOptions) error {
 	if !opts.wait {
 		return nil
 	}
-	return drainWait(ctx, a, opts.hosts, opts.interval, opts.timeout)
+	return drainWait(ctx, a, opts.hosts, opts.interval, opts.timeout, opts.quiet)
 }
 
 // drainedLine says what gssh drain did to one host.
@@ -146,13 +148,21 @@ func drainedLine(h service.HostDrain, now time.Time) string {
 
 // drainWait waits until no gssh job holds GPUs on hosts, running a pass
 // every interval; after timeout (0: none) it gives up, naming the jobs
-// left, with exit 124.
-func drainWait(ctx context.Context, a *app, hosts []string, interval, timeout time.Duration) error {
+// left, with exit 124. On a terminal a bar on stderr counts the jobs
+// gone; quiet: nothing on stderr but errors.
+func drainWait(ctx context.Context, a *app, hosts []string, interval, timeout time.Duration, quiet bool) error {
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = a.now().Add(timeout)
 	}
 	said := ""
+	var bar *progress
+	left := 0 // jobs still there at the last look
+	defer func() {
+		if bar != nil {
+			bar.Done()
+		}
+	}()
 	for first := true; ; first = false {
 		if !first {
 			a.tryPass(ctx)
@@ -167,13 +177,26 @@ func drainWait(ctx context.Context, a *app, hosts []string, interval, timeout ti
 			return err
 		}
 		where := strings.Join(hosts, ", ")
+		if bar != nil {
+			bar.Add(max(0, left-len(jobs)))
+		}
+		left = len(jobs)
 		if len(jobs) == 0 {
+			if bar != nil {
+				bar.Done()
+			}
 			fmt.Fprintf(a.stdout, "no gssh jobs left on %s\n", where)
 			return nil
 		}
-		if list := jobList(jobs); list != said {
+		if list := jobList(jobs); list != said && !quiet {
+			if bar != nil {
+				bar.Clear()
+			}
 			fmt.Fprintf(a.stderr, "gssh: waiting for %s on %s: %s\n", jobCount(len(jobs)), where, list)
 			said = list
+		}
+		if bar == nil {
+			bar = a.newProgress("jobs gone from "+where, int64(len(jobs)), quiet)
 		}
 		wait := interval
 		if !deadline.IsZero() {

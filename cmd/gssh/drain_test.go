@@ -24,7 +24,7 @@ func TestDrainWait(t *testing.T) {
 		svc := &fakeService{drainJobs: [][]job.Job{{j3, j4}, {j3, j4}, {j4}, {}}}
 		a, out, errb := fakeApp(svc)
 		start := time.Now()
-		if err := drainWait(context.Background(), a, []string{"a100"}, 5*time.Second, 0); err != nil {
+		if err := drainWait(context.Background(), a, []string{"a100"}, 5*time.Second, 0, false); err != nil {
 			t.Fatal(err)
 		}
 		if waited := time.Since(start); waited != 15*time.Second {
@@ -39,7 +39,7 @@ func TestDrainWait(t *testing.T) {
 		svc = &fakeService{drainJobs: [][]job.Job{{j3}}}
 		a, _, _ = fakeApp(svc)
 		start = time.Now()
-		err := drainWait(context.Background(), a, []string{"a100"}, 5*time.Second, 12*time.Second)
+		err := drainWait(context.Background(), a, []string{"a100"}, 5*time.Second, 12*time.Second, false)
 		var rep *reported
 		if !errors.As(err, &rep) || rep.code != exitTimedOut || err.Error() != "--timeout 12s ran out: 1 gssh job still on a100: 3 (alice, running on a100)" {
 			t.Errorf("timeout: %v", err)

@@ -41,6 +41,7 @@ type simOptions struct {
 	reserveSet  bool
 	json        bool
 	plot        string
+	quiet       bool // --quiet: no progress on stderr
 }
 
 func newSimCmd(a *app, runF func(*simOptions) error) *cobra.Command {
@@ -108,6 +109,7 @@ docs/simulator.md.`,
 	fl.StringVar(&opts.priorityMap, "priority-map", "", "map the trace's priority classes to priorities, such as LS=4,BE=6 (default: all 5)")
 	fl.Float64Var(&opts.reserve, "reserve", 0, "GPU memory kept back on each simulated GPU, in percent")
 	fl.BoolVar(&opts.json, "json", false, "print JSON")
+	fl.BoolVarP(&opts.quiet, "quiet", "q", false, "no progress on stderr")
 	fl.StringVar(&opts.plot, "plot", "", "also write an SVG plot to this file: jobs waiting and GPUs booked over time, a line per policy")
 	return cmd
 }
@@ -186,7 +188,9 @@ func simRun(ctx context.Context, a *app, opts *simOptions) error {
 			}
 		}
 	}
-	res, err := sim.Compare(ctx, sim.Setup{Lab: opts.lab, Hosts: hosts, Trace: t, Policies: policies, Load: opts.load, Convert: conv})
+	bar := a.newProgress(fmt.Sprintf("replaying %d jobs, %d policies", len(t.Jobs), len(policies)), int64(len(t.Jobs)*len(policies)), opts.quiet)
+	res, err := sim.Compare(ctx, sim.Setup{Lab: opts.lab, Hosts: hosts, Trace: t, Policies: policies, Load: opts.load, Convert: conv, Progress: bar.Add})
+	bar.Done()
 	if err != nil {
 		return interrupted(ctx, err)
 	}

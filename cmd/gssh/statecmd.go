@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,11 +29,13 @@ backup back in place. More: docs/operating.md (Backups and restore).`,
 		Args:        cobra.NoArgs,
 		RunE:        func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	cmd.AddCommand(newStateBackupCmd(a), newStateCheckCmd(a), newStateRestoreCmd(a))
+	quiet := new(bool)
+	cmd.PersistentFlags().BoolVarP(quiet, "quiet", "q", false, "no progress on stderr")
+	cmd.AddCommand(newStateBackupCmd(a, quiet), newStateCheckCmd(a, quiet), newStateRestoreCmd(a, quiet))
 	return cmd
 }
 
-func newStateBackupCmd(a *app) *cobra.Command {
+func newStateBackupCmd(a *app, quiet *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "backup FILE",
 		Short: "Write a consistent copy of the state file to FILE",
@@ -45,7 +48,9 @@ backup is whole or not there. FILE's directory must exist.`,
 		Annotations: exits(exitLineUsage, exitLineState),
 		Args:        exactArgs(1, "give the file to write, such as gssh state backup ~/backups/gssh.db"),
 		RunE: func(c *cobra.Command, args []string) error {
+			bar := a.newProgress("backing up the state file to "+args[0], -1, *quiet)
 			sum, err := a.service().StateBackup(c.Context(), args[0])
+			bar.Done()
 			if err != nil {
 				return interrupted(c.Context(), err)
 			}
@@ -55,7 +60,7 @@ backup is whole or not there. FILE's directory must exist.`,
 	}
 }
 
-func newStateCheckCmd(a *app) *cobra.Command {
+func newStateCheckCmd(a *app, quiet *bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   "check [FILE]",
 		Short: "Check a state file (default: the state file in use)",
@@ -71,7 +76,9 @@ fair-share ledger). Each problem is one line; any problem exits 3.`,
 			if len(args) == 1 {
 				file = args[0]
 			}
+			bar := a.newProgress("checking "+cmp.Or(file, "the state file"), -1, *quiet)
 			r, err := a.service().StateCheck(c.Context(), file)
+			bar.Done()
 			if err != nil {
 				return interrupted(c.Context(), err)
 			}
@@ -87,7 +94,7 @@ fair-share ledger). Each problem is one line; any problem exits 3.`,
 	}
 }
 
-func newStateRestoreCmd(a *app) *cobra.Command {
+func newStateRestoreCmd(a *app, quiet *bool) *cobra.Command {
 	var force bool
 	var wait time.Duration
 	cmd := &cobra.Command{
@@ -106,7 +113,7 @@ backup, or another queue's backup refuse it, unless --force.`,
 			if err := checkDuration("--wait", wait, 0, 24*time.Hour); err != nil {
 				return err
 			}
-			return stateRestoreRun(c.Context(), a, service.RestoreRequest{Backup: args[0], Force: force, Wait: wait})
+			return stateRestoreRun(c.Context(), a, service.RestoreRequest{Backup: args[0], Force: force, Wait: wait}, *quiet)
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "restore although hosts could not be listed, the backup has problems or is of another queue")
@@ -114,8 +121,10 @@ backup, or another queue's backup refuse it, unless --force.`,
 	return cmd
 }
 
-func stateRestoreRun(ctx context.Context, a *app, r service.RestoreRequest) error {
+func stateRestoreRun(ctx context.Context, a *app, r service.RestoreRequest, quiet bool) error {
+	bar := a.newProgress("restoring "+r.Backup+" (asking the hosts for their job directories)", -1, quiet)
 	res, err := a.service().StateRestore(ctx, r)
+	bar.Done()
 	for _, h := range slices.Sorted(maps.Keys(res.Unreached)) {
 		a.warnf(fmt.Sprintf("%s: its job directories could not be listed: %v", h, res.Unreached[h]))
 	}
