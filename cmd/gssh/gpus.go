@@ -53,7 +53,7 @@ environment cannot be read), and the memory held by invisible processes
 why for each.
 
 Output is plain tab-separated text when stdout is not a terminal.
---json prints one document (schema "gssh.gpus/v1", see README) with memory
+--json prints one document (schema "gssh.gpus/v2", see README) with memory
 in bytes.
 
 ` + exitCodesHelp,

@@ -43,7 +43,7 @@ down_after: its jobs are unknown, and lost after lost_after); a line
 under the table says since when, the last error, and how many attempts
 of jobs given up there are to be killed when it answers again.
 
---json prints one document (schema "gssh.hosts/v1", see README).
+--json prints one document (schema "gssh.hosts/v2", see README).
 
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
@@ -87,7 +87,7 @@ func hostsRun(ctx context.Context, a *app, opts *hostsOptions) error {
 			src += " (" + d.SourceWhy + ")"
 		}
 		state += drainCell(d.DrainDoc, a.now())
-		rows[i] = []string{d.Name, d.Address, state, src, driverCell(d), fmt.Sprint(d.GPUs), msCell(d.RTTMS), msCell(d.ConnectMS), failedCell(d.Record)}
+		rows[i] = []string{d.Name, d.Address, state, src, driverCell(d), fmt.Sprint(d.GPUs), msCell(d.RTTS), msCell(d.ConnectS), failedCell(d.Record)}
 	}
 	if terr := printTable(a.stdout, a.tty, []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "CONNECT", "PASSES"}, rows); terr != nil {
 		return terr
@@ -146,11 +146,12 @@ func driverCell(d service.HostInfo) string {
 	return cell
 }
 
-func msCell(ms float64) string {
-	if ms == 0 {
+// msCell is a time in seconds, in milliseconds ("-" for 0).
+func msCell(s float64) string {
+	if s == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.1fms", ms)
+	return fmt.Sprintf("%.1fms", s*1000)
 }
 
 // checkHostFlag refuses `--host ”`, which pflag reads as no host at all and

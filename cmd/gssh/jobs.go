@@ -86,7 +86,7 @@ than the policy's keep_jobs ago, 90 days by default). --since 30d, 12h or
 time since then: not ended, or ended since; it reads the history only when
 it reaches back that far.
 
---json prints one document (schema "gssh.jobs/v1"): the job records.
+--json prints one document (schema "gssh.jobs/v2"): the job records.
 
 ` + exitCodesHelp,
 		Args: cobra.NoArgs,
