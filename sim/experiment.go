@@ -64,7 +64,7 @@ type Setup struct {
 // ComparisonSchema names the JSON document of a Comparison (gssh sim
 // --json). Durations in it are seconds, to the millisecond, in fields
 // ending _s (v1 had nanoseconds: makespan, mean_wait, ...); walltime is
-// the --walltime rule as text ("x2", "exact", "none", "1h0m0s").
+// the --walltime rule in words ("2× the real run time").
 const ComparisonSchema = "gssh.sim/v2"
 
 // Comparison is what Compare found.
