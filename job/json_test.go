@@ -72,3 +72,12 @@ func TestJobJSONDurations(t *testing.T) {
 		t.Errorf("zero spec %s: durations not left out", b)
 	}
 }
+
+func TestRef(t *testing.T) {
+	if got := (Job{ID: 18}).Ref(); got != "18" {
+		t.Errorf("job 18: %s", got)
+	}
+	if got := (Job{ID: 18, Spec: Spec{Array: &ArrayTask{Job: 16, Task: 2, Tasks: 3}}}).Ref(); got != "16_2" {
+		t.Errorf("task 2 of array 16: %s", got)
+	}
+}

@@ -224,7 +224,7 @@ func checkReserved(u *unit, w *want, n *node) Reason {
 	if w.quiet {
 		return because(CodeReserved, "")
 	}
-	return because(CodeReserved, fmt.Sprintf("reserved for job %d from %s", n.reservedFor, n.reservedFrom.UTC().Format("2006-01-02 15:04 UTC")))
+	return because(CodeReserved, fmt.Sprintf("reserved for job %s from %s", n.reservedRef, n.reservedFrom.UTC().Format("2006-01-02 15:04 UTC")))
 }
 
 // checkExclusive: an exclusive job needs a unit nothing else uses.

@@ -162,6 +162,7 @@ func summarize(n *node, vs []verdict) string {
 func holders(n *node, us []*unit) string {
 	var users []string
 	jobs := map[string][]job.ID{}
+	refs := map[job.ID]string{}
 	for _, u := range us {
 		b, _ := n.booking(u.key)
 		for _, h := range b.Holders {
@@ -174,6 +175,7 @@ func holders(n *node, us []*unit) string {
 			if !slices.Contains(jobs[h.User], h.Job) {
 				jobs[h.User] = append(jobs[h.User], h.Job)
 			}
+			refs[h.Job] = h.Ref
 		}
 	}
 	var parts []string
@@ -185,7 +187,7 @@ func holders(n *node, us []*unit) string {
 		ids := slices.Sorted(slices.Values(jobs[user]))
 		names := make([]string, len(ids))
 		for k, id := range ids {
-			names[k] = strconv.FormatUint(uint64(id), 10)
+			names[k] = cmp.Or(refs[id], strconv.FormatUint(uint64(id), 10))
 		}
 		parts = append(parts, fmt.Sprintf("%s: %s %s", cmp.Or(user, "?"), plural(len(ids), "job"), strings.Join(names, ", ")))
 	}
