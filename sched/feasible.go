@@ -128,12 +128,12 @@ func feasible(n *node, w *want) ([]*unit, Reason) {
 	}
 	code := CodeTooFewGPUs
 	if len(turned) > 0 {
-		head += " (" + summarize(n, turned) + ")"
 		codes := make([]Code, len(turned))
 		for i, v := range turned {
 			codes[i] = v.why.Code
 		}
 		code = dominant(codes)
+		head += " (" + summarize(n, turned, code) + ")"
 	}
 	return nil, because(code, head)
 }
