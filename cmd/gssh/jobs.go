@@ -294,6 +294,15 @@ type showDoc struct {
 	Queue *service.Explanation `json:"queue,omitempty"`
 }
 
+// refOf names job id as gssh names jobs (job.Job.Ref: "16_2" for an
+// array task), its id alone when its record cannot be read.
+func (a *app) refOf(ctx context.Context, id job.ID) string {
+	if j, err := a.service().Job(ctx, id); err == nil {
+		return j.Ref()
+	}
+	return strconv.FormatUint(uint64(id), 10)
+}
+
 func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	j, err := a.service().Job(ctx, opts.id)
 	if err != nil {
@@ -329,7 +338,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		lines = append(lines, [2]string{"array", fmt.Sprintf("%d_%d (task %d of the %d of array %d%s)", t.Job, t.Task, t.Task, t.Tasks, t.Job, limit)})
 	}
 	for _, d := range s.After {
-		what := fmt.Sprintf("job %d", d.Job)
+		what := "job " + a.refOf(ctx, d.Job)
 		if d.Tasks > 0 {
 			what = fmt.Sprintf("array %d (its %d tasks)", d.Job, d.Tasks)
 		}
@@ -381,7 +390,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		lines = append(lines, [2]string{"restarts", strconv.Itoa(j.Restarts)})
 	}
 	if p := j.Preempt; p != nil {
-		lines = append(lines, [2]string{"preempting", fmt.Sprintf("since %s, for job %d: SIGKILL at %s if still there", timeCell(p.At), p.For, timeCell(p.At.Add(s.Grace())))})
+		lines = append(lines, [2]string{"preempting", fmt.Sprintf("since %s, for job %s: SIGKILL at %s if still there", timeCell(p.At), a.refOf(ctx, p.For), timeCell(p.At.Add(s.Grace())))})
 	}
 	for _, e := range s.Env {
 		lines = append(lines, [2]string{"env", e.Key + "=" + e.Value})
