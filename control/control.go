@@ -294,7 +294,7 @@ func (c *Controller) endedElsewhere(active []job.Job, res *Result) []job.Job {
 			c.emit(JobEnded, u)
 			continue
 		case !errors.Is(err, errSkip):
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: %w", j.ID, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: %w", j.Ref(), err))
 		}
 		out = append(out, j)
 	}
@@ -482,7 +482,7 @@ func (c *Controller) dropOrphanedRuns(active []job.Job, res *Result) []job.Job {
 			c.emit(JobCancel, u)
 			continue
 		case !errors.Is(err, errSkip):
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: record it cancelled (%s): %w", j.ID, ownerGoneReason, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: record it cancelled (%s): %w", j.Ref(), ownerGoneReason, err))
 		}
 		out = append(out, j)
 	}
@@ -720,9 +720,9 @@ func (c *Controller) Hold(id job.ID, who string) (job.Job, error) {
 	return c.store.Update(id, func(x *job.Job) error {
 		switch {
 		case x.State.Terminal():
-			return fmt.Errorf("job %d %w: it has ended (%s)", id, ErrNotQueued, x.State)
+			return fmt.Errorf("job %s %w: it has ended (%s)", x.Ref(), ErrNotQueued, x.State)
 		case x.State != job.Queued:
-			return fmt.Errorf("job %d %w: it is %s (a hold keeps a queued job from starting; gssh cancel stops a running one)", id, ErrNotQueued, x.State)
+			return fmt.Errorf("job %s %w: it is %s (a hold keeps a queued job from starting; gssh cancel stops a running one)", x.Ref(), ErrNotQueued, x.State)
 		case x.Hold == nil:
 			x.Hold = &job.Hold{By: who, At: now}
 			r := sched.HeldReason(x) // at once, not at the next pass
@@ -738,11 +738,11 @@ func (c *Controller) Release(id job.ID) (job.Job, error) {
 	return c.store.Update(id, func(x *job.Job) error {
 		switch {
 		case x.State.Terminal():
-			return fmt.Errorf("job %d %w: it has ended (%s)", id, ErrNotHeld, x.State)
+			return fmt.Errorf("job %s %w: it has ended (%s)", x.Ref(), ErrNotHeld, x.State)
 		case x.Hold == nil && x.State == job.Queued:
-			return fmt.Errorf("job %d %w (gssh hold %d holds it)", id, ErrNotHeld, id)
+			return fmt.Errorf("job %s %w (gssh hold %s holds it)", x.Ref(), ErrNotHeld, x.Ref())
 		case x.Hold == nil:
-			return fmt.Errorf("job %d %w (it is %s)", id, ErrNotHeld, x.State)
+			return fmt.Errorf("job %s %w (it is %s)", x.Ref(), ErrNotHeld, x.State)
 		}
 		x.Hold = nil
 		x.Reason, x.ReasonCode = "released; waiting for the next scheduling pass", ""
@@ -757,9 +757,9 @@ func (c *Controller) Update(id job.ID, fn func(*job.Spec) error) (job.Job, error
 	return c.store.Update(id, func(x *job.Job) error {
 		switch {
 		case x.State.Terminal():
-			return fmt.Errorf("job %d %w: it has ended (%s)", id, ErrNotQueued, x.State)
+			return fmt.Errorf("job %s %w: it has ended (%s)", x.Ref(), ErrNotQueued, x.State)
 		case x.State != job.Queued:
-			return fmt.Errorf("job %d %w: it is %s (update changes queued jobs only)", id, ErrNotQueued, x.State)
+			return fmt.Errorf("job %s %w: it is %s (update changes queued jobs only)", x.Ref(), ErrNotQueued, x.State)
 		}
 		return fn(&x.Spec)
 	})
@@ -783,10 +783,10 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 			return job.Job{}, err
 		}
 		if !j.State.Active() {
-			return j, fmt.Errorf("job %d %w (it is %s; requeue takes launching and running jobs)", j.ID, ErrNotRunning, j.State)
+			return j, fmt.Errorf("job %s %w (it is %s; requeue takes launching and running jobs)", j.Ref(), ErrNotRunning, j.State)
 		}
 		if j.Spec.Interactive != nil {
-			return j, fmt.Errorf("job %d is interactive (gssh run): it cannot go back to the queue; gssh cancel %d ends it", j.ID, j.ID)
+			return j, fmt.Errorf("job %s is interactive (gssh run): it cannot go back to the queue; gssh cancel %s ends it", j.Ref(), j.Ref())
 		}
 		stop, stopped, err := c.stopOnWorker(ctx, j, grace)
 		if err != nil {
@@ -817,13 +817,13 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 			continue
 		case ended && err == nil:
 			c.emit(JobEnded, u)
-			return u, fmt.Errorf("job %d %w before the requeue (%s: %s): it is not queued again", id, ErrEnded, u.State, u.Reason)
+			return u, fmt.Errorf("job %s %w before the requeue (%s: %s): it is not queued again", u.Ref(), ErrEnded, u.State, u.Reason)
 		case ended:
 			got, err := c.store.Get(id)
 			if err != nil {
 				return j, err
 			}
-			return got, fmt.Errorf("job %d %w (it %s meanwhile)", id, ErrEnded, got.State)
+			return got, fmt.Errorf("job %s %w (it %s meanwhile)", got.Ref(), ErrEnded, got.State)
 		case err == nil:
 			c.emit(JobRequeued, u)
 		}
@@ -845,7 +845,7 @@ func (c *Controller) stopOnWorker(ctx context.Context, j job.Job, grace time.Dur
 		return j.State == job.Running, s, nil
 	}
 	if j.State != job.Queued && j.Placement.Host != "" && !c.inInventory(j.Placement.Host) {
-		return false, s, fmt.Errorf("job %d runs on %s, which is not in the inventory any more: gssh cannot reach it; add the host back, or `gssh cancel --force %d` records the job cancelled (its processes may still run there)", j.ID, j.Placement.Host, j.ID)
+		return false, s, fmt.Errorf("job %s runs on %s, which is not in the inventory any more: gssh cannot reach it; add the host back, or `gssh cancel --force %s` records the job cancelled (its processes may still run there)", j.Ref(), j.Placement.Host, j.Ref())
 	}
 	stop := j.State == job.Running || j.State == job.Preempting || j.State == job.Unknown
 	if j.State == job.Launching {
@@ -867,9 +867,9 @@ func (c *Controller) stopOnWorker(ctx context.Context, j job.Job, grace time.Dur
 // did not answer.
 func unreached(j job.Job, err error) error {
 	if errors.Is(err, job.ErrNoContact) {
-		return fmt.Errorf("job %d: %w; `gssh cancel --force %d` records it cancelled without reaching the host (its processes there are killed when a pass reaches it again)", j.ID, err, j.ID)
+		return fmt.Errorf("job %s: %w; `gssh cancel --force %s` records it cancelled without reaching the host (its processes there are killed when a pass reaches it again)", j.Ref(), err, j.Ref())
 	}
-	return fmt.Errorf("job %d: %w", j.ID, err)
+	return fmt.Errorf("job %s: %w", j.Ref(), err)
 }
 
 // placementText is "host:0,1".
@@ -906,7 +906,7 @@ func (c *Controller) Cancel(ctx context.Context, id job.ID, grace time.Duration,
 			return job.Job{}, err
 		}
 		if j.State.Terminal() {
-			return j, fmt.Errorf("job %d %w (%s)", j.ID, ErrEnded, j.State)
+			return j, fmt.Errorf("job %s %w (%s)", j.Ref(), ErrEnded, j.State)
 		}
 		_, stopped, err := c.stopOnWorker(ctx, j, grace)
 		if err != nil {
@@ -952,7 +952,7 @@ func (c *Controller) RequestCancel(id job.ID, grace time.Duration, who string) (
 		recorded = false
 		switch {
 		case x.State.Terminal():
-			return fmt.Errorf("job %d %w (%s)", id, ErrEnded, x.State)
+			return fmt.Errorf("job %s %w (%s)", x.Ref(), ErrEnded, x.State)
 		case x.State == job.Queued:
 			x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, "cancelled by "+who, ""
 		case x.CancelRequested == nil:
@@ -1047,7 +1047,7 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued,
 		case err == nil:
 			res.Pending = append(res.Pending, updated)
 		case !errors.Is(err, errSkip):
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: record the pending reason: %w", j.ID, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: record the pending reason: %w", j.Ref(), err))
 		}
 	}
 }
@@ -1078,7 +1078,7 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 		return job.Job{}, nil // cancelled meanwhile
 	}
 	if err != nil {
-		return job.Job{}, fmt.Errorf("job %d: claim: %w", j.ID, err)
+		return job.Job{}, fmt.Errorf("job %s: claim: %w", j.Ref(), err)
 	}
 	if claimed.Spec.Interactive != nil {
 		// Its gssh run launches it in the foreground (launch.Attach): the
@@ -1127,28 +1127,28 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 		return nil
 	})
 	if err != nil {
-		return job.Job{}, fmt.Errorf("job %d: record the launch: %w", j.ID, err)
+		return job.Job{}, fmt.Errorf("job %s: record the launch: %w", j.Ref(), err)
 	}
 	if cancelled {
 		if lerr == nil || unknown {
 			// Recorded cancelled while it launched: it may have run for an
 			// instant, never longer.
 			if _, err := c.workers.Stop(ctx, updated, c.grace, job.Cancelled); err != nil {
-				return job.Job{}, fmt.Errorf("job %d was cancelled while it launched; stopping it: %w", j.ID, err)
+				return job.Job{}, fmt.Errorf("job %s was cancelled while it launched; stopping it: %w", j.Ref(), err)
 			}
 		}
 		return job.Job{}, nil
 	}
 	if unknown {
-		return job.Job{}, fmt.Errorf("job %d: %w", j.ID, lerr) // neither started nor queued: launching
+		return job.Job{}, fmt.Errorf("job %s: %w", j.Ref(), lerr) // neither started nor queued: launching
 	}
 	if lerr != nil && updated.State.Terminal() {
 		c.emit(JobEnded, updated)
-		return updated, fmt.Errorf("job %d: %w", j.ID, lerr)
+		return updated, fmt.Errorf("job %s: %w", j.Ref(), lerr)
 	}
 	if lerr != nil {
 		c.emit(JobRequeued, updated)
-		return updated, fmt.Errorf("job %d: %w", j.ID, lerr)
+		return updated, fmt.Errorf("job %s: %w", j.Ref(), lerr)
 	}
 	c.emit(JobStarted, updated)
 	return updated, nil
@@ -1332,7 +1332,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		})
 		if err != nil {
 			if !errors.Is(err, errSkip) {
-				res.Errors = append(res.Errors, fmt.Errorf("job %d: %w", j.ID, err))
+				res.Errors = append(res.Errors, fmt.Errorf("job %s: %w", j.Ref(), err))
 			}
 			return j, false
 		}
@@ -1351,7 +1351,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 	case st.State == job.Running && c.pastWalltime(j, now):
 		stopped, err := c.workers.Stop(ctx, j, c.grace, job.Timeout)
 		if err != nil {
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: walltime: %w", j.ID, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: walltime: %w", j.Ref(), err))
 			return j, false
 		}
 		return update(func(x *job.Job) {
@@ -1367,7 +1367,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		// keeper was killed too): nobody is at it any more.
 		stopped, err := c.workers.Stop(ctx, j, c.grace, job.Cancelled)
 		if err != nil {
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: its gssh run is gone: %w", j.ID, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: its gssh run is gone: %w", j.Ref(), err))
 			return j, false
 		}
 		return update(func(x *job.Job) {
@@ -1413,7 +1413,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 			abandoned, err = c.workers.Abandon(ctx, j)
 		}
 		if err != nil {
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: abandon an unfinished launch: %w", j.ID, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: abandon an unfinished launch: %w", j.Ref(), err))
 			return j, false
 		}
 		if !abandoned {
@@ -1440,7 +1440,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		// ends.
 		stopped, err := c.workers.Stop(ctx, j, c.orphan, "")
 		if err != nil {
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: end its leftover processes: %w", j.ID, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: end its leftover processes: %w", j.Ref(), err))
 			return j, false
 		}
 		n := stopped.Signalled
@@ -1529,7 +1529,7 @@ func (c *Controller) cancelRequested(ctx context.Context, active []job.Job, res 
 		case errors.Is(err, ErrEnded):
 			continue
 		case err != nil:
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: the cancel %s asked for: %w", j.ID, r.By, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: the cancel %s asked for: %w", j.Ref(), r.By, err))
 		}
 		out = append(out, j)
 	}

@@ -136,7 +136,7 @@ func (c *Controller) noAnswer(ctx context.Context, host string, err error, jobs 
 			res.Unknown = append(res.Unknown, u)
 			c.emit(JobUnknown, u)
 		case !errors.Is(uerr, errSkip):
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: record it unknown: %w", j.ID, uerr))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: record it unknown: %w", j.Ref(), uerr))
 		}
 	}
 	return changed
@@ -154,7 +154,7 @@ func (c *Controller) giveUp(j job.Job, h health.Host, now time.Time, res *Result
 	}
 	sh, err := c.addStray(j, now, why)
 	if err != nil {
-		res.Errors = append(res.Errors, fmt.Errorf("job %d: %w", j.ID, err))
+		res.Errors = append(res.Errors, fmt.Errorf("job %s: %w", j.Ref(), err))
 		return j, false
 	}
 	if c.ledger != nil {
@@ -184,7 +184,7 @@ func (c *Controller) giveUp(j job.Job, h health.Host, now time.Time, res *Result
 		}
 		return u, true
 	case !errors.Is(err, errSkip):
-		res.Errors = append(res.Errors, fmt.Errorf("job %d: record it lost: %w", j.ID, err))
+		res.Errors = append(res.Errors, fmt.Errorf("job %s: record it lost: %w", j.Ref(), err))
 	}
 	return j, false
 }
@@ -255,7 +255,7 @@ func (c *Controller) killStrays(ctx context.Context, host string, record bool, r
 		case errors.Is(err, job.ErrNoContact) && record:
 			return // still away: the next pass tries again
 		case err != nil:
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: stop attempt %d left on %s (%s): %w", s.Job.ID, s.Job.Attempt, host, s.Why, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: stop attempt %d left on %s (%s): %w", s.Job.Ref(), s.Job.Attempt, host, s.Why, err))
 			continue
 		case n > 0:
 			res.Strays = append(res.Strays, s)
@@ -301,7 +301,7 @@ func (c *Controller) notInInventory(active []job.Job, res *Result) []job.Job {
 		case err == nil:
 			*j = u
 		case !errors.Is(err, errSkip):
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: %w", j.ID, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: %w", j.Ref(), err))
 		}
 	}
 	return active
@@ -347,17 +347,17 @@ func (c *Controller) ForceCancel(id job.ID, who string) (job.Job, error) {
 		return job.Job{}, err
 	}
 	if j.State.Terminal() {
-		return j, fmt.Errorf("job %d %w (%s)", j.ID, ErrEnded, j.State)
+		return j, fmt.Errorf("job %s %w (%s)", j.Ref(), ErrEnded, j.State)
 	}
 	now := c.now()
 	if j.State != job.Queued && j.Placement.Host != "" {
 		if _, err := c.addStray(j, now, "cancelled with --force"); err != nil {
-			return j, fmt.Errorf("job %d: %w", j.ID, err)
+			return j, fmt.Errorf("job %s: %w", j.Ref(), err)
 		}
 	}
 	u, err := c.store.Update(id, func(x *job.Job) error {
 		if x.State.Terminal() {
-			return fmt.Errorf("job %d %w (%s)", x.ID, ErrEnded, x.State)
+			return fmt.Errorf("job %s %w (%s)", x.Ref(), ErrEnded, x.State)
 		}
 		x.State, x.EndedAt, x.ReasonCode = job.Cancelled, now, ""
 		x.Reason = "cancelled with --force by " + who
@@ -532,6 +532,6 @@ func (c *Controller) markGPUFailed(j job.Job, why string, res *Result) {
 		res.GPUFailed = append(res.GPUFailed, u)
 		c.emit(JobGPUFailed, u)
 	case !errors.Is(err, errSkip):
-		res.Errors = append(res.Errors, fmt.Errorf("job %d: %w", j.ID, err))
+		res.Errors = append(res.Errors, fmt.Errorf("job %s: %w", j.Ref(), err))
 	}
 }

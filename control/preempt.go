@@ -72,7 +72,7 @@ func (c *Controller) endedFirst(j job.Job, st job.Status, leftovers int, res *Re
 	})
 	if err != nil {
 		if !errors.Is(err, errSkip) {
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: record how it ended before its preemption: %w", j.ID, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: record how it ended before its preemption: %w", j.Ref(), err))
 		}
 		return j, false
 	}
@@ -98,7 +98,7 @@ func (c *Controller) preempted(ctx context.Context, j job.Job, st job.Status, no
 		if st.Orphans > 0 {
 			stopped, err := c.workers.Stop(ctx, j, c.orphan, "")
 			if err != nil {
-				res.Errors = append(res.Errors, fmt.Errorf("job %d: end its leftover processes: %w", j.ID, err))
+				res.Errors = append(res.Errors, fmt.Errorf("job %s: end its leftover processes: %w", j.Ref(), err))
 				return j, false
 			}
 			n = stopped.Signalled
@@ -117,7 +117,7 @@ func (c *Controller) preempted(ctx context.Context, j job.Job, st job.Status, no
 			return j, false // its grace runs: the next pass looks again
 		}
 		if _, err := c.workers.Stop(ctx, j, 0, ""); err != nil {
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: kill it after its %s preemption grace: %w", j.ID, grace, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: kill it after its %s preemption grace: %w", j.Ref(), grace, err))
 			return j, false
 		}
 		killed = true
@@ -138,7 +138,7 @@ func (c *Controller) preempted(ctx context.Context, j job.Job, st job.Status, no
 	})
 	if err != nil {
 		if !errors.Is(err, errSkip) {
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: requeue it after its preemption: %w", j.ID, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: requeue it after its preemption: %w", j.Ref(), err))
 		}
 		return j, false
 	}

@@ -23,7 +23,8 @@
 // and, by kind:
 //
 //	reason_code        the short code of the job's reason (no_free_gpu, requeued, ...)
-//	array              the array job an array task belongs to (its first task's id)
+//	array, task        an array task's array (its first task's id) and its index:
+//	                   the task is named ARRAY_TASK (16_2) as gssh ps shows it
 //	name, priority, gpu_count, mem_per_gpu_bytes, timeout_s
 //	                   what the job asks for (job_submit, job_update)
 //	by                 who acted (job_hold, job_release, job_update, job_cancel,
@@ -126,7 +127,7 @@ func OfJob(t time.Time, k Kind, j job.Job) Event {
 		e.Extra = append(e.Extra, slog.String("reason_code", j.ReasonCode))
 	}
 	if a := j.Spec.Array; a != nil {
-		e.Extra = append(e.Extra, slog.Uint64("array", uint64(a.Job)))
+		e.Extra = append(e.Extra, slog.Uint64("array", uint64(a.Job)), slog.Int("task", a.Task))
 	}
 	switch k {
 	case JobSubmit, JobUpdate:

@@ -25,8 +25,12 @@ type Record struct {
 	Kind  Kind
 	Job   job.ID
 	Array job.ID // the array job of an array task's event
-	User  string
-	Host  string
+	// Ref names the event's job as gssh does (job.Job.Ref): "18", or
+	// "16_2" for task 2 of array 16; a line of an array task written
+	// before the task field was has the id alone. "" for no job.
+	Ref  string
+	User string
+	Host string
 	// Fields are all the line's fields as JSON decodes them (numbers as
 	// json.Number), time and event included.
 	Fields map[string]any
@@ -238,6 +242,14 @@ func parse(line []byte) (Record, string) {
 	}
 	r.Kind = Kind(k)
 	r.Job, r.Array = id(m["job"]), id(m["array"])
+	if r.Job != 0 {
+		r.Ref = strconv.FormatUint(uint64(r.Job), 10)
+		if n, ok := m["task"].(json.Number); ok && r.Array != 0 {
+			if k, err := strconv.Atoi(string(n)); err == nil {
+				r.Ref = job.RefOf(r.Job, &job.ArrayTask{Job: r.Array, Task: k})
+			}
+		}
+	}
 	r.User, _ = m["user"].(string)
 	r.Host, _ = m["host"].(string)
 	return r, ""

@@ -126,7 +126,7 @@ func TestConcurrentSubmitters(t *testing.T) {
 		}
 	}
 	t.Logf("%d submits at once: all done in %s; %d jobs running, %d queued; slowest submit %s", n, took.Round(time.Millisecond), running, len(js)-running, slowest.took.Round(time.Millisecond))
-	t.Logf("%d state operations (%d writes); the longest held the lock %.1f ms (%s), the longest wait for it %.1f ms (%s)", len(ops), writes, longest.Held, longest.Op, waited.Waited, waited.Op)
+	t.Logf("%d state operations (%d writes); the longest held the lock %.1f ms (%s), the longest wait for it %.1f ms (%s)", len(ops), writes, 1000*longest.Held, longest.Op, 1000*waited.Waited, waited.Op)
 }
 
 // submitterArgs is submit i's command line: a job named s<i> that sleeps,
@@ -208,8 +208,8 @@ type traceOp struct {
 	PID    int     `json:"pid"`
 	Op     string  `json:"op"`
 	Write  bool    `json:"write"`
-	Waited float64 `json:"waited_ms"`
-	Held   float64 `json:"held_ms"`
+	Waited float64 `json:"waited_s"`
+	Held   float64 `json:"held_s"`
 	Err    string  `json:"error"`
 }
 

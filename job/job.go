@@ -94,8 +94,8 @@ type Spec struct {
 	// --login), so that what ~/.profile and ~/.bash_profile set up (conda,
 	// a venv, module loads) is there.
 	Login    bool          `json:"login,omitempty"`
-	Timeout  time.Duration `json:"timeout,omitempty"` // walltime; 0 = none
-	Priority int           `json:"priority"`          // 0 (highest) to 10; default 5
+	Timeout  time.Duration `json:"-"`        // walltime; 0 = none (JSON: timeout_s, see MarshalJSON)
+	Priority int           `json:"priority"` // 0 (highest) to 10; default 5
 	// After are the jobs this one waits for, each to end as its kind
 	// says (--after, --after-any, --after-notok): all of them, as Slurm's
 	// --dependency=afterok:1,afterany:2 does. They are older jobs, so no
@@ -116,8 +116,9 @@ type Spec struct {
 	// under its id. Never set on an interactive job.
 	Preemptible bool `json:"preemptible,omitempty"`
 	// SignalGrace is the time between a preemption's SIGTERM and its
-	// SIGKILL (--signal-grace); 0 means DefaultSignalGrace.
-	SignalGrace time.Duration `json:"signal_grace,omitempty"`
+	// SIGKILL (--signal-grace); 0 means DefaultSignalGrace. JSON:
+	// signal_grace_s (see MarshalJSON).
+	SignalGrace time.Duration `json:"-"`
 	// Requeue puts the job back in the queue, under its id with the
 	// attempt counted, when its host fails under it (recorded lost after
 	// the host was down for lost_after, or its process vanished with no
@@ -253,7 +254,7 @@ type Hold struct {
 type CancelRequest struct {
 	By    string        `json:"by"` // the user who asked
 	At    time.Time     `json:"at"`
-	Grace time.Duration `json:"grace_ns"` // between SIGTERM and SIGKILL
+	Grace time.Duration `json:"-"` // between SIGTERM and SIGKILL (JSON: grace_s, see MarshalJSON)
 }
 
 // EnvVar is one --env K=V, in the order given.

@@ -212,9 +212,9 @@ func (c classifier) byEnv(p gpuinfo.Proc) Finding {
 	f := Finding{Job: j.ID, Attempt: attempt, State: j.State}
 	switch {
 	case live(j) && attempt == j.Attempt:
-		f.Kind, f.Why = KindJob, fmt.Sprintf("job %d (%s)", j.ID, j.State)
+		f.Kind, f.Why = KindJob, fmt.Sprintf("job %s (%s)", j.Ref(), j.State)
 	case j.State.Terminal():
-		f.Kind, f.Why = KindOrphan, fmt.Sprintf("job %d %s%s", j.ID, j.State, c.ago(j.EndedAt))
+		f.Kind, f.Why = KindOrphan, fmt.Sprintf("job %s %s%s", j.Ref(), j.State, c.ago(j.EndedAt))
 		if attempt != j.Attempt {
 			f.Why = fmt.Sprintf("attempt %d of job %d, which %s%s after attempt %d", attempt, j.ID, j.State, c.ago(j.EndedAt), j.Attempt)
 		}
@@ -244,7 +244,7 @@ func (c classifier) bySession(p gpuinfo.Proc) (Finding, bool) {
 		}
 		if live(j) {
 			return Finding{Kind: KindJob, Job: j.ID, Attempt: j.Attempt, State: j.State, BySession: true,
-				Why: fmt.Sprintf("job %d (%s), by its session", j.ID, j.State)}, true
+				Why: fmt.Sprintf("job %s (%s), by its session", j.Ref(), j.State)}, true
 		}
 		if j.State.Terminal() && (ended == nil || j.EndedAt.After(ended.EndedAt)) {
 			ended = j
@@ -256,11 +256,11 @@ func (c classifier) bySession(p gpuinfo.Proc) (Finding, bool) {
 	f := Finding{Job: ended.ID, Attempt: ended.Attempt, State: ended.State, BySession: true}
 	switch {
 	case !p.EnvRead:
-		f.Kind, f.Why = KindUnattributed, fmt.Sprintf("in the session of job %d (%s), but %s", ended.ID, ended.State, c.unreadable(p))
+		f.Kind, f.Why = KindUnattributed, fmt.Sprintf("in the session of job %s (%s), but %s", ended.Ref(), ended.State, c.unreadable(p))
 	case ended.EndedAt.IsZero() || c.Now.Sub(ended.EndedAt) > SessionWindow:
-		f.Kind, f.Why = KindUnattributed, fmt.Sprintf("in the session of job %d, which %s%s, without its GSSH_JOB_ID: that session id may be another's by now", ended.ID, ended.State, c.ago(ended.EndedAt))
+		f.Kind, f.Why = KindUnattributed, fmt.Sprintf("in the session of job %s, which %s%s, without its GSSH_JOB_ID: that session id may be another's by now", ended.Ref(), ended.State, c.ago(ended.EndedAt))
 	default:
-		f.Kind, f.Why = KindOrphan, fmt.Sprintf("job %d %s%s (by its session: the process cleared its environment)", ended.ID, ended.State, c.ago(ended.EndedAt))
+		f.Kind, f.Why = KindOrphan, fmt.Sprintf("job %s %s%s (by its session: the process cleared its environment)", ended.Ref(), ended.State, c.ago(ended.EndedAt))
 	}
 	return f, true
 }

@@ -128,12 +128,12 @@ func feasible(n *node, w *want) ([]*unit, Reason) {
 	}
 	code := CodeTooFewGPUs
 	if len(turned) > 0 {
-		head += " (" + summarize(n, turned) + ")"
 		codes := make([]Code, len(turned))
 		for i, v := range turned {
 			codes[i] = v.why.Code
 		}
 		code = dominant(codes)
+		head += " (" + summarize(n, turned, code) + ")"
 	}
 	return nil, because(code, head)
 }
@@ -224,7 +224,7 @@ func checkReserved(u *unit, w *want, n *node) Reason {
 	if w.quiet {
 		return because(CodeReserved, "")
 	}
-	return because(CodeReserved, fmt.Sprintf("reserved for job %d from %s", n.reservedFor, n.reservedFrom.UTC().Format("2006-01-02 15:04 UTC")))
+	return because(CodeReserved, fmt.Sprintf("reserved for job %s from %s", n.reservedRef, n.reservedFrom.UTC().Format("2006-01-02 15:04 UTC")))
 }
 
 // checkExclusive: an exclusive job needs a unit nothing else uses.

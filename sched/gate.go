@@ -87,16 +87,12 @@ func (s *jobStates) arrayDependency(d job.Dependency) (left int, doom Reason) {
 		id := d.Job + job.ID(k)
 		t, ok := s.get(id)
 		if !ok {
-			v.doom = because(CodeDependencyNever, fmt.Sprintf("job %d, task %d of array %d, is not in the state; %s needs every task to %s", id, k, d.Job, DependencyFlag(d.Kind), DependencyNeed(d.Kind)))
+			v.doom = because(CodeDependencyNever, fmt.Sprintf("job %d of array %d is not in the state; %s needs every task to %s", id, d.Job, DependencyFlag(d.Kind), DependencyNeed(d.Kind)))
 			break
 		}
 		met, never := (job.Dependency{Kind: d.Kind, Job: id}).Met(t.State)
 		if never {
-			name := fmt.Sprintf("job %d", id)
-			if a := t.Spec.Array; a != nil {
-				name = fmt.Sprintf("task %d_%d (job %d)", a.Job, a.Task, id)
-			}
-			v.doom = because(CodeDependencyNever, fmt.Sprintf("%s %s; %s needs every task of array %d to %s", name, ended(t), DependencyFlag(d.Kind), d.Job, DependencyNeed(d.Kind)))
+			v.doom = because(CodeDependencyNever, fmt.Sprintf("job %s %s; %s needs every task of array %d to %s", t.Ref(), ended(t), DependencyFlag(d.Kind), d.Job, DependencyNeed(d.Kind)))
 			break
 		}
 		if !met {
@@ -159,6 +155,7 @@ func (s *jobStates) get(id job.ID) (*job.Job, bool) {
 // limit, then its user's caps.
 func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom Reason) {
 	var waiting [3][]job.ID    // by kind: AfterOK, AfterAny, AfterNotOK
+	var tasks [3][]string      // the same, for array tasks, by name: "16_2"
 	var arraysLeft [3][]string // the same, for whole arrays: "array 9 (5 of 8 tasks left)"
 	for _, d := range j.Spec.After {
 		if d.Tasks > 0 {
@@ -180,6 +177,9 @@ func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom R
 			return Reason{}, r
 		}
 		switch met, _ := d.Met(dep.State); {
+		case !met && dep.Spec.Array != nil:
+			k := kindIndex(d.Kind)
+			tasks[k] = append(tasks[k], dep.Ref())
 		case !met:
 			k := kindIndex(d.Kind)
 			waiting[k] = append(waiting[k], d.Job) // no state: it would be stale as soon as the plan starts the job
@@ -191,18 +191,18 @@ func gate(j *job.Job, now time.Time, states *jobStates, terse bool) (why, doom R
 			return because(CodeHeld, ""), Reason{}
 		}
 		return HeldReason(j), Reason{}
-	case len(waiting[0])+len(waiting[1])+len(waiting[2])+len(arraysLeft[0])+len(arraysLeft[1])+len(arraysLeft[2]) > 0:
+	case len(waiting[0])+len(waiting[1])+len(waiting[2])+len(tasks[0])+len(tasks[1])+len(tasks[2])+len(arraysLeft[0])+len(arraysLeft[1])+len(arraysLeft[2]) > 0:
 		if terse {
 			return because(CodeDependency, ""), Reason{}
 		}
 		var parts []string
 		for k, ids := range waiting {
 			var what []string
-			switch {
-			case len(ids) == 1:
-				what = append(what, "job "+idRanges(ids))
-			case len(ids) > 1:
-				what = append(what, "jobs "+idRanges(ids))
+			switch n := len(ids) + len(tasks[k]); {
+			case n == 1:
+				what = append(what, "job "+strings.Join(append(idList(ids), tasks[k]...), ""))
+			case n > 1:
+				what = append(what, "jobs "+strings.Join(append(idList(ids), tasks[k]...), ", "))
 			}
 			what = append(what, arraysLeft[k]...)
 			if len(what) > 0 {
@@ -240,7 +240,7 @@ func DependencyNever(d job.Dependency, dep job.Job) (Reason, bool) {
 	if _, never := d.Met(dep.State); !never {
 		return Reason{}, false
 	}
-	return because(CodeDependencyNever, fmt.Sprintf("job %d %s; %s needs it to %s", d.Job, ended(&dep), DependencyFlag(d.Kind), DependencyNeed(d.Kind))), true
+	return because(CodeDependencyNever, fmt.Sprintf("job %s %s; %s needs it to %s", dep.Ref(), ended(&dep), DependencyFlag(d.Kind), DependencyNeed(d.Kind))), true
 }
 
 // depKinds are the words of each dependency kind: its flag, what it needs
@@ -257,7 +257,7 @@ var depKinds = map[job.DepKind]struct {
 // HeldReason is the pending reason of held job j: "held by alice since
 // 2026-12-01 12:00 UTC (gssh release 7)".
 func HeldReason(j *job.Job) Reason {
-	return because(CodeHeld, fmt.Sprintf("held by %s since %s (gssh release %d)", j.Hold.By, j.Hold.At.UTC().Format("2006-01-02 15:04 UTC"), j.ID))
+	return because(CodeHeld, fmt.Sprintf("held by %s since %s (gssh release %s)", j.Hold.By, j.Hold.At.UTC().Format("2006-01-02 15:04 UTC"), j.Ref()))
 }
 
 func kindIndex(k job.DepKind) int { return depKinds[k].index }
@@ -280,6 +280,14 @@ func ended(j *job.Job) string {
 		word += " (" + j.Reason + ")"
 	}
 	return word
+}
+
+// idList is idRanges of ids as one element, none for no ids.
+func idList(ids []job.ID) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	return []string{idRanges(ids)}
 }
 
 // idRanges writes job ids as runs, "9-16, 20", at most 10 runs and then

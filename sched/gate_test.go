@@ -199,12 +199,12 @@ func TestArrayDependency(t *testing.T) {
 		{"two of three done", job.AfterOK, []job.Job{task(10, 0, job.Succeeded, "exit status 0"), task(11, 1, job.Succeeded, "exit status 0"), pending}, false, "waits for array 10 (1 of 3 tasks left) to succeed", ""},
 		{"all succeeded", job.AfterOK, []job.Job{task(10, 0, job.Succeeded, ""), task(11, 1, job.Succeeded, ""), task(12, 2, job.Succeeded, "")}, true, "", ""},
 		{"one failed", job.AfterOK, []job.Job{task(10, 0, job.Succeeded, ""), task(11, 1, job.Failed, "exit status 2"), pending}, false, "",
-			"task 10_1 (job 11) failed (exit status 2); --after needs every task of array 10 to succeed"},
+			"job 10_1 failed (exit status 2); --after needs every task of array 10 to succeed"},
 		{"after-any, one cancelled", job.AfterAny, []job.Job{task(10, 0, job.Cancelled, "cancelled by u"), task(11, 1, job.Failed, ""), task(12, 2, job.Succeeded, "")}, true, "", ""},
 		{"after-notok, one succeeded", job.AfterNotOK, []job.Job{task(10, 0, job.Failed, ""), task(11, 1, job.Succeeded, "exit status 0"), pending}, false, "",
-			"task 10_1 (job 11) succeeded (exit status 0); --after-notok needs every task of array 10 to fail, time out or be lost"},
+			"job 10_1 succeeded (exit status 0); --after-notok needs every task of array 10 to fail, time out or be lost"},
 		{"a task missing", job.AfterAny, []job.Job{task(10, 0, job.Succeeded, ""), task(11, 1, job.Succeeded, "")}, false, "",
-			"job 12, task 2 of array 10, is not in the state; --after-any needs every task to end"},
+			"job 12 of array 10 is not in the state; --after-any needs every task to end"},
 	} {
 		deps := map[job.ID]job.Job{}
 		queue := []job.Job{dep(c.kind)}

@@ -102,7 +102,10 @@ const otherBase = job.ID(1) << 62
 type Holder struct {
 	// Job is the job's id; for a job of another queue (Queue set), an id
 	// of otherBase and up, its own id being OtherID.
-	Job      job.ID
+	Job job.ID
+	// Ref names the job for people (job.Job.Ref: "16_2" for an array
+	// task); "" for a job of another queue.
+	Ref      string
 	User     string
 	Priority int
 	Mem      uint64 // bytes booked on this GPU; 0 = the job holds it exclusively
@@ -208,7 +211,7 @@ func isIndex(id string, index int) bool {
 
 // HolderOf is the Holder record of job j.
 func HolderOf(j job.Job) Holder {
-	return Holder{Job: j.ID, User: j.User, Priority: j.Spec.Priority, Mem: j.Spec.MemPerGPU, Session: j.Remote.PID,
+	return Holder{Job: j.ID, Ref: j.Ref(), User: j.User, Priority: j.Spec.Priority, Mem: j.Spec.MemPerGPU, Session: j.Remote.PID,
 		CPUs: j.Spec.CPUs, CPUIDs: j.Placement.CPUs, HostMem: j.Spec.HostMem, Attempt: j.Attempt}
 }
 
@@ -285,10 +288,12 @@ type node struct {
 	// jobs end"): they hold nothing, and what their processes use is free.
 	gone map[job.ID]bool
 	// reserved are the units a reservation holds from reservedFrom, for
-	// reservedFor: only a job that ends before then may use them.
+	// reservedFor (named reservedRef, job.Job.Ref): only a job that ends
+	// before then may use them.
 	reserved     map[string]bool
 	reservedFrom time.Time
 	reservedFor  job.ID
+	reservedRef  string
 	// verdicts of feasible for each job shape (want.shape) since the
 	// ledger or reservation last changed (version): a booking elsewhere
 	// leaves this host's answers as they were, so a queue of thousands

@@ -218,7 +218,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			switch {
 			case pol.Backfill == BackfillNone && d.exhausted:
 				blocker = j
-				blocked = because(CodeBlocked, fmt.Sprintf("waiting behind job %d, which goes first and does not fit yet (backfill: none)", j.ID))
+				blocked = because(CodeBlocked, fmt.Sprintf("waiting behind job %s, which goes first and does not fit yet (backfill: none)", j.Ref()))
 			case pol.Backfill == BackfillEasy && d.exhausted && reservation == nil && !isTrue(unreservable.get(key)):
 				// A shape no gssh job's end makes room for stays so for
 				// the plan: bookings only add holders.
@@ -226,7 +226,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 					unreservable.put(key, true)
 				} else {
 					n := byName[reservation.Host]
-					n.reserved, n.reservedFrom, n.reservedFor = map[string]bool{}, reservation.From, j.ID
+					n.reserved, n.reservedFrom, n.reservedFor, n.reservedRef = map[string]bool{}, reservation.From, j.ID, j.Ref()
 					n.changed()
 					for _, k := range placementKeys(job.Placement{GPUs: reservation.GPUs, Indexes: reservation.Indexes}) {
 						n.reserved[k] = true
@@ -530,7 +530,7 @@ func rankText(queue []ranked, pos int, pol Policy) string {
 		return head + " (submit order)"
 	case OrderPriority:
 		return fmt.Sprintf("%s: priority %d, behind %s", head, j.Spec.Priority, ahead(queue[:pos], func(r ranked) string {
-			return fmt.Sprintf("job %d (priority %d)", r.ID, r.Spec.Priority)
+			return fmt.Sprintf("job %s (priority %d)", r.Ref(), r.Spec.Priority)
 		}))
 	}
 	// The users ranked ahead in this priority class, lowest score first

@@ -239,9 +239,9 @@ func TestPlanPlacement(t *testing.T) {
 			running: []job.Job{running(1, "gpu01", 0, "GPU-00"), running(2, "gpu01", GiB, "GPU-01")},
 			req:     excl(2),
 			code:    CodeForeign, // 3 GPUs to other processes, 2 to gssh jobs
-			reason:  "gpu01: 1/6 GPUs free, 2 needed (GPU 0,1: in use by gssh jobs (u: jobs 1, 2); GPU 2: in use by other processes; GPU 3: processes and memory unreadable; GPU 4: memory in use, processes unreadable)",
+			reason:  "gpu01: 1/6 GPUs free, 2 needed (GPU 2: in use by other processes; GPU 3: processes and memory unreadable; GPU 4: memory in use, processes unreadable; GPU 0,1: in use by gssh jobs (u: jobs 1, 2))",
 			rejected: []string{
-				"gpu01: 1/6 GPUs free, 2 needed (GPU 0,1: in use by gssh jobs (u: jobs 1, 2); GPU 2: in use by other processes; GPU 3: processes and memory unreadable; GPU 4: memory in use, processes unreadable)",
+				"gpu01: 1/6 GPUs free, 2 needed (GPU 2: in use by other processes; GPU 3: processes and memory unreadable; GPU 4: memory in use, processes unreadable; GPU 0,1: in use by gssh jobs (u: jobs 1, 2))",
 			},
 		},
 		{
@@ -265,9 +265,9 @@ func TestPlanPlacement(t *testing.T) {
 			running: []job.Job{running(1, "gpu01", 0, "GPU-00"), running(2, "gpu01", 20*GiB, "GPU-01"), running(3, "gpu01", 20*GiB, "GPU-01")},
 			code:    CodeMem,
 			req:     shared(2, 40*GiB),
-			reason:  "gpu01: 1/7 GPUs with ≥ 40.0 GiB free, 2 needed (GPU 0: held by an exclusive gssh job (u: job 1); GPU 1: 32.0 GiB of 72.0 GiB usable left, booked by gssh jobs (u: jobs 2, 3); GPU 2: only 30.0 GiB free now; GPU 3: memory unknown (insufficient permissions); GPU 4: memory unknown; GPU 5: only 21.6 GiB usable)",
+			reason:  "gpu01: 1/7 GPUs with ≥ 40.0 GiB free, 2 needed (GPU 1: 32.0 GiB of 72.0 GiB usable left, booked by gssh jobs (u: jobs 2, 3); GPU 2: only 30.0 GiB free now; GPU 3: memory unknown (insufficient permissions); GPU 4: memory unknown; GPU 5: only 21.6 GiB usable; GPU 0: held by an exclusive gssh job (u: job 1))",
 			rejected: []string{
-				"gpu01: 1/7 GPUs with ≥ 40.0 GiB free, 2 needed (GPU 0: held by an exclusive gssh job (u: job 1); GPU 1: 32.0 GiB of 72.0 GiB usable left, booked by gssh jobs (u: jobs 2, 3); GPU 2: only 30.0 GiB free now; GPU 3: memory unknown (insufficient permissions); GPU 4: memory unknown; GPU 5: only 21.6 GiB usable)",
+				"gpu01: 1/7 GPUs with ≥ 40.0 GiB free, 2 needed (GPU 1: 32.0 GiB of 72.0 GiB usable left, booked by gssh jobs (u: jobs 2, 3); GPU 2: only 30.0 GiB free now; GPU 3: memory unknown (insufficient permissions); GPU 4: memory unknown; GPU 5: only 21.6 GiB usable; GPU 0: held by an exclusive gssh job (u: job 1))",
 			},
 		},
 		{
@@ -574,7 +574,8 @@ func TestPlanBackfill(t *testing.T) {
 	}
 }
 
-// A pending job's code is the one most of the hosts it could use gave.
+// A pending job's code is the one most of the hosts it could use gave,
+// and its text leads with those hosts.
 func TestPendingCode(t *testing.T) {
 	drained := func(name string) Host { h := host(name, gpus(1, 80*GiB)...); h.Drain = true; return h }
 	down := host("gpu09")
@@ -582,7 +583,7 @@ func TestPendingCode(t *testing.T) {
 	hosts := []Host{host("gpu01", gpus(1, 80*GiB)...), drained("gpu02"), drained("gpu03"), down}
 	run := []job.Job{running(1, "gpu01", 0, "GPU-00")}
 	d := plan1(hosts, run, excl(1))
-	if p := d.Pending[0]; p.Reason.Code != CodeDrained || p.Reason.Text != "gpu01: 0/1 GPUs free (GPU 0: in use by gssh jobs (u: job 1)); gpu02: drained; gpu03: drained; gpu09: unreachable" {
+	if p := d.Pending[0]; p.Reason.Code != CodeDrained || p.Reason.Text != "gpu02: drained; gpu03: drained; gpu01: 0/1 GPUs free (GPU 0: in use by gssh jobs (u: job 1)); gpu09: unreachable" {
 		t.Errorf("pending %+v", p)
 	}
 	if got := dominant([]Code{CodeHostDown, CodeMem, CodeHostDown, CodeMem}); got != CodeMem {
@@ -672,11 +673,11 @@ func TestBookings(t *testing.T) {
 		{ID: 4, State: job.Succeeded, Placement: job.Placement{Host: "gpu02", GPUs: []string{"GPU-01"}, Indexes: []int{1}}},
 		{ID: 5, State: job.Queued},
 	}
-	ann := Holder{Job: 1, User: "ann", Priority: 5, Mem: 10 * GiB}
-	bob := Holder{Job: 2, User: "bob", Priority: 1, Mem: 5 * GiB}
+	ann := Holder{Job: 1, Ref: "1", User: "ann", Priority: 5, Mem: 10 * GiB}
+	bob := Holder{Job: 2, Ref: "2", User: "bob", Priority: 1, Mem: 5 * GiB}
 	want := map[string]map[string]Booking{
 		"gpu01": {"GPU-00": {Holders: []Holder{ann, bob}}, "idx:3": {Holders: []Holder{bob}}},
-		"gpu02": {"MIG-00-1": {Holders: []Holder{{Job: 3, User: "ann"}}}},
+		"gpu02": {"MIG-00-1": {Holders: []Holder{{Job: 3, Ref: "3", User: "ann"}}}},
 	}
 	got := Bookings(jobs)
 	if !reflect.DeepEqual(got, want) {

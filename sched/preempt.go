@@ -17,6 +17,8 @@ const CodePreempted Code = "preempted"
 // job it makes room for.
 type Preempt struct {
 	Job job.ID `json:"job"` // the victim: running, preemptible
+	// Ref names the victim for people (job.Job.Ref: "16_2").
+	Ref string `json:"-"`
 	For job.ID `json:"for"` // the waiting job that starts once the victims are gone
 	// Host is where the victim runs (every victim of one waiting job is
 	// on the same host: a job's GPUs are on one host).
@@ -129,8 +131,8 @@ func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool
 		}
 		out := make([]Preempt, len(chosen.jobs))
 		for i, v := range chosen.jobs {
-			out[i] = Preempt{Job: v.ID, For: w.ID, Host: chosen.host,
-				Reason: because(CodePreempted, fmt.Sprintf("preempted for job %d of %s (%s)", w.ID, w.User, why[v.ID]))}
+			out[i] = Preempt{Job: v.ID, Ref: v.Ref(), For: w.ID, Host: chosen.host,
+				Reason: because(CodePreempted, fmt.Sprintf("preempted for job %s of %s (%s)", w.Ref(), w.User, why[v.ID]))}
 		}
 		return out
 	}

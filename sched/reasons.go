@@ -125,11 +125,12 @@ type verdict struct {
 	why Reason
 }
 
-// summarize groups turned-down units by reason, in order of first
-// appearance, and names the gssh jobs holding the units a group was
-// turned down for being taken: "GPU 0-3: in use by gssh jobs (alice: jobs
-// 14, 15); GPU 5, GPU 6 MIG 1: lost".
-func summarize(n *node, vs []verdict) string {
+// summarize groups turned-down units by reason, those of code (the
+// host's reason's) first, then in order of first appearance, so that the
+// text leads with what its code says; it names the gssh jobs holding the
+// units a group was turned down for being taken: "GPU 0-3: in use by
+// gssh jobs (alice: jobs 14, 15); GPU 5, GPU 6 MIG 1: lost".
+func summarize(n *node, vs []verdict, code Code) string {
 	type group struct {
 		why   Reason
 		units []*unit
@@ -145,6 +146,7 @@ func summarize(n *node, vs []verdict) string {
 		}
 		g.units = append(g.units, v.u)
 	}
+	slices.SortStableFunc(groups, func(a, b *group) int { return cmp.Compare(leads(a.why.Code, code), leads(b.why.Code, code)) })
 	parts := make([]string, len(groups))
 	for i, g := range groups {
 		parts[i] = unitNames(g.units) + ": " + g.why.Text
@@ -162,6 +164,7 @@ func summarize(n *node, vs []verdict) string {
 func holders(n *node, us []*unit) string {
 	var users []string
 	jobs := map[string][]job.ID{}
+	refs := map[job.ID]string{}
 	for _, u := range us {
 		b, _ := n.booking(u.key)
 		for _, h := range b.Holders {
@@ -174,6 +177,7 @@ func holders(n *node, us []*unit) string {
 			if !slices.Contains(jobs[h.User], h.Job) {
 				jobs[h.User] = append(jobs[h.User], h.Job)
 			}
+			refs[h.Job] = h.Ref
 		}
 	}
 	var parts []string
@@ -185,7 +189,7 @@ func holders(n *node, us []*unit) string {
 		ids := slices.Sorted(slices.Values(jobs[user]))
 		names := make([]string, len(ids))
 		for k, id := range ids {
-			names[k] = strconv.FormatUint(uint64(id), 10)
+			names[k] = cmp.Or(refs[id], strconv.FormatUint(uint64(id), 10))
 		}
 		parts = append(parts, fmt.Sprintf("%s: %s %s", cmp.Or(user, "?"), plural(len(ids), "job"), strings.Join(names, ", ")))
 	}
@@ -238,21 +242,36 @@ func ranges(xs []int) string {
 	return b.String()
 }
 
+// leads is 0 for a reason of code, which a text leads with, 1 for others.
+func leads(c, code Code) int {
+	if c == code {
+		return 0
+	}
+	return 1
+}
+
 // pendingReason says why no host took req: the reasons of the hosts that
 // meet the job's own constraints (--host, --label), joined, with the code
-// most of them gave; or, when none does, which constraint no host meets.
+// most of them gave (those hosts' first: the text leads with what its
+// code says); or, when none does, which constraint no host meets.
 func pendingReason(hosts []*node, req Request, rejected []Rejection) Reason {
-	var texts []string
+	var met []Rejection
 	var codes []Code
 	for _, r := range rejected {
 		if r.Reason.Code != CodeHost && r.Reason.Code != CodeLabel {
-			texts = append(texts, r.Host+": "+r.Reason.Text)
+			met = append(met, r)
 			codes = append(codes, r.Reason.Code)
 		}
 	}
 	switch {
-	case len(texts) > 0:
-		return because(dominant(codes), strings.Join(texts, "; "))
+	case len(met) > 0:
+		code := dominant(codes)
+		slices.SortStableFunc(met, func(a, b Rejection) int { return cmp.Compare(leads(a.Reason.Code, code), leads(b.Reason.Code, code)) })
+		texts := make([]string, len(met))
+		for i, r := range met {
+			texts[i] = r.Host + ": " + r.Reason.Text
+		}
+		return because(code, strings.Join(texts, "; "))
 	case len(hosts) == 0:
 		return because(CodeNoHosts, "no hosts")
 	case auto(req.Host):

@@ -13,13 +13,21 @@ import (
 	"github.com/gssh/gssh/sched"
 )
 
-// Schema names of the JSON documents. Within one version fields are only
-// ever added; a change that could break a reader bumps the version.
+// Schema names of the JSON documents (docs/json.md describes each).
+// Within one version fields are only ever added; a change that could
+// break a reader bumps the version. v2 of all three: durations in
+// seconds in fields ending _s (probe_s; rtt_s, connect_s; a job spec's
+// timeout_s, signal_grace_s, a cancel request's grace_s).
 const (
-	GPUsSchema  = "gssh.gpus/v1"  // gssh gpus --json
-	HostsSchema = "gssh.hosts/v1" // gssh hosts --json
-	JobsSchema  = "gssh.jobs/v1"  // gssh ps --json
+	GPUsSchema  = "gssh.gpus/v2"  // gssh gpus --json
+	HostsSchema = "gssh.hosts/v2" // gssh hosts --json
+	JobsSchema  = "gssh.jobs/v2"  // gssh ps --json
 )
+
+// GPUsSchemaV1 is the gpus document before durations were in seconds
+// (probe_ms): gssh sim --lab reads a saved one still (it reads nothing
+// that changed).
+const GPUsSchemaV1 = "gssh.gpus/v1"
 
 // GPUsDoc is the document `gssh gpus --json` prints.
 type GPUsDoc struct {
@@ -39,7 +47,7 @@ type HostGPUs struct {
 	Address string   `json:"address"` // "local", or user@host:port [via jumps]
 	Labels  []string `json:"labels"`
 	DrainDoc
-	ProbeMS float64 `json:"probe_ms"` // wall time of this host's probe, connect included
+	ProbeS float64 `json:"probe_s"` // wall time of this host's probe, connect included, in seconds (µs resolution)
 	// Jobs are the gssh jobs holding GPUs of the host, as the state file
 	// records them (launching or running), one entry per GPU held.
 	Jobs []GPUJob `json:"gssh_jobs"`
@@ -107,8 +115,8 @@ type HostInfo struct {
 	SourceWhy string  `json:"source_reason,omitempty"`
 	Driver    string  `json:"driver_version,omitempty"`
 	GPUs      int     `json:"gpu_count"`
-	RTTMS     float64 `json:"rtt_ms"`     // one SSH request round trip; 0 for local
-	ConnectMS float64 `json:"connect_ms"` // TCP + SSH handshake + auth; 0 for local or reused
+	RTTS      float64 `json:"rtt_s"`     // one SSH request round trip, in seconds (µs resolution); 0 for local
+	ConnectS  float64 `json:"connect_s"` // TCP + SSH handshake + auth, in seconds (µs resolution); 0 for local or reused
 	// Record is what the queue's passes learned of the host over time
 	// (the state file's host record: failed contacts in a row, since
 	// when, the last error, down since, attempts left to kill); nil when
@@ -194,7 +202,7 @@ func gpusDoc(now time.Time, reports []fleet.Report, active []job.Job, found []co
 			s.GPUs[i].Procs = nonNil(s.GPUs[i].Procs)
 		}
 		doc.Hosts = append(doc.Hosts, HostGPUs{Snapshot: s, Address: r.Address, Labels: nonNil(r.Host.Labels), DrainDoc: DrainDoc{Drain: r.Host.Drain},
-			ProbeMS: ms(r.Took), Jobs: nonNil(held[s.Host]), Processes: processDocs(h, true, false), Invisible: invisibleDocs(h.Found)})
+			ProbeS: seconds(r.Took), Jobs: nonNil(held[s.Host]), Processes: processDocs(h, true, false), Invisible: invisibleDocs(h.Found)})
 	}
 	return doc
 }
@@ -206,9 +214,10 @@ func hostsDoc(reports []fleet.Report) HostsDoc {
 		s := r.Snapshot
 		doc.Hosts = append(doc.Hosts, HostInfo{Name: r.Host.Name, Address: r.Address, Labels: nonNil(r.Host.Labels), DrainDoc: DrainDoc{Drain: r.Host.Drain},
 			State: string(s.State), Error: s.Error, Source: s.Source, SourceWhy: s.SourceWhy, Driver: s.Driver,
-			MissingFields: s.MissingFields, GPUs: len(s.GPUs), RTTMS: ms(r.RTT), ConnectMS: ms(r.Connect)})
+			MissingFields: s.MissingFields, GPUs: len(s.GPUs), RTTS: seconds(r.RTT), ConnectS: seconds(r.Connect)})
 	}
 	return doc
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+// seconds is d in seconds, to the microsecond: a measured time's JSON.
+func seconds(d time.Duration) float64 { return float64(d.Microseconds()) / 1e6 }

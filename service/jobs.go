@@ -57,7 +57,7 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 	}
 	res := LogsResult{Job: j}
 	if j.Placement.Host == "" || (j.Remote.Dir == "" && j.Attempt == 0 && j.State != job.Launching) {
-		return res, fmt.Errorf("job %d has no log: it has not started (%s: %s)", j.ID, j.State, j.Reason)
+		return res, fmt.Errorf("job %s has no log: it has not started (%s: %s)", j.Ref(), j.State, j.Reason)
 	}
 	f, err := l.hosts()
 	if err != nil {
@@ -75,7 +75,7 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 		return res, err
 	}
 	if _, ok := f.Lookup(j.Placement.Host); !ok {
-		return res, fmt.Errorf("job %d ran on %s, which is no longer in the inventory", j.ID, j.Placement.Host)
+		return res, fmt.Errorf("job %s ran on %s, which is no longer in the inventory", j.Ref(), j.Placement.Host)
 	}
 	w := workers(f, cluster)
 	follow := r.Follow && !j.State.Terminal()
@@ -111,7 +111,7 @@ func housekept(j job.Job, p sched.Policy) error {
 		return fmt.Errorf("job %d has no log any more: housekeeping removed it with the job's directory on %s at %s, keep_job_dirs (%s) after the job ended (the inventory's policy sets keep_job_dirs)",
 			j.ID, j.Placement.Host, h.At.Local().Format(time.RFC3339), sched.FormatAge(keep))
 	case h.Kept == "":
-		return fmt.Errorf("job %d has no log any more: its job directory was gone from %s when housekeeping looked at %s (removed by hand?)", j.ID, j.Placement.Host, h.At.Local().Format(time.RFC3339))
+		return fmt.Errorf("job %s has no log any more: its job directory was gone from %s when housekeeping looked at %s (removed by hand?)", j.Ref(), j.Placement.Host, h.At.Local().Format(time.RFC3339))
 	}
 	return nil // left where it is: read it there
 }

@@ -152,7 +152,7 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 			}
 			continue
 		case j.State != job.Queued:
-			return res, fmt.Errorf("job %d is %s without its gssh run: it is no longer this run's", j.ID, j.State)
+			return res, fmt.Errorf("job %s is %s without its gssh run: it is no longer this run's", j.Ref(), j.State)
 		}
 		if r.Waiting != nil && j.Reason != said {
 			said = j.Reason
@@ -232,7 +232,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 			recorded = false
 			switch {
 			case x.Attempt != j.Attempt || x.State.Terminal() || x.State == job.Queued:
-				return fmt.Errorf("job %d was %s meanwhile", j.ID, x.State)
+				return fmt.Errorf("job %s was %s meanwhile", j.Ref(), x.State)
 			case x.State == job.Launching:
 				recorded = true
 				if l.member() {
@@ -385,7 +385,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 		why, _ := stopped.Load().(job.State)
 		res.Job = l.recordMemberEnd(j, res.Exit, why, f.Inventory().Policy.DefaultTimeout)
 		if res.Exit == nil && !res.Job.State.Terminal() {
-			return res, fmt.Errorf("job %d on %s: %w (%v); its keeper stops it there, and the lab's next pass records it", j.ID, j.Placement.Host, ErrLostSession, aerr)
+			return res, fmt.Errorf("job %s on %s: %w (%v); its keeper stops it there, and the lab's next pass records it", j.Ref(), j.Placement.Host, ErrLostSession, aerr)
 		}
 		return res, nil
 	}
@@ -401,7 +401,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 		time.Sleep(time.Second)
 	}
 	if res.Exit == nil && !res.Job.State.Terminal() {
-		return res, fmt.Errorf("job %d on %s: %w (%v); it is stopped there as soon as the host is reached (its keeper, or a pass)", j.ID, j.Placement.Host, ErrLostSession, aerr)
+		return res, fmt.Errorf("job %s on %s: %w (%v); it is stopped there as soon as the host is reached (its keeper, or a pass)", j.Ref(), j.Placement.Host, ErrLostSession, aerr)
 	}
 	return res, nil
 }

@@ -66,8 +66,10 @@ type Setup struct {
 }
 
 // ComparisonSchema names the JSON document of a Comparison (gssh sim
-// --json). Durations in it are nanoseconds (Go's time.Duration).
-const ComparisonSchema = "gssh.sim/v1"
+// --json). Durations in it are seconds, to the millisecond, in fields
+// ending _s (v1 had nanoseconds: makespan, mean_wait, ...); walltime is
+// the --walltime rule in words ("2× the real run time").
+const ComparisonSchema = "gssh.sim/v2"
 
 // Comparison is what Compare found.
 type Comparison struct {

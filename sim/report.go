@@ -14,8 +14,9 @@ import (
 const fairWindow = 6 * time.Hour
 
 // Report is what one run of one policy shows. Times are durations (in
-// JSON, integer nanoseconds, as time.Duration marshals); GPU-hours are
-// whole GPUs × hours; the ratios are fractions from 0 to 1.
+// JSON, seconds to the millisecond in fields ending _s: makespan_s,
+// mean_wait_s, ...; see reportjson.go); GPU-hours are whole GPUs × hours;
+// the ratios are fractions from 0 to 1.
 //
 // The run's window is [first arrival, makespan end]: the first arrival is
 // the earliest Submit of any job of the config (unplaceable ones too), the
@@ -50,19 +51,19 @@ type Report struct {
 	NeverStarted int `json:"never_started"`
 	// Makespan is from the first arrival to the last end (0 if none ended
 	// after it).
-	Makespan time.Duration `json:"makespan"`
+	Makespan time.Duration `json:"-"`
 	// The waits, start − submit, of the started jobs: their mean, and the
 	// nearest-rank percentiles of the sorted waits (the p-th percentile of
 	// n waits is the one at rank ⌈p/100 · n⌉, counting from 1: P50 of 2
 	// waits is the shorter, P95 of 10 the longest); all 0 when none
 	// started.
-	MeanWait time.Duration `json:"mean_wait"`
-	P50Wait  time.Duration `json:"p50_wait"`
-	P95Wait  time.Duration `json:"p95_wait"`
-	MaxWait  time.Duration `json:"max_wait"`
+	MeanWait time.Duration `json:"-"`
+	P50Wait  time.Duration `json:"-"`
+	P95Wait  time.Duration `json:"-"`
+	MaxWait  time.Duration `json:"-"`
 	// MeanCompletion is the mean of wait + run (end − submit) over the
 	// started jobs (0 when none started).
-	MeanCompletion time.Duration `json:"mean_completion"`
+	MeanCompletion time.Duration `json:"-"`
 	// WaitedOverDay counts the started jobs that waited more than 24 hours
 	// (a job that never started is counted in NeverStarted only).
 	WaitedOverDay int `json:"waited_over_day"`
@@ -120,9 +121,9 @@ type UserRow struct {
 	Started  int     `json:"started"`
 	GPUHours float64 `json:"gpu_hours"`
 	// Over the user's started jobs, as in Report (0 if none started).
-	MeanWait time.Duration `json:"mean_wait"`
-	P95Wait  time.Duration `json:"p95_wait"`
-	MaxWait  time.Duration `json:"max_wait"`
+	MeanWait time.Duration `json:"-"`
+	P95Wait  time.Duration `json:"-"`
+	MaxWait  time.Duration `json:"-"`
 }
 
 // SizeRow is the jobs of one GPU count in a run.
@@ -134,9 +135,9 @@ type SizeRow struct {
 	Started int `json:"started"`
 	// Over the started jobs of this size, as in Report (0 if none
 	// started).
-	MeanWait time.Duration `json:"mean_wait"`
-	P95Wait  time.Duration `json:"p95_wait"`
-	MaxWait  time.Duration `json:"max_wait"`
+	MeanWait time.Duration `json:"-"`
+	P95Wait  time.Duration `json:"-"`
+	MaxWait  time.Duration `json:"-"`
 	GPUHours float64       `json:"gpu_hours"` // of the started jobs of this size
 }
 

@@ -119,9 +119,9 @@ func TestReportTinyRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"policy":"gssh"`, `"unplaceable_gpu_hours":0`, `"never_started":0`, `"makespan":28800000000000`,
-		`"p50_wait":3600000000000`, `"mean_completion":`, `"waited_over_day":0`, `"utilization_arrivals":1`, `"busy_while_waiting":`,
-		`"jain_active":`, `"jain_waiting":`, `"users":[{"user":"ann","weight":2,"jobs":2,"started":2,"gpu_hours":8,`, `"sizes":[{"gpus":"1","jobs":1,`} {
+	for _, key := range []string{`"policy":"gssh"`, `"unplaceable_gpu_hours":0`, `"never_started":0`, `"makespan_s":28800`,
+		`"p50_wait_s":3600`, `"mean_completion_s":`, `"mean_wait_s":`, `"waited_over_day":0`, `"utilization_arrivals":1`, `"busy_while_waiting":`,
+		`"jain_active":`, `"jain_waiting":`, `"users":[{"user":"ann","weight":2,"jobs":2,"started":2,"gpu_hours":8,"mean_wait_s":`, `"sizes":[{"gpus":"1","jobs":1,`} {
 		if !strings.Contains(string(b), key) {
 			t.Errorf("JSON lacks %s: %s", key, b)
 		}

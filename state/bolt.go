@@ -1,10 +1,10 @@
 package state
 
 /*
-The state file is a bbolt database (go.etcd.io/bbolt), schema version 5:
+The state file is a bbolt database (go.etcd.io/bbolt), schema version 6:
 
 	meta/                   gssh's own metadata
-	  version    -> uint64, big-endian: schema version (5)
+	  version    -> uint64, big-endian: schema version (6)
 	  cluster_id -> 32 lowercase hex characters: 16 random bytes made when
 	                the file was created; names worker job dirs
 	                (~/.gssh/jobs/<cluster-id>-<job-id>.<attempt>)
@@ -105,6 +105,15 @@ Versions:
      to the history nor have their worker directories removed. Migration
      from 4 creates the empty drains/ and history/ and builds ended/ and
      jobdirs/ from every job record.
+  6  job records write their durations in seconds (job.Seconds): a spec's
+     timeout_s and signal_grace_s, a cancel request's grace_s, where
+     records of before had nanoseconds under timeout, signal_grace and
+     grace_ns. The bump keeps a gssh of version 5 off the file: it would
+     read a new record's walltime and preemption grace as none (run a job
+     past its --timeout, kill a preempted one at once). Nothing to
+     rewrite: job.Spec and job.CancelRequest read both forms (a read does
+     not migrate, and the records of history/ are never rewritten), and a
+     record is written in seconds whenever it changes.
 */
 
 import (
@@ -136,7 +145,7 @@ import (
 )
 
 // schemaVersion is the version of the bucket tree documented above.
-const schemaVersion = 5
+const schemaVersion = 6
 
 // historyVersion is the first schema version whose files have history/,
 // ended/ and jobdirs/: reads of an older file (not migrated) do without.
@@ -1048,6 +1057,9 @@ func migrate(tx *bolt.Tx, v uint64) error {
 			if err := buildEndIndexes(tx); err != nil {
 				return err
 			}
+		case 5:
+			// 5 -> 6: durations in seconds; records of either form read
+			// alike (job/json.go), so nothing to rewrite.
 		}
 	}
 	return tx.Bucket([]byte(bucketMeta)).Put([]byte(keyVersion), uint64Bytes(schemaVersion))

@@ -283,17 +283,17 @@ func rawUpdate(t testing.TB, path string, fn func(*bolt.Tx) error) {
 	}
 }
 
-// A new file is of schema 5, and a file of schema 5 is refused by nothing:
+// A new file is of schema 6, and a file of schema 6 is refused by nothing:
 // reads and writes work and keep the version.
-func TestSchema5(t *testing.T) {
+func TestSchema6(t *testing.T) {
 	s, path := openTemp(t)
-	if v := schemaOf(t, path); v != 5 {
-		t.Fatalf("new file: schema %d, want 5", v)
+	if v := schemaOf(t, path); v != 6 {
+		t.Fatalf("new file: schema %d, want 6", v)
 	}
-	setMeta(t, path, "version", binary.BigEndian.AppendUint64(nil, 5))
+	setMeta(t, path, "version", binary.BigEndian.AppendUint64(nil, 6))
 	for _, opt := range []state.Options{{}, {NoCreate: true}} {
 		if _, err := state.Open(path, opt); err != nil {
-			t.Fatalf("Open(%+v) of a schema-5 file: %v", opt, err)
+			t.Fatalf("Open(%+v) of a schema-6 file: %v", opt, err)
 		}
 	}
 	j, err := s.Submit(job.Job{User: "a"})
@@ -315,8 +315,8 @@ func TestSchema5(t *testing.T) {
 	if _, err := s.Uses(time.Time{}); err != nil {
 		t.Error(err)
 	}
-	if v := schemaOf(t, path); v != 5 {
-		t.Errorf("after writes: schema %d, want 5", v)
+	if v := schemaOf(t, path); v != 6 {
+		t.Errorf("after writes: schema %d, want 6", v)
 	}
 }
 
@@ -429,8 +429,8 @@ func TestMigrateFromSchema2(t *testing.T) {
 	if _, err := r.Update(1, func(x *job.Job) error { x.Reason = "x"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if v := schemaOf(t, path); v != 5 {
-		t.Errorf("after a write: schema %d, want 5", v)
+	if v := schemaOf(t, path); v != 6 {
+		t.Errorf("after a write: schema %d, want 6", v)
 	}
 	if keys, _ := ledger(t, path); len(keys) != len(all) {
 		t.Errorf("migrated ledger has %d entries, want %d", len(keys), len(all))
@@ -481,8 +481,8 @@ func TestMigrateFromSchema1(t *testing.T) {
 	if _, err := r.Update(js[0].ID, func(x *job.Job) error { x.Reason = "x"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if v := schemaOf(t, path); v != 5 {
-		t.Errorf("after a write: schema %d, want 5", v)
+	if v := schemaOf(t, path); v != 6 {
+		t.Errorf("after a write: schema %d, want 6", v)
 	}
 	if keys, _ := ledger(t, path); len(keys) != 1 {
 		t.Errorf("migrated ledger has %d entries, want 1", len(keys))
@@ -514,8 +514,8 @@ func TestMigrateBadRecord(t *testing.T) {
 	if _, err := s.Submit(job.Job{User: "b"}); err != nil {
 		t.Fatalf("write (migration) with a bad record: %v", err)
 	}
-	if v := schemaOf(t, path); v != 5 {
-		t.Errorf("after a write: schema %d, want 5", v)
+	if v := schemaOf(t, path); v != 6 {
+		t.Errorf("after a write: schema %d, want 6", v)
 	}
 	got, err = s.Uses(time.Time{})
 	if err != nil || len(got) != 2 {

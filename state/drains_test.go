@@ -60,8 +60,8 @@ func TestDrains(t *testing.T) {
 			}
 		})
 	}
-	if v := schemaOf(t, path); v != 5 {
-		t.Errorf("schema-4 file after a drain: schema %d, want 5", v)
+	if v := schemaOf(t, path); v != 6 {
+		t.Errorf("schema-4 file after a drain: schema %d, want 6", v)
 	}
 	rawUpdate(t, path, func(tx *bolt.Tx) error { return tx.Bucket([]byte("drains")).Put([]byte("x"), []byte("{garbage")) })
 	ds, err := b.Drains()

@@ -119,8 +119,8 @@ func TestMigrateFromSchema4(t *testing.T) {
 	if _, err := s.Update(run.ID, func(x *job.Job) error { x.Reason = "x"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if v := schemaOf(t, path); v != 5 {
-		t.Errorf("after a write: schema %d, want 5", v)
+	if v := schemaOf(t, path); v != 6 {
+		t.Errorf("after a write: schema %d, want 6", v)
 	}
 	for name, want := range map[string][]job.ID{"ended": {1, 3}, "jobdirs": {1}, "history": {}} {
 		if got := bucketKeys(t, path, name); !slices.Equal(got, want) {

@@ -50,8 +50,8 @@ func TestHostRecords(t *testing.T) {
 			}
 		})
 	}
-	if v := schemaOf(t, path); v != 5 {
-		t.Errorf("schema-3 file after a host write: schema %d, want 5", v)
+	if v := schemaOf(t, path); v != 6 {
+		t.Errorf("schema-3 file after a host write: schema %d, want 6", v)
 	}
 	// A record spoiled by hand is reported, the others read, and the next
 	// write replaces it.

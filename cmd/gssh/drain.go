@@ -226,7 +226,7 @@ func jobCount(n int) string {
 func jobList(jobs []job.Job) string {
 	parts := make([]string, len(jobs))
 	for i, j := range jobs {
-		parts[i] = fmt.Sprintf("%d (%s, %s on %s)", j.ID, printable(j.User), j.State, j.Placement.Host)
+		parts[i] = fmt.Sprintf("%s (%s, %s on %s)", j.Ref(), printable(j.User), j.State, j.Placement.Host)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -163,11 +163,7 @@ func eventsRun(ctx context.Context, a *app, opts *eventsOptions) error {
 	}
 	rows := make([][]string, len(recs))
 	for i, r := range recs {
-		job := "-"
-		if r.Job != 0 {
-			job = fmt.Sprint(r.Job)
-		}
-		rows[i] = []string{r.Time.Local().Format("2006-01-02 15:04:05.000"), string(r.Kind), job, dash(r.User), dash(r.Host), details(r.Fields)}
+		rows[i] = []string{r.Time.Local().Format("2006-01-02 15:04:05.000"), string(r.Kind), dash(r.Ref), dash(r.User), dash(r.Host), details(r.Fields)}
 	}
 	return printTable(a.stdout, a.tty, []string{"TIME", "EVENT", "JOB", "USER", "HOST", "DETAILS"}, rows)
 }
@@ -179,15 +175,19 @@ func dash(s string) string {
 	return s
 }
 
-// details are an event's fields beyond the table's columns, as
-// key=value: state, gpus, exit and attempt first, the reason last, the
-// others by name between.
+// details are an event's fields beyond the table's columns (an array
+// task's array and task are its JOB, 16_2), as key=value: state, gpus,
+// exit and attempt first, the reason last, the others by name between.
 func details(fields map[string]any) string {
 	first := []string{"state", "gpus", "exit", "signal", "attempt"}
 	var rest []string
 	for k := range fields {
 		switch k {
-		case "time", "event", "job", "user", "host", "reason":
+		case "time", "event", "job", "task", "user", "host", "reason":
+		case "array": // in the JOB column's 16_2, unless a line of before the task field
+			if _, named := fields["task"]; !named {
+				rest = append(rest, k)
+			}
 		default:
 			if !slices.Contains(first, k) {
 				rest = append(rest, k)

@@ -122,7 +122,7 @@ func wholeHostsTable(hosts []service.HostInfo, now time.Time) hostsTable {
 			src += " (" + d.SourceWhy + ")"
 		}
 		state += drainCell(d.DrainDoc, now)
-		t.rows = append(t.rows, []string{d.Name, d.Address, state, src, driverCell(d), fmt.Sprint(d.GPUs), msCell(d.RTTMS), msCell(d.ConnectMS), failedCell(d.Record)})
+		t.rows = append(t.rows, []string{d.Name, d.Address, state, src, driverCell(d), fmt.Sprint(d.GPUs), msCell(d.RTTS), msCell(d.ConnectS), failedCell(d.Record)})
 	}
 	return t
 }
@@ -156,7 +156,7 @@ func shortHostsTable(hosts []service.HostInfo, user string, now time.Time) hosts
 		if d.Error != "" {
 			errs = append(errs, fmt.Sprintf("%s: %s: %s", d.Name, d.State, oneLine(d.Error)))
 		}
-		t.rows = append(t.rows, []string{d.Name, strings.TrimPrefix(d.Address, user+"@"), d.State + drainCell(d.DrainDoc, now), src, driver, fmt.Sprint(d.GPUs), msCell(d.RTTMS), failedCell(d.Record)})
+		t.rows = append(t.rows, []string{d.Name, strings.TrimPrefix(d.Address, user+"@"), d.State + drainCell(d.DrainDoc, now), src, driver, fmt.Sprint(d.GPUs), msCell(d.RTTS), failedCell(d.Record)})
 	}
 	t.notes = errs
 	for i, w := range why {
@@ -208,11 +208,12 @@ func driverCell(d service.HostInfo) string {
 	return cell
 }
 
-func msCell(ms float64) string {
-	if ms == 0 {
+// msCell is a time in seconds, in milliseconds ("-" for 0).
+func msCell(s float64) string {
+	if s == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.1fms", ms)
+	return fmt.Sprintf("%.1fms", s*1000)
 }
 
 // checkHostFlag refuses `--host ”`, which pflag reads as no host at all and

@@ -276,6 +276,15 @@ type showDoc struct {
 	Queue *service.Explanation `json:"queue,omitempty"`
 }
 
+// refOf names job id as gssh names jobs (job.Job.Ref: "16_2" for an
+// array task), its id alone when its record cannot be read.
+func (a *app) refOf(ctx context.Context, id job.ID) string {
+	if j, err := a.service().Job(ctx, id); err == nil {
+		return j.Ref()
+	}
+	return strconv.FormatUint(uint64(id), 10)
+}
+
 func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	j, err := a.service().Job(ctx, opts.id)
 	if err != nil {
@@ -301,7 +310,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		{"id", strconv.FormatUint(uint64(j.ID), 10)}, {"user", j.User}, {"state", stateWord(j)}, {"reason", j.Reason},
 	}
 	if h := j.Hold; h != nil {
-		lines = append(lines, [2]string{"held", fmt.Sprintf("by %s since %s (gssh release %d)", h.By, timeCell(h.At), j.ID)})
+		lines = append(lines, [2]string{"held", fmt.Sprintf("by %s since %s (gssh release %s)", h.By, timeCell(h.At), j.Ref())})
 	}
 	if t := s.Array; t != nil {
 		limit := ""
@@ -311,7 +320,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		lines = append(lines, [2]string{"array", fmt.Sprintf("%d_%d (task %d of the %d of array %d%s)", t.Job, t.Task, t.Task, t.Tasks, t.Job, limit)})
 	}
 	for _, d := range s.After {
-		what := fmt.Sprintf("job %d", d.Job)
+		what := "job " + a.refOf(ctx, d.Job)
 		if d.Tasks > 0 {
 			what = fmt.Sprintf("array %d (its %d tasks)", d.Job, d.Tasks)
 		}
@@ -363,7 +372,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		lines = append(lines, [2]string{"restarts", strconv.Itoa(j.Restarts)})
 	}
 	if p := j.Preempt; p != nil {
-		lines = append(lines, [2]string{"preempting", fmt.Sprintf("since %s, for job %d: SIGKILL at %s if still there", timeCell(p.At), p.For, timeCell(p.At.Add(s.Grace())))})
+		lines = append(lines, [2]string{"preempting", fmt.Sprintf("since %s, for job %s: SIGKILL at %s if still there", timeCell(p.At), a.refOf(ctx, p.For), timeCell(p.At.Add(s.Grace())))})
 	}
 	for _, e := range s.Env {
 		lines = append(lines, [2]string{"env", e.Key + "=" + e.Value})
@@ -530,7 +539,7 @@ func logsRun(ctx context.Context, a *app, opts *logsOptions) error {
 			return err
 		}
 		if j.State.Terminal() && j.Placement.Host == "" { // ended before it started: no log
-			fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", j.ID, j.State, j.Reason)
+			fmt.Fprintf(a.stderr, "gssh: job %s %s: %s\n", j.Ref(), j.State, j.Reason)
 			return jobsStatus([]job.Job{j})
 		}
 		res, err := a.service().Logs(ctx, service.LogsRequest{ID: opts.id, Tail: tail, Follow: true}, a.stdout)
@@ -542,13 +551,13 @@ func logsRun(ctx context.Context, a *app, opts *logsOptions) error {
 			return err
 		}
 		if now.Attempt != res.Job.Attempt || now.State == job.Queued {
-			fmt.Fprintf(a.stderr, "gssh: job %d was requeued; following its next attempt\n", opts.id)
+			fmt.Fprintf(a.stderr, "gssh: job %s was requeued; following its next attempt\n", now.Ref())
 			tail = -1 // all of the next attempt's log
 			continue
 		}
 		end := res.Job
 		if s := res.Ended; s != nil {
-			fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", res.Job.ID, s.State, s.Reason)
+			fmt.Fprintf(a.stderr, "gssh: job %s %s: %s\n", res.Job.Ref(), s.State, s.Reason)
 			end.State, end.ExitCode, end.Signal = s.State, s.ExitCode, s.Signal
 		}
 		if !end.State.Terminal() {
@@ -570,7 +579,7 @@ func (a *app) waitStart(ctx context.Context, id job.ID) error {
 			return nil
 		}
 		if !said {
-			fmt.Fprintf(a.stderr, "gssh: job %d is %s (%s); waiting for it to start\n", id, stateWord(j), j.Reason)
+			fmt.Fprintf(a.stderr, "gssh: job %s is %s (%s); waiting for it to start\n", j.Ref(), stateWord(j), j.Reason)
 		} else if _, err := a.service().Schedule(ctx, service.ScheduleRequest{}); err != nil && !errors.Is(err, service.ErrPassBusy) && ctx.Err() == nil {
 			fmt.Fprintf(a.stderr, "gssh: warning: a scheduling pass could not run: %v\n", err)
 		}
@@ -737,9 +746,13 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 		res, err := a.service().Cancel(ctx, service.CancelRequest{ID: id, Grace: opts.grace, NoPass: true, Force: opts.force})
 		freed = freed || res.Freed
 		j := res.Job
+		name := strconv.FormatUint(uint64(id), 10)
+		if j.ID == id {
+			name = j.Ref()
+		}
 		switch {
 		case err != nil && ctx.Err() != nil:
-			fmt.Fprintf(a.stderr, "gssh: interrupted; job %d may still be running (see gssh show %d)\n", id, id)
+			fmt.Fprintf(a.stderr, "gssh: interrupted; job %s may still be running (see gssh show %s)\n", name, name)
 			return errInterrupted
 		case err != nil && arrays[id] && errors.Is(err, control.ErrEnded):
 			skipped++ // a task of an array named whole that ended already
@@ -748,13 +761,13 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 			errs = append(errs, err)
 			code = max(code, exitCode(err))
 		case res.Recorded:
-			fmt.Fprintf(a.stdout, "job %d: cancel recorded; the next pass stops it\n", id)
+			fmt.Fprintf(a.stdout, "job %s: cancel recorded; the next pass stops it\n", name)
 		case opts.force:
-			fmt.Fprintf(a.stdout, "job %d cancelled (--force: %s)\n", id, j.Reason)
+			fmt.Fprintf(a.stdout, "job %s cancelled (--force: %s)\n", name, j.Reason)
 		case j.State != job.Cancelled:
-			fmt.Fprintf(a.stdout, "job %d had already ended (%s: %s): nothing was cancelled\n", id, j.State, j.Reason)
+			fmt.Fprintf(a.stdout, "job %s had already ended (%s: %s): nothing was cancelled\n", name, j.State, j.Reason)
 		default:
-			fmt.Fprintf(a.stdout, "job %d cancelled\n", id)
+			fmt.Fprintf(a.stdout, "job %s cancelled\n", name)
 		}
 	}
 	if skipped > 0 {
@@ -767,7 +780,7 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 		switch {
 		case err == nil:
 			for _, s := range pass.Started {
-				fmt.Fprintf(a.stdout, "job %d running on %s\n", s.ID, where(s.Placement))
+				fmt.Fprintf(a.stdout, "job %s running on %s\n", s.Ref(), where(s.Placement))
 			}
 			a.warn(pass.Problems)
 		case !errors.Is(err, service.ErrPassBusy) && ctx.Err() == nil:
@@ -827,7 +840,7 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 	var b strings.Builder
 	if opts.dryRun {
 		for _, p := range res.Preempts {
-			fmt.Fprintf(&b, "would preempt job %d on %s: %s\n", p.Job, p.Host, p.Reason.Text)
+			fmt.Fprintf(&b, "would preempt job %s on %s: %s\n", cmp.Or(p.Ref, strconv.FormatUint(uint64(p.Job), 10)), p.Host, p.Reason.Text)
 		}
 		if len(res.Preempts) == 0 {
 			b.WriteString("nothing to preempt: no waiting job qualifies (see the README's Rebalancing)\n")
@@ -844,32 +857,32 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 		}
 	}
 	for _, j := range res.Unknown {
-		fmt.Fprintf(&b, "job %d unknown: %s\n", j.ID, j.Reason)
+		fmt.Fprintf(&b, "job %s unknown: %s\n", j.Ref(), j.Reason)
 	}
 	for _, j := range res.GPUFailed {
-		fmt.Fprintf(&b, "job %d: %s\n", j.ID, j.Reason)
+		fmt.Fprintf(&b, "job %s: %s\n", j.Ref(), j.Reason)
 	}
 	for _, s := range res.Strays {
-		fmt.Fprintf(&b, "job %d: attempt %d on %s (%s) was still running there: killed\n", s.Job.ID, s.Job.Attempt, s.Job.Placement.Host, s.Why)
+		fmt.Fprintf(&b, "job %s: attempt %d on %s (%s) was still running there: killed\n", s.Job.Ref(), s.Job.Attempt, s.Job.Placement.Host, s.Why)
 	}
 	for _, j := range res.Preempted {
-		fmt.Fprintf(&b, "job %d preempting: %s\n", j.ID, j.Reason)
+		fmt.Fprintf(&b, "job %s preempting: %s\n", j.Ref(), j.Reason)
 	}
 	for _, j := range res.Requeued {
-		fmt.Fprintf(&b, "job %d requeued: %s\n", j.ID, j.Reason)
+		fmt.Fprintf(&b, "job %s requeued: %s\n", j.Ref(), j.Reason)
 	}
 	for _, j := range res.Finished {
-		fmt.Fprintf(&b, "job %d %s: %s\n", j.ID, j.State, j.Reason)
+		fmt.Fprintf(&b, "job %s %s: %s\n", j.Ref(), j.State, j.Reason)
 	}
 	for _, x := range res.Reaped { // the probe's safety net: orphans (foreign processes where reap_foreign: kill)
 		fmt.Fprintf(&b, "%s GPU %d: pid %d (%s, %s, %s), %s: %s: %s\n", x.Host, x.GPU, x.PID, printable(x.Name), cmp.Or(printable(x.User), "?"),
 			size(x.UsedBytes), x.Kind, printable(x.Why), x.Action)
 	}
 	for _, j := range res.Started {
-		fmt.Fprintf(&b, "job %d running on %s\n", j.ID, where(j.Placement))
+		fmt.Fprintf(&b, "job %s running on %s\n", j.Ref(), where(j.Placement))
 	}
 	for _, j := range res.Pending { // only the reasons that changed: a cron log stays short
-		fmt.Fprintf(&b, "job %d queued: %s\n", j.ID, j.Reason)
+		fmt.Fprintf(&b, "job %s queued: %s\n", j.Ref(), j.Reason)
 	}
 	b.WriteString(housekeepingText(res.Housekeeping))
 	if _, err := io.WriteString(a.stdout, b.String()); err != nil {
@@ -902,7 +915,7 @@ func housekeepingText(hk control.Housekeeping) string {
 		b.WriteString("housekeeping: " + strings.Join(parts, "; ") + "\n")
 	}
 	for _, j := range hk.Kept {
-		fmt.Fprintf(&b, "housekeeping: job %d: job dirs left: %s\n", j.ID, printable(j.Housekept.Kept))
+		fmt.Fprintf(&b, "housekeeping: job %s: job dirs left: %s\n", j.Ref(), printable(j.Housekept.Kept))
 	}
 	return b.String()
 }

@@ -72,7 +72,7 @@ type fairResult struct {
 }
 
 // labJob is what the fairness test reads of a job record (gssh ps -a
-// --json, schema gssh.jobs/v1).
+// --json, schema gssh.jobs/v2).
 type labJob struct {
 	ID        int       `json:"id"`
 	User      string    `json:"user"`
@@ -119,7 +119,7 @@ func (l *sharedLab) fairRun(t *testing.T, name string, wa, wb, na, nb int) fairR
 			Schema string   `json:"schema"`
 			Jobs   []labJob `json:"jobs"`
 		}
-		if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Schema != "gssh.jobs/v1" {
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Schema != "gssh.jobs/v2" {
 			t.Fatalf("gssh ps -a --json: schema %q, %v:\n%s", doc.Schema, err, out)
 		}
 		return doc.Jobs

@@ -83,11 +83,11 @@ releases its held tasks, 12_3 one task.`
 			return a.printHolds(res, arrays, func(j job.Job) string {
 				switch {
 				case release && j.State == job.Running:
-					return fmt.Sprintf("job %d released, running on %s", j.ID, where(j.Placement))
+					return fmt.Sprintf("job %s released, running on %s", j.Ref(), where(j.Placement))
 				case release:
-					return fmt.Sprintf("job %d released: %s: %s", j.ID, stateWord(j), j.Reason)
+					return fmt.Sprintf("job %s released: %s: %s", j.Ref(), stateWord(j), j.Reason)
 				}
-				return fmt.Sprintf("job %d held", j.ID)
+				return fmt.Sprintf("job %s held", j.Ref())
 			})
 		},
 	}
@@ -142,7 +142,7 @@ their ends are recorded without cron, and prints each job's end on stderr.`,
 func waitRun(ctx context.Context, a *app, opts *waitOptions) error {
 	jobs, err := waitFor(ctx, a, opts.ids, opts.interval, func(j job.Job) {
 		if !opts.quiet {
-			fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", j.ID, j.State, j.Reason)
+			fmt.Fprintf(a.stderr, "gssh: job %s %s: %s\n", j.Ref(), j.State, j.Reason)
 		}
 	})
 	if err != nil {
@@ -181,7 +181,7 @@ func waitFor(ctx context.Context, a *app, ids []job.ID, interval time.Duration, 
 				continue
 			}
 			if first && j.Hold != nil {
-				fmt.Fprintf(a.stderr, "gssh: job %d is held: it waits for gssh release %d\n", j.ID, j.ID)
+				fmt.Fprintf(a.stderr, "gssh: job %s is held: it waits for gssh release %s\n", j.Ref(), j.Ref())
 			}
 			left++
 		}
@@ -202,7 +202,7 @@ func waitFor(ctx context.Context, a *app, ids []job.ID, interval time.Duration, 
 func jobsStatus(jobs []job.Job) error {
 	for _, j := range jobs {
 		if code := jobExit(j); code != 0 {
-			return &reported{err: fmt.Errorf("job %d %s: %s", j.ID, j.State, j.Reason), code: code}
+			return &reported{err: fmt.Errorf("job %s %s: %s", j.Ref(), j.State, j.Reason), code: code}
 		}
 	}
 	return nil
@@ -318,9 +318,9 @@ ever give is refused, as at submit.`,
 			}
 			return a.printHolds(res, arrays, func(j job.Job) string {
 				if j.State == job.Running {
-					return fmt.Sprintf("job %d updated, running on %s", j.ID, where(j.Placement))
+					return fmt.Sprintf("job %s updated, running on %s", j.Ref(), where(j.Placement))
 				}
-				return fmt.Sprintf("job %d updated: %s: %s", j.ID, stateWord(j), j.Reason)
+				return fmt.Sprintf("job %s updated: %s: %s", j.Ref(), stateWord(j), j.Reason)
 			})
 		},
 	}
@@ -427,9 +427,9 @@ in fair-share.`,
 			}
 			return a.printHolds(res, arrays, func(j job.Job) string {
 				if j.State == job.Running {
-					return fmt.Sprintf("job %d requeued, running on %s", j.ID, where(j.Placement))
+					return fmt.Sprintf("job %s requeued, running on %s", j.Ref(), where(j.Placement))
 				}
-				return fmt.Sprintf("job %d requeued: %s: %s", j.ID, stateWord(j), j.Reason)
+				return fmt.Sprintf("job %s requeued: %s: %s", j.Ref(), stateWord(j), j.Reason)
 			})
 		},
 	}

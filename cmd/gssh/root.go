@@ -300,7 +300,8 @@ func (a *app) service() service.Service {
 
 // stateTrace is the state.Options.Trace hook of $GSSH_STATE_TRACE: when
 // it names a file, each state operation appends one JSON line to it
-// ({"pid", "op", "write", "waited_ms", "held_ms", "error"}), to
+// ({"pid", "op", "write", "waited_s", "held_s", "error"}: seconds, to the
+// microsecond), to
 // see who holds the state file how long; nil when it is empty. A line
 // that cannot be written is dropped: tracing never fails a command.
 func stateTrace(path string) func(state.Op) {
@@ -313,10 +314,10 @@ func stateTrace(path string) func(state.Op) {
 			PID    int     `json:"pid"`
 			Op     string  `json:"op"`
 			Write  bool    `json:"write"`
-			Waited float64 `json:"waited_ms"`
-			Held   float64 `json:"held_ms"`
+			Waited float64 `json:"waited_s"`
+			Held   float64 `json:"held_s"`
 			Err    string  `json:"error,omitempty"`
-		}{pid, op.Name, op.Write, ms(op.Waited), ms(op.Held), ""}
+		}{pid, op.Name, op.Write, op.Waited.Round(time.Microsecond).Seconds(), op.Held.Round(time.Microsecond).Seconds(), ""}
 		if op.Err != nil {
 			line.Err = op.Err.Error()
 		}
@@ -332,9 +333,6 @@ func stateTrace(path string) func(state.Op) {
 		f.Close()
 	}
 }
-
-// ms is d in milliseconds.
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // statePath is --state, else $GSSH_STATE, else ~/.local/state/gssh/state.db.
 func (a *app) statePath() string {

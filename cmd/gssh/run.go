@@ -174,10 +174,10 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 		Submit: req, Terminal: tty, Stdin: in, Stdout: a.stdout, Stderr: a.stderr, Signals: signals,
 		Waiting: func(j job.Job) {
 			if j.State == job.Queued {
-				say("job %d %s: %s; waiting for it to start", j.ID, stateWord(j), j.Reason)
+				say("job %s %s: %s; waiting for it to start", j.Ref(), stateWord(j), j.Reason)
 				return
 			}
-			say("job %d running on %s", j.ID, where(j.Placement))
+			say("job %s running on %s", j.Ref(), where(j.Placement))
 			mu.Lock()
 			defer mu.Unlock()
 			running = true
@@ -201,19 +201,19 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 		}
 		return fail(err)
 	case ctx.Err() != nil:
-		say("interrupted; job %d is %s", j.ID, j.State)
+		say("interrupted; job %s is %s", j.Ref(), j.State)
 		return errInterrupted
 	case err != nil:
 		return fail(err)
 	}
 	code := runExit(res)
 	if code != 0 {
-		say("job %d %s: %s", j.ID, j.State, j.Reason)
+		say("job %s %s: %s", j.Ref(), j.State, j.Reason)
 	}
 	if code == 0 {
 		return nil
 	}
-	return &reported{err: fmt.Errorf("job %d %s: %s", j.ID, j.State, j.Reason), code: code}
+	return &reported{err: fmt.Errorf("job %s %s: %s", j.Ref(), j.State, j.Reason), code: code}
 }
 
 // runExit is what gssh run exits with: 124 for a job stopped at its

@@ -294,7 +294,7 @@ func (a *app) simLab(opts *simOptions) (hosts []sched.Host, own *inventory.Inven
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, nil, fmt.Errorf("--lab %s: not a gssh gpus --json document: %w", opts.lab, err)
 	}
-	if doc.Schema != service.GPUsSchema {
+	if doc.Schema != service.GPUsSchema && doc.Schema != service.GPUsSchemaV1 {
 		return nil, nil, fmt.Errorf("--lab %s: schema %q, want %q (save one with: gssh gpus --json > lab.json)", opts.lab, doc.Schema, service.GPUsSchema)
 	}
 	path, err := inventory.Locate(a.inventoryPath, a.getenv("GSSH_INVENTORY"), a.home())

@@ -320,7 +320,7 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 	res, err := a.service().Submit(ctx, req)
 	if err != nil && ctx.Err() != nil {
 		if j := res.Job; j.ID != 0 {
-			fmt.Fprintf(a.stderr, "gssh: interrupted; job %d is %s (%s); gssh schedule picks it up\n", j.ID, j.State, j.Reason)
+			fmt.Fprintf(a.stderr, "gssh: interrupted; job %s is %s (%s); gssh schedule picks it up\n", j.Ref(), j.State, j.Reason)
 		} else {
 			fmt.Fprintln(a.stderr, "gssh: interrupted before the job was stored: nothing was submitted")
 		}
@@ -330,7 +330,7 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 		return interrupted(ctx, err)
 	}
 	if res.PassError != nil && !errors.Is(res.PassError, service.ErrPassBusy) {
-		fmt.Fprintf(a.stderr, "gssh: warning: job %d is stored, but its scheduling pass could not run: %v\n", res.Job.ID, res.PassError)
+		fmt.Fprintf(a.stderr, "gssh: warning: job %s is stored, but its scheduling pass could not run: %v\n", res.Job.Ref(), res.PassError)
 	}
 	a.warn(res.Problems)
 	if opts.json {
@@ -354,9 +354,9 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 	case len(res.Tasks) > 0:
 		fmt.Fprintln(a.stdout, arraySummary(res.Tasks))
 	case res.Job.State == job.Running:
-		fmt.Fprintf(a.stdout, "job %d running on %s\n", res.Job.ID, where(res.Job.Placement))
+		fmt.Fprintf(a.stdout, "job %s running on %s\n", res.Job.Ref(), where(res.Job.Placement))
 	default:
-		fmt.Fprintf(a.stdout, "job %d %s: %s\n", res.Job.ID, stateWord(res.Job), res.Job.Reason)
+		fmt.Fprintf(a.stdout, "job %s %s: %s\n", res.Job.Ref(), stateWord(res.Job), res.Job.Reason)
 	}
 	if !opts.wait {
 		return nil
@@ -369,7 +369,7 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 		}
 	}
 	jobs, err := waitFor(ctx, a, ids, opts.interval, func(j job.Job) {
-		fmt.Fprintf(a.stderr, "gssh: job %d %s: %s\n", j.ID, j.State, j.Reason)
+		fmt.Fprintf(a.stderr, "gssh: job %s %s: %s\n", j.Ref(), j.State, j.Reason)
 	})
 	if err != nil {
 		return err
