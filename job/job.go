@@ -334,7 +334,10 @@ type Job struct {
 	// Attempt counts the job's launch attempts, failed ones included: each
 	// gets its own directory on the worker (GSSH_ATTEMPT). 0 is a job never
 	// launched, or one launched before attempts were counted (its
-	// directory has no .<attempt> suffix).
+	// directory has no .<attempt> suffix). A job whose result was
+	// recovered from an earlier attempt (its host answered again after
+	// the job was requeued) is that attempt's: the later ones are in
+	// Attempts.
 	Attempt  int    `json:"attempt,omitempty"`
 	ExitCode *int   `json:"exit_code,omitempty"`
 	Signal   string `json:"signal,omitempty"` // e.g. "KILL", when killed by one
@@ -355,6 +358,16 @@ type Job struct {
 	// still booked until a pass sees it gone.
 	Preempt *Preemption `json:"preempt,omitempty"`
 
+	// Attempts are the job's earlier launch attempts, in order, each as
+	// it ended before the job went on to its next one (a requeue, a
+	// preemption, a host or GPU that failed under it, a launch that
+	// failed or was abandoned) or, once an earlier attempt's result was
+	// recovered from a host that answered again, the later attempt that
+	// result superseded. The job's own fields (Attempt, Placement, Remote,
+	// StartedAt, EndedAt, State) are its current or last attempt:
+	// AllAttempts lists both. Empty for a job of a gssh before attempts
+	// were recorded (Runs still holds its earlier runs).
+	Attempts []Attempt `json:"attempts,omitempty"`
 	// AttemptHosts is the host each launch attempt was placed on, in
 	// order: attempt k's is AttemptHosts[k-1] ("" where a gssh before
 	// they were recorded launched it). Housekeeping finds the job's
