@@ -386,9 +386,12 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	for _, e := range s.Env {
 		lines = append(lines, [2]string{"env", e.Key + "=" + e.Value})
 	}
-	for _, u := range j.Runs {
-		lines = append(lines, [2]string{"earlier run", fmt.Sprintf("%s to %s (requeued)", timeCell(u.Started), timeCell(u.Ended))})
+	if len(j.Attempts) == 0 { // a record of a gssh before attempts were kept
+		for _, u := range j.Runs {
+			lines = append(lines, [2]string{"earlier run", fmt.Sprintf("%s to %s (requeued)", timeCell(u.Started), timeCell(u.Ended))})
+		}
 	}
+	lines = append(lines, attemptLines(j)...)
 	if j.ExitCode != nil {
 		lines = append(lines, [2]string{"exit code", strconv.Itoa(*j.ExitCode)})
 	}
@@ -489,15 +492,16 @@ func timeCell(t time.Time) string {
 }
 
 type logsOptions struct {
-	id     job.ID
-	follow bool
-	tail   int
+	id      job.ID
+	follow  bool
+	tail    int
+	attempt int // 0: the latest attempt that ran
 }
 
 func newLogsCmd(a *app, runF func(*logsOptions) error) *cobra.Command {
 	opts := &logsOptions{}
 	cmd := &cobra.Command{
-		Use:   "logs ID",
+		Use:   "logs ID [--attempt N]",
 		Short: "Print a job's output (stdout and stderr); -f follows it until the job ends",
 		Long: `Print a job's log (stdout and stderr together, as sbatch does) from its
 worker. With -f, keep printing until the job ends, then say on stderr how it
@@ -506,6 +510,11 @@ for (running scheduling passes) until it starts, and a job requeued
 meanwhile is followed into its next attempt. A job's log lives in its
 directory on the worker, which housekeeping removes keep_job_dirs (the
 policy's; 14 days by default) after the job ended: gssh logs then says so.
+
+Each launch attempt of a job has a log of its own: --attempt N prints
+attempt N's (gssh show lists them, with where each ran and how it ended);
+without it, the job's current or last attempt's, or for a job queued again
+(preempted, requeued) the latest attempt that ran.
 
 Without -f: ` + exitCodesHelp + `
 
@@ -522,6 +531,12 @@ interrupted.`,
 			if opts.tail < -1 {
 				return fmt.Errorf("--tail %d: give a number of lines, or -1 for all", opts.tail)
 			}
+			switch {
+			case opts.attempt < 0 || c.Flags().Changed("attempt") && opts.attempt == 0:
+				return fmt.Errorf("--attempt %d: give an attempt's number, 1 or more (gssh show %d lists them)", opts.attempt, id)
+			case opts.attempt > 0 && opts.follow:
+				return fmt.Errorf("--attempt goes without -f: -f follows the job's current attempt")
+			}
 			opts.id = id
 			if runF != nil {
 				return runF(opts)
@@ -531,12 +546,13 @@ interrupted.`,
 	}
 	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "keep printing output until the job ends")
 	cmd.Flags().IntVar(&opts.tail, "tail", -1, "print only the last N lines first (-1: all)")
+	cmd.Flags().IntVar(&opts.attempt, "attempt", 0, "print launch attempt N's log (default: the latest that ran)")
 	return cmd
 }
 
 func logsRun(ctx context.Context, a *app, opts *logsOptions) error {
 	if !opts.follow {
-		_, err := a.service().Logs(ctx, service.LogsRequest{ID: opts.id, Tail: opts.tail}, a.stdout)
+		_, err := a.service().Logs(ctx, service.LogsRequest{ID: opts.id, Tail: opts.tail, Attempt: opts.attempt}, a.stdout)
 		return interrupted(ctx, err)
 	}
 	// -f: wait for a queued job to start (running the passes that start
