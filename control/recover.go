@@ -46,7 +46,8 @@ func finished(st job.Status) bool {
 // attempt, or recorded lost at that very attempt. A later attempt queued
 // is dropped; one that started is stopped (as a cancel: SIGTERM, the
 // grace, SIGKILL) and kept in the job's Attempts as superseded, its run
-// counted in fair-share; one whose host does not answer is recorded a
+// counted in fair-share (as attempt a's is, booked until it was given
+// up: Runs); one whose host does not answer is recorded a
 // stray of that host, killed when it answers. When the later attempt had
 // finished too before the stop, the one that finished first counts (each
 // end on the controller's clock: its start plus the run time its worker
@@ -115,10 +116,10 @@ func (c *Controller) recoverStray(ctx context.Context, host string, s health.Str
 			}
 			x.Runs = append(x.Runs, use)
 		}
-		// Attempt a is the job's again: out of the earlier attempts and
-		// runs (its run is the job's own, to its real end).
+		// Attempt a is the job's again: out of the earlier attempts. Its
+		// run stays in Runs, as booked until it was given up (the usage
+		// ledger's entries never change): job.Use counts it once.
 		x.Attempts = slices.DeleteFunc(slices.Clone(x.Attempts), func(e job.Attempt) bool { return e.N == a })
-		x.Runs = slices.DeleteFunc(slices.Clone(x.Runs), func(r job.Use) bool { return r.Started.Equal(s.Job.StartedAt) })
 		x.Attempt, x.Placement, x.Remote, x.StartedAt = a, s.Job.Placement, s.Job.Remote, s.Job.StartedAt
 		x.Preempt, x.Hold, x.CancelRequested = nil, nil, nil
 		c.recordEnd(x, s.Job, st, 0, now)

@@ -5,6 +5,7 @@ package job
 
 import (
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -485,9 +486,12 @@ type Use struct {
 }
 
 // Use is j's GPU use; ok is false for a job that never started (it used
-// nothing). A job not ended yet has a zero Ended.
+// nothing), and for one whose run is among its Runs already (a result
+// recovered from an attempt that was requeued when its host stopped
+// answering: that run, booked until then, is counted there). A job not
+// ended yet has a zero Ended.
 func (j Job) Use() (u Use, ok bool) {
-	if j.StartedAt.IsZero() {
+	if j.StartedAt.IsZero() || slices.ContainsFunc(j.Runs, func(r Use) bool { return r.Started.Equal(j.StartedAt) && r.Ended.After(r.Started) }) {
 		return Use{}, false
 	}
 	u = Use{User: j.User, Started: j.StartedAt, Share: j.Placement.Share}
