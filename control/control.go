@@ -809,7 +809,7 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 				c.recordEnd(x, j, *stopped.Ended, stopped.Signalled, now)
 				return nil
 			}
-			requeue(x, now, stop, fmt.Sprintf("requeued by %s (it ran on %s)", who, placementText(x.Placement)), "requeued")
+			requeue(x, now, stop, fmt.Sprintf("requeued by %s (it ran on %s)", who, placementText(x.Placement)), "requeued", job.Status{State: job.Cancelled}, job.AttemptRequeued)
 			return nil
 		})
 		switch {
@@ -1119,8 +1119,9 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 			x.State, x.EndedAt = job.Failed, now
 			x.Reason, x.ReasonCode = dirExistsReason(x.ID, lerr), codeDirExists
 		case lerr != nil:
-			x.State, x.Placement = job.Queued, job.Placement{}
 			x.Reason, x.ReasonCode = "launch failed: "+lerr.Error()+"; the job stays queued", "launch_failed"
+			x.EndAttempt(now, job.Status{}, job.AttemptLaunchFailed, x.Reason)
+			x.State, x.Placement = job.Queued, job.Placement{}
 		default:
 			x.State, x.Remote, x.StartedAt, x.Reason = job.Running, remote, now, ""
 		}
@@ -1241,29 +1242,35 @@ func (c *Controller) reconcile(ctx context.Context, active []job.Job, res *Resul
 		}
 		c.observe(host, "", now, res)
 		c.reached[host] = true
-		c.killStrays(ctx, host, false, res)
+		maps.Copy(changed, c.killStrays(ctx, host, false, res))
+	}
+	for _, host := range strayOnly {
+		maps.Copy(changed, c.killStrays(ctx, host, true, res))
+	}
+	// The polls are applied after every stray was settled: a result
+	// recovered from an attempt given up on a host is weighed against the
+	// job's later attempt before that attempt's own end is recorded.
+	for i := range hosts {
+		if errs[i] != nil {
+			continue
+		}
 		for _, j := range byHost[i] {
 			st, ok := polled[i][j.ID]
-			if !ok {
-				continue
+			if u, settled := changed[j.ID]; !ok || settled && (u.State.Terminal() || u.Attempt != j.Attempt) {
+				continue // ended by an earlier attempt's result
 			}
 			if u, ok := c.apply(ctx, *j, st, now, res); ok {
 				changed[j.ID] = u
 			}
 		}
 	}
-	for _, host := range strayOnly {
-		c.killStrays(ctx, host, true, res)
-	}
 	if len(changed) == 0 {
 		return active
 	}
 	out := active[:0] // in place: each job is written at or before where it was read
 	for i := range active {
-		if active[i].State.Active() {
-			if u, ok := changed[active[i].ID]; ok {
-				active[i] = u
-			}
+		if u, ok := changed[active[i].ID]; ok && !active[i].State.Terminal() {
+			active[i] = u // a queued job too: one whose earlier attempt's result was recovered
 		}
 		if !active[i].State.Terminal() {
 			out = append(out, active[i])
@@ -1430,6 +1437,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 			})
 		}
 		return update(func(x *job.Job) {
+			x.EndAttempt(now, job.Status{}, job.AttemptAbandoned, why)
 			x.State, x.Placement, x.Remote = job.Queued, job.Placement{}, job.Remote{}
 			x.Reason, x.ReasonCode = why+"; queued again", "requeued"
 		})
@@ -1446,13 +1454,13 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		n := stopped.Signalled
 		if (st.State == job.Lost || !st.State.Terminal()) && j.Spec.Requeue {
 			return update(func(x *job.Job) {
-				requeue(x, endedAt(j, st, now), true, fmt.Sprintf("%s; its %d leftover processes were killed; requeued (--requeue)", st.Reason, n), "requeued")
+				requeue(x, endedAt(j, st, now), true, fmt.Sprintf("%s; its %d leftover processes were killed; requeued (--requeue)", st.Reason, n), "requeued", st, job.AttemptLost)
 			})
 		}
 		return update(func(x *job.Job) { c.recordEnd(x, j, st, n, now) })
 	case st.State == job.Lost && j.Spec.Requeue:
 		return update(func(x *job.Job) {
-			requeue(x, endedAt(j, st, now), true, st.Reason+"; requeued (--requeue)", "requeued")
+			requeue(x, endedAt(j, st, now), true, st.Reason+"; requeued (--requeue)", "requeued", st, job.AttemptLost)
 		})
 	case j.ReasonCode == codeGPUFailed && (st.State == job.Failed || st.State == job.Lost):
 		// Its GPU failed under it: the reason says so, and with --requeue
@@ -1460,7 +1468,9 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		// their end).
 		why := st.Reason + "; " + j.Reason
 		if j.Spec.Requeue {
-			return update(func(x *job.Job) { requeue(x, endedAt(j, st, now), true, why+"; requeued (--requeue)", "requeued") })
+			return update(func(x *job.Job) {
+				requeue(x, endedAt(j, st, now), true, why+"; requeued (--requeue)", "requeued", st, job.AttemptGPUFailed)
+			})
 		}
 		return update(func(x *job.Job) {
 			x.State, x.EndedAt, x.Reason, x.ReasonCode = st.State, endedAt(j, st, now), why, codeGPUFailed

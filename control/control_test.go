@@ -424,6 +424,12 @@ func TestPassLaunchFailureRequeues(t *testing.T) {
 	if !slices.Equal(ids(res.Pending), []job.ID{j.ID}) {
 		t.Errorf("pending %v", ids(res.Pending))
 	}
+	if a := got.Attempts; len(a) != 1 || a[0].N != 1 || a[0].Host != "ctl" || a[0].State != "" || a[0].Ended != job.AttemptLaunchFailed || !a[0].StartedAt.IsZero() {
+		t.Errorf("attempts %+v: want attempt 1 on ctl, never started, launch_failed", a)
+	}
+	if _, ok := got.LastRun(); ok {
+		t.Errorf("a job whose only launch failed has a last run")
+	}
 }
 
 // A launch that finds the attempt's directory on the worker already (the
@@ -974,9 +980,19 @@ func TestRequeue(t *testing.T) {
 		if err != nil || len(uses) != 1 || uses[0].User != "u" {
 			t.Errorf("uses %+v %v", uses, err)
 		}
+		if len(j.Attempts) != 1 || j.Attempts[0].N != 1 || j.Attempts[0].Host != "ctl" || j.Attempts[0].State != job.Cancelled || j.Attempts[0].Ended != job.AttemptRequeued ||
+			j.Attempts[0].EndedAt.Sub(j.Attempts[0].StartedAt) != time.Minute || j.Attempts[0].Dir == "" || !slices.Equal(j.Attempts[0].GPUs, []int{3}) {
+			t.Errorf("attempts %+v: want attempt 1 on ctl:3, a minute, cancelled, requeued", j.Attempts)
+		}
 		res := r.pass(t)
 		if len(res.Started) != 1 || res.Started[0].Attempt != 2 {
 			t.Errorf("the next pass: %+v", res.Started)
+		}
+		if all := res.Started[0].AllAttempts(); len(all) != 2 || all[0].N != 1 || all[1].N != 2 || all[1].State != job.Running {
+			t.Errorf("all attempts %+v: want 1 (requeued) and 2 (running)", all)
+		}
+		if last, ok := res.Started[0].LastRun(); !ok || last.N != 2 {
+			t.Errorf("last run %+v %v, want attempt 2", last, ok)
 		}
 		if _, err := r.ctl.Requeue(context.Background(), r.submit(t, 5, "sleep", "1").ID, time.Second, "admin"); !errors.Is(err, control.ErrNotRunning) {
 			t.Errorf("a queued job: %v", err)

@@ -166,10 +166,10 @@ func (c *Controller) giveUp(j job.Job, h health.Host, now time.Time, res *Result
 			return errSkip
 		}
 		if x.Spec.Requeue {
-			requeue(x, now, true, lost+"; requeued (if it still runs there, it is killed when the host answers)", "requeued")
+			requeue(x, now, true, lost+"; requeued (if it still runs there, it is killed when the host answers)", "requeued", job.Status{State: job.Lost}, job.AttemptHostLost)
 			return nil
 		}
-		x.State, x.EndedAt, x.ReasonCode = job.Lost, now, "host_lost"
+		x.State, x.EndedAt, x.ReasonCode = job.Lost, now, codeHostLost
 		x.Reason = lost + "; if it still runs there, it is killed when the host answers"
 		return nil
 	})
@@ -192,8 +192,12 @@ func (c *Controller) giveUp(j job.Job, h health.Host, now time.Time, res *Result
 // requeue puts x back in the queue under its id (gssh requeue, a
 // preemption, a host or GPU that failed under it): when it ran, its run
 // so far counts in fair-share until now and as a restart
-// (GSSH_RESTART_COUNT); the next pass may place it anywhere.
-func requeue(x *job.Job, now time.Time, ran bool, why, code string) {
+// (GSSH_RESTART_COUNT); the next pass may place it anywhere. The attempt
+// it leaves is kept in x.Attempts, ended at now as st says (its command's
+// end: an exit status, stopped, lost), for the reason ended (a
+// job.Attempt* code).
+func requeue(x *job.Job, now time.Time, ran bool, why, code string, st job.Status, ended string) {
+	x.EndAttempt(now, st, ended, why)
 	if use, ok := x.Use(); ok && ran {
 		use.Ended = now
 		x.Runs = append(x.Runs, use)
@@ -220,29 +224,22 @@ func (c *Controller) addStray(j job.Job, now time.Time, why string) (health.Host
 	return h, nil
 }
 
-// killStrays ends, on host, the attempts given up on it that are not
-// their job's live attempt: abandoned if they never started, else stopped
-// (SIGTERM, the orphan grace, SIGKILL; matched on the attempt, so the
-// job's next attempt on the same host is left alone). Each stray is
-// dropped from the record once done; one that fails stays for the next
-// pass. With record (a host this pass did not poll), the first call's
-// outcome is recorded as the pass's contact with the host, and a host
-// that does not answer is left for a later pass.
-func (c *Controller) killStrays(ctx context.Context, host string, record bool, res *Result) {
+// killStrays settles, on host, the attempts given up on it that are not
+// their job's live attempt. Each is polled first: one that finished there
+// (an exit status, its worker's walltime stop) has its result recorded as
+// its job's when the job has none of its own yet (recoverStray), before
+// the pass plans anything for the job. Then what is left of it is ended:
+// abandoned if it never started, else stopped (SIGTERM, the orphan grace,
+// SIGKILL; matched on the attempt, so the job's next attempt on the same
+// host is left alone). Each stray is dropped from the record once done;
+// one that fails stays for the next pass. With record (a host this pass
+// did not poll), the first call's outcome is recorded as the pass's
+// contact with the host, and a host that does not answer is left for a
+// later pass. It returns the jobs it changed, as recorded.
+func (c *Controller) killStrays(ctx context.Context, host string, record bool, res *Result) map[job.ID]job.Job {
 	recorded := !record
-	for _, s := range c.health[host].Strays {
-		cur, err := c.store.Get(s.Job.ID)
-		if err == nil && s.Live(cur) {
-			c.dropStray(host, s, res) // a record left by a crash before the attempt was given up
-			continue
-		}
-		abandoned, err := c.workers.Abandon(ctx, s.Job)
-		n := 0
-		if err == nil && !abandoned {
-			var stopped job.Stopped
-			stopped, err = c.workers.Stop(ctx, s.Job, c.orphan, "")
-			n = stopped.Signalled
-		}
+	changed := map[job.ID]job.Job{}
+	contact := func(err error) {
 		if !recorded {
 			recorded = true
 			why := ""
@@ -251,9 +248,40 @@ func (c *Controller) killStrays(ctx context.Context, host string, record bool, r
 			}
 			c.observe(host, why, c.now(), res)
 		}
+	}
+	for _, s := range c.health[host].Strays {
+		cur, err := c.store.Get(s.Job.ID)
+		if err == nil && s.Live(cur) {
+			c.dropStray(host, s, res) // a record left by a crash before the attempt was given up
+			continue
+		}
+		st, polled, err := c.strayStatus(ctx, host, s)
+		contact(err)
 		switch {
 		case errors.Is(err, job.ErrNoContact) && record:
-			return // still away: the next pass tries again
+			return changed // still away: the next pass tries again
+		case err != nil:
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: read how attempt %d left on %s (%s) is: %w", s.Job.ID, s.Job.Attempt, host, s.Why, err))
+			continue
+		case polled && finished(st):
+			u, ok, done := c.recoverStray(ctx, host, s, st, res)
+			if ok {
+				changed[u.ID] = u
+			}
+			if !done {
+				continue
+			}
+		}
+		abandoned, err := c.workers.Abandon(ctx, s.Job)
+		n := 0
+		if err == nil && !abandoned {
+			var stopped job.Stopped
+			stopped, err = c.workers.Stop(ctx, s.Job, c.orphan, "")
+			n = stopped.Signalled
+		}
+		switch {
+		case errors.Is(err, job.ErrNoContact) && record:
+			return changed // still away: the next pass tries again
 		case err != nil:
 			res.Errors = append(res.Errors, fmt.Errorf("job %s: stop attempt %d left on %s (%s): %w", s.Job.Ref(), s.Job.Attempt, host, s.Why, err))
 			continue
@@ -263,6 +291,7 @@ func (c *Controller) killStrays(ctx context.Context, host string, record bool, r
 		}
 		c.dropStray(host, s, res)
 	}
+	return changed
 }
 
 func (c *Controller) dropStray(host string, s health.Stray, res *Result) {

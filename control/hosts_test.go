@@ -34,6 +34,19 @@ type simRun struct {
 	host    string
 	running bool
 	failed  bool // ended with exit status 1
+	// exit, when set, is the exit status it ended with on its own, after
+	// running for runtime (by its worker's clock).
+	exit    *int
+	runtime time.Duration
+}
+
+// status is how r ended on its own: its exit status and run time.
+func (r *simRun) status() job.Status {
+	st := job.Status{State: job.Succeeded, ExitCode: r.exit, Reason: fmt.Sprintf("exit status %d", *r.exit), Runtime: r.runtime}
+	if *r.exit != 0 {
+		st.State = job.Failed
+	}
+	return st
 }
 
 func newFleetSim(hosts ...sched.Host) *fleetSim {
@@ -95,6 +108,8 @@ func (f *fleetSim) Poll(_ context.Context, host string, jobs []*job.Job) (map[jo
 			out[j.ID] = job.Status{State: job.Lost, Missing: true}
 		case r.running:
 			out[j.ID] = job.Status{State: job.Running, PID: 1000 + int(j.ID)}
+		case r.exit != nil:
+			out[j.ID] = r.status()
 		case r.failed:
 			out[j.ID] = job.Status{State: job.Failed, ExitCode: ptr(1), Reason: "exit status 1"}
 		default:
@@ -104,13 +119,17 @@ func (f *fleetSim) Poll(_ context.Context, host string, jobs []*job.Job) (map[jo
 	return out, nil
 }
 
-func (f *fleetSim) Stop(_ context.Context, j job.Job, _ time.Duration, _ job.State) (job.Stopped, error) {
+func (f *fleetSim) Stop(_ context.Context, j job.Job, _ time.Duration, why job.State) (job.Stopped, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.noAnswer(j.Placement.Host); err != nil {
 		return job.Stopped{}, err
 	}
 	r, ok := f.runs[runKey(j)]
+	if ok && !r.running && r.exit != nil && why != "" {
+		st := r.status() // it ended before the stop: launch.Stop's end gate says so
+		return job.Stopped{Ended: &st}, nil
+	}
 	if !ok || !r.running || r.host != j.Placement.Host {
 		return job.Stopped{}, nil
 	}
@@ -369,6 +388,15 @@ func (f *fleetSim) setHealth(host string, gpu int, hl gpuinfo.Health) {
 			}
 		}
 	}
+}
+
+// exit ends attempt a of job id on its own with exit status code, after
+// it ran for runtime.
+func (f *fleetSim) exit(id job.ID, a, code int, runtime time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.runs[fmt.Sprintf("%d.%d", id, a)]
+	r.running, r.exit, r.runtime = false, &code, runtime
 }
 
 // fail ends attempt a of job id with exit status 1 (its CUDA call failed).

@@ -242,12 +242,16 @@ func (c *Controller) dirsOf(j job.Job) *dirJob {
 		}
 		return d
 	}
-	for a := 1; a <= j.Attempt; a++ {
+	last := max(j.Attempt, len(j.AttemptHosts)) // past Attempt: the later attempts a recovered result superseded
+	for a := 1; a <= last; a++ {
 		host := ""
 		if a <= len(j.AttemptHosts) {
 			host = j.AttemptHosts[a-1]
 		}
 		w := job.WorkerDir{Job: j.ID, Attempt: a}
+		if i := slices.IndexFunc(j.Attempts, func(e job.Attempt) bool { return e.N == a && e.Host != "" }); i >= 0 {
+			host, w.Dir = j.Attempts[i].Host, j.Attempts[i].Dir
+		}
 		if a == j.Attempt && j.Placement.Host != "" {
 			host, w.Dir = j.Placement.Host, j.Remote.Dir
 		}

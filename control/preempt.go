@@ -56,14 +56,16 @@ func (c *Controller) preempt(ctx context.Context, ps []sched.Preempt, running []
 	}
 }
 
-// endedFirst records the end of preempting job j that ended on its own
-// (or was stopped at its walltime by its worker) before its preemption
-// signal, rather than requeueing it: a job that finished is never run
-// again.
+// endedFirst records the end of job j that ended on its own (or was
+// stopped at its walltime by its worker) before a stop could: preempting,
+// before its preemption signal, rather than requeueing it (a job that
+// finished is never run again); a later attempt, before the result of an
+// earlier one was found (recoverStray). A job no longer in j's state and
+// attempt is left as it is.
 func (c *Controller) endedFirst(j job.Job, st job.Status, leftovers int, res *Result) (job.Job, bool) {
 	now := c.now()
 	u, err := c.store.Update(j.ID, func(x *job.Job) error {
-		if x.State != job.Preempting || x.Attempt != j.Attempt {
+		if x.State != j.State || x.Attempt != j.Attempt {
 			return errSkip // cancelled or requeued meanwhile
 		}
 		x.Preempt = nil
@@ -133,7 +135,7 @@ func (c *Controller) preempted(ctx context.Context, j job.Job, st job.Status, no
 		if killed {
 			why += fmt.Sprintf("; killed after its %s grace", grace)
 		}
-		requeue(x, now, true, why+"; requeued", string(sched.CodePreempted)) // its GPUs were booked until now
+		requeue(x, now, true, why+"; requeued", string(sched.CodePreempted), job.Status{State: job.Cancelled}, job.AttemptPreempted) // its GPUs were booked until now
 		return nil
 	})
 	if err != nil {

@@ -65,6 +65,9 @@ func TestPreemptRequeuesAndRestarts(t *testing.T) {
 		if got.State != job.Queued || got.Restarts != 1 || len(got.Runs) != 1 || got.Preempt != nil || got.ReasonCode == "" {
 			t.Fatalf("victim after: %s restarts %d runs %v %q (%s)", got.State, got.Restarts, got.Runs, got.Reason, got.ReasonCode)
 		}
+		if a := got.Attempts; len(a) != 1 || a[0].N != 1 || a[0].Ended != job.AttemptPreempted || a[0].State != job.Cancelled || !strings.HasPrefix(a[0].Reason, "preempted for job") || a[0].StartedAt.IsZero() {
+			t.Errorf("victim's attempts %+v: want attempt 1 preempted, cancelled, with the reason", a)
+		}
 		if d := got.Runs[0].Ended.Sub(got.Runs[0].Started); d != 3*time.Minute {
 			t.Errorf("the run recorded lasted %v, want 3m: its GPU was booked until the pass saw it gone", d)
 		}

@@ -78,6 +78,12 @@ const (
 	JobUpdate    Kind = "job_update"     // changed by gssh update (the fields are the job's request after it)
 )
 
+// Events of a host that answers again after its jobs were given up.
+const (
+	JobRecovered Kind = "job_result_recovered" // an attempt given up there had finished: its result is the job's (a job_end follows)
+	StrayIgnored Kind = "stray_result_ignored" // an attempt given up there had ended (state, exit), but its job's own end stands
+)
+
 // Process, host and GPU events.
 const (
 	StrayKilled   Kind = "stray_killed"   // an attempt given up on a failed host, found running there and killed
@@ -94,7 +100,7 @@ const (
 
 // Kinds are every kind, in the order the package documents them.
 var Kinds = []Kind{JobSubmit, JobStart, JobEnd, JobCancel, JobRequeue, JobPreempt, JobUnknown, JobAdopted, JobGPUFailed,
-	JobHold, JobRelease, JobUpdate, StrayKilled, OrphanReaped, ForeignKilled, HostDown, HostUp, GPUFailed, GPUHealthy,
+	JobHold, JobRelease, JobUpdate, JobRecovered, StrayKilled, StrayIgnored, OrphanReaped, ForeignKilled, HostDown, HostUp, GPUFailed, GPUHealthy,
 	HostDrain, HostResume, StateRestore}
 
 // Known reports whether k is one of Kinds.

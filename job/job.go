@@ -5,6 +5,7 @@ package job
 
 import (
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -335,7 +336,10 @@ type Job struct {
 	// Attempt counts the job's launch attempts, failed ones included: each
 	// gets its own directory on the worker (GSSH_ATTEMPT). 0 is a job never
 	// launched, or one launched before attempts were counted (its
-	// directory has no .<attempt> suffix).
+	// directory has no .<attempt> suffix). A job whose result was
+	// recovered from an earlier attempt (its host answered again after
+	// the job was requeued) is that attempt's: the later ones are in
+	// Attempts.
 	Attempt  int    `json:"attempt,omitempty"`
 	ExitCode *int   `json:"exit_code,omitempty"`
 	Signal   string `json:"signal,omitempty"` // e.g. "KILL", when killed by one
@@ -356,6 +360,16 @@ type Job struct {
 	// still booked until a pass sees it gone.
 	Preempt *Preemption `json:"preempt,omitempty"`
 
+	// Attempts are the job's earlier launch attempts, in order, each as
+	// it ended before the job went on to its next one (a requeue, a
+	// preemption, a host or GPU that failed under it, a launch that
+	// failed or was abandoned) or, once an earlier attempt's result was
+	// recovered from a host that answered again, the later attempt that
+	// result superseded. The job's own fields (Attempt, Placement, Remote,
+	// StartedAt, EndedAt, State) are its current or last attempt:
+	// AllAttempts lists both. Empty for a job of a gssh before attempts
+	// were recorded (Runs still holds its earlier runs).
+	Attempts []Attempt `json:"attempts,omitempty"`
 	// AttemptHosts is the host each launch attempt was placed on, in
 	// order: attempt k's is AttemptHosts[k-1] ("" where a gssh before
 	// they were recorded launched it). Housekeeping finds the job's
@@ -473,9 +487,12 @@ type Use struct {
 }
 
 // Use is j's GPU use; ok is false for a job that never started (it used
-// nothing). A job not ended yet has a zero Ended.
+// nothing), and for one whose run is among its Runs already (a result
+// recovered from an attempt that was requeued when its host stopped
+// answering: that run, booked until then, is counted there). A job not
+// ended yet has a zero Ended.
 func (j Job) Use() (u Use, ok bool) {
-	if j.StartedAt.IsZero() {
+	if j.StartedAt.IsZero() || slices.ContainsFunc(j.Runs, func(r Use) bool { return r.Started.Equal(j.StartedAt) && r.Ended.After(r.Started) }) {
 		return Use{}, false
 	}
 	u = Use{User: j.User, Started: j.StartedAt, Share: j.Placement.Share}

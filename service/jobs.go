@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/gssh/gssh/control"
@@ -55,9 +56,10 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 	if err != nil {
 		return LogsResult{}, err
 	}
+	j, current, err := logAttempt(j, r.Attempt)
 	res := LogsResult{Job: j}
-	if j.Placement.Host == "" || (j.Remote.Dir == "" && j.Attempt == 0 && j.State != job.Launching) {
-		return res, fmt.Errorf("job %s has no log: it has not started (%s: %s)", j.Ref(), j.State, j.Reason)
+	if err != nil {
+		return res, err
 	}
 	f, err := l.hosts()
 	if err != nil {
@@ -78,7 +80,7 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 		return res, fmt.Errorf("job %s ran on %s, which is no longer in the inventory", j.Ref(), j.Placement.Host)
 	}
 	w := workers(f, cluster)
-	follow := r.Follow && !j.State.Terminal()
+	follow := r.Follow && current && !j.State.Terminal()
 	if err := w.Logs(ctx, j, r.Tail, follow, out); err != nil {
 		if ierr := interrupted(ctx); ierr != nil {
 			return res, ierr
@@ -97,6 +99,65 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 		}
 	}
 	return res, nil
+}
+
+// logAttempt is j as launch attempt n ran it (0: the latest that ran),
+// for its log: the record itself when that is the current attempt
+// (current), else the record with that attempt's number, host, GPUs and
+// directory (job.Attempt). An attempt j never had, or one that never
+// started, is an error that says which attempts there are.
+func logAttempt(j job.Job, n int) (out job.Job, current bool, err error) {
+	placed := j.Placement.Host != "" && (j.Remote.Dir != "" || j.Attempt > 0 || j.State == job.Launching)
+	if n == 0 || n == j.Attempt && placed {
+		if placed {
+			return j, true, nil
+		}
+		last, ok := j.LastRun()
+		if !ok {
+			return j, false, fmt.Errorf("job %s has no log: it has not started (%s: %s)", j.Ref(), j.State, j.Reason)
+		}
+		n = last.N
+	}
+	all := j.AllAttempts()
+	i := slices.IndexFunc(all, func(a job.Attempt) bool { return a.N == n })
+	var a job.Attempt
+	switch {
+	case i >= 0:
+		a = all[i]
+		if a.StartedAt.IsZero() && a.Dir == "" {
+			return j, false, fmt.Errorf("attempt %d of job %s never started on %s (%s): it has no log", n, j.Ref(), a.Host, cmp.Or(a.Reason, a.Ended))
+		}
+	case n >= 1 && n <= len(j.AttemptHosts) && j.AttemptHosts[n-1] != "":
+		// An attempt of a gssh before attempts were kept: its directory
+		// has the attempt's default name on the host it was placed on.
+		a = job.Attempt{N: n, Host: j.AttemptHosts[n-1]}
+	default:
+		return j, false, fmt.Errorf("job %s has no attempt %d: %s (gssh show %s lists them)", j.Ref(), n, attemptsText(j), j.Ref())
+	}
+	out = j
+	out.Attempt, out.Placement, out.Remote = a.N, job.Placement{Host: a.Host, Indexes: a.GPUs}, job.Remote{Dir: a.Dir, By: a.By}
+	out.StartedAt, out.EndedAt, out.ExitCode, out.Signal = a.StartedAt, a.EndedAt, a.ExitCode, a.Signal
+	if a.State != "" {
+		out.State = a.State
+	}
+	return out, false, nil
+}
+
+// attemptsText says which attempts j has had: "its attempts are 1 to 3",
+// "its only attempt is 1", "it has not been launched".
+func attemptsText(j job.Job) string {
+	last := j.Attempt
+	for _, a := range j.Attempts {
+		last = max(last, a.N)
+	}
+	last = max(last, len(j.AttemptHosts))
+	switch last {
+	case 0:
+		return "it has not been launched"
+	case 1:
+		return "its only attempt is 1"
+	}
+	return fmt.Sprintf("its attempts are 1 to %d", last)
 }
 
 // housekept says why ended job j has no log any more, when housekeeping

@@ -120,10 +120,17 @@ type LogsRequest struct {
 	ID     job.ID
 	Tail   int  // the last Tail lines first; -1 = all
 	Follow bool // keep printing until the job ends
+	// Attempt is the launch attempt whose log to print (its number,
+	// GSSH_ATTEMPT); 0: the latest attempt that ran. Follow goes with the
+	// job's current attempt only.
+	Attempt int
 }
 
 // LogsResult says what became of a followed job.
 type LogsResult struct {
+	// Job is the job as its log's attempt ran it: the record itself for
+	// its current attempt; for an earlier one, the record with that
+	// attempt's number, host and directory.
 	Job job.Job
 	// Ended is how the job ended when Logs followed it to its end (nil
 	// otherwise): the log itself does not say.

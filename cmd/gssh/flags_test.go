@@ -88,6 +88,9 @@ func TestJobCommandFlags(t *testing.T) {
 	if err := run(t, newLogsCmd(a, func(o *logsOptions) error { logs = o; return nil }), "-f", "--tail", "5", "7"); err != nil || logs.id != 7 || !logs.follow || logs.tail != 5 {
 		t.Errorf("logs %+v, %v", logs, err)
 	}
+	if err := run(t, newLogsCmd(a, func(o *logsOptions) error { logs = o; return nil }), "--attempt", "2", "7"); err != nil || logs.id != 7 || logs.attempt != 2 {
+		t.Errorf("logs --attempt %+v, %v", logs, err)
+	}
 	var sched *scheduleOptions
 	if err := run(t, newScheduleCmd(a, func(o *scheduleOptions) error { sched = o; return nil })); err != nil || sched.wait != 30*time.Second {
 		t.Errorf("schedule %+v, %v", sched, err)
@@ -122,6 +125,8 @@ func TestJobCommandFlags(t *testing.T) {
 		{newCancelCmd(a, func(*cancelOptions) error { t.Error("called"); return nil }), nil, "give the ids of the jobs to cancel"},
 		{newLogsCmd(a, func(*logsOptions) error { t.Error("called"); return nil }), []string{"--tail", "-2", "1"}, "--tail -2"},
 		{newLogsCmd(a, func(*logsOptions) error { t.Error("called"); return nil }), []string{"x"}, `"x" is not a job id`},
+		{newLogsCmd(a, func(*logsOptions) error { t.Error("called"); return nil }), []string{"--attempt", "-1", "1"}, "--attempt -1: give an attempt's number, 1 or more (gssh show 1 lists them)"},
+		{newLogsCmd(a, func(*logsOptions) error { t.Error("called"); return nil }), []string{"-f", "--attempt", "2", "1"}, "--attempt goes without -f"},
 		{newShowCmd(a, func(*showOptions) error { t.Error("called"); return nil }), []string{"0"}, `"0" is not a job id`},
 		{newShowCmd(a, func(*showOptions) error { t.Error("called"); return nil }), nil, "give one job id, e.g. gssh show 12"},
 		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--since", "yesterday"}, `--since "yesterday" is not a time: give a time ago (90m, 2h, 7d, 2w), a date (2026-11-30)`},

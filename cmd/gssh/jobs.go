@@ -377,9 +377,12 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	for _, e := range s.Env {
 		lines = append(lines, [2]string{"env", e.Key + "=" + e.Value})
 	}
-	for _, u := range j.Runs {
-		lines = append(lines, [2]string{"earlier run", fmt.Sprintf("%s to %s (requeued)", timeCell(u.Started), timeCell(u.Ended))})
+	if len(j.Attempts) == 0 { // a record of a gssh before attempts were kept
+		for _, u := range j.Runs {
+			lines = append(lines, [2]string{"earlier run", fmt.Sprintf("%s to %s (requeued)", timeCell(u.Started), timeCell(u.Ended))})
+		}
 	}
+	lines = append(lines, attemptLines(j)...)
 	if j.ExitCode != nil {
 		lines = append(lines, [2]string{"exit code", strconv.Itoa(*j.ExitCode)})
 	}
@@ -480,23 +483,27 @@ func timeCell(t time.Time) string {
 }
 
 type logsOptions struct {
-	id     job.ID
-	follow bool
-	tail   int
+	id      job.ID
+	follow  bool
+	tail    int
+	attempt int // 0: the latest attempt that ran
 }
 
 func newLogsCmd(a *app, runF func(*logsOptions) error) *cobra.Command {
 	opts := &logsOptions{}
 	cmd := &cobra.Command{
-		Use:   "logs ID",
+		Use:   "logs ID [--attempt N]",
 		Short: "Print a job's output (stdout and stderr); -f follows it until the job ends",
 		Long: `Print a job's output (stdout and stderr together) from its worker. -f
 follows it until the job ends, then says on stderr how it ended and exits
-with the job's status, as gssh wait does; a queued job is waited for. The
-log is removed with the job's directory keep_job_dirs (14 days) after the
-job ended; gssh logs then says so.`,
+with the job's status, as gssh wait does; a queued job is waited for. Each
+attempt of a job has its own log: --attempt N prints attempt N's (gssh show
+lists them); without it, the latest attempt that ran. The log is removed
+with the job's directory keep_job_dirs (14 days) after the job ended; gssh
+logs then says so.`,
 		Example: `  gssh logs 7
   gssh logs -f 7
+  gssh logs --attempt 1 7
   gssh logs --tail 50 12_3`,
 		Annotations: exits(exitLineUsage, exitLineJobHost, exitLineState,
 			"     with -f: the job's status, as gssh wait --help says"),
@@ -509,6 +516,12 @@ job ended; gssh logs then says so.`,
 			if opts.tail < -1 {
 				return fmt.Errorf("--tail %d: give a number of lines, or -1 for all", opts.tail)
 			}
+			switch {
+			case opts.attempt < 0 || c.Flags().Changed("attempt") && opts.attempt == 0:
+				return fmt.Errorf("--attempt %d: give an attempt's number, 1 or more (gssh show %d lists them)", opts.attempt, id)
+			case opts.attempt > 0 && opts.follow:
+				return fmt.Errorf("--attempt goes without -f: -f follows the job's current attempt")
+			}
 			opts.id = id
 			if runF != nil {
 				return runF(opts)
@@ -518,12 +531,13 @@ job ended; gssh logs then says so.`,
 	}
 	cmd.Flags().BoolVarP(&opts.follow, "follow", "f", false, "keep printing output until the job ends")
 	cmd.Flags().IntVar(&opts.tail, "tail", -1, "print only the last N lines first (-1: all)")
+	cmd.Flags().IntVar(&opts.attempt, "attempt", 0, "print launch attempt N's log (default: the latest that ran)")
 	return cmd
 }
 
 func logsRun(ctx context.Context, a *app, opts *logsOptions) error {
 	if !opts.follow {
-		_, err := a.service().Logs(ctx, service.LogsRequest{ID: opts.id, Tail: opts.tail}, a.stdout)
+		_, err := a.service().Logs(ctx, service.LogsRequest{ID: opts.id, Tail: opts.tail, Attempt: opts.attempt}, a.stdout)
 		return interrupted(ctx, err)
 	}
 	// -f: wait for a queued job to start (running the passes that start
