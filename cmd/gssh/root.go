@@ -274,7 +274,7 @@ over a personal inventory and --state, and only its pass_user runs passes.
 	root.AddCommand(newGPUsCmd(a, nil), newHostsCmd(a, nil), newSubmitCmd(a, nil), newPsCmd(a, nil), newShowCmd(a, nil),
 		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, false), newHoldCmd(a, true), newUpdateCmd(a), newRequeueCmd(a), newWaitCmd(a), newRunCmd(a),
 		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil), newReapCmd(a, nil), newEventsCmd(a, nil), newDrainCmd(a, nil), newResumeCmd(a))
-	root.AddCommand(newStateCmd(a))
+	root.AddCommand(newStateCmd(a), newLabCmd(a))
 	return root
 }
 
