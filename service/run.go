@@ -615,8 +615,9 @@ func (ss sessions) open(p string) (*os.File, error) {
 	if ss.lab == nil || !ss.lab.Privileged() {
 		return nil, cmp.Or(err, fs.ErrPermission)
 	}
+	found := labfile.DescribeEntry(p, lfi)
 	if os.Remove(p) == nil && ss.report != nil {
-		ss.report(labfile.Replaced{Path: p, Found: labfile.DescribeEntry(p, lfi) + " (removed)"})
+		ss.report(labfile.Replaced{Path: p, Found: found + " (removed)"})
 	}
 	return nil, fs.ErrNotExist
 }
