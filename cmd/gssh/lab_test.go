@@ -177,8 +177,14 @@ func newSharedLab(t *testing.T) *sharedLab {
 // test unless it succeeds; it returns what it printed.
 func (l *sharedLab) labInit() string {
 	l.t.Helper()
+	return l.labInitOf(l.inv)
+}
+
+// labInitOf is labInit over the lab inventory inv.
+func (l *sharedLab) labInitOf(inv string) string {
+	l.t.Helper()
 	cmd := exec.Command(l.bin, "lab", "init")
-	cmd.Env = []string{"HOME=" + l.root, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "GSSH_INVENTORY=" + l.inv}
+	cmd.Env = []string{"HOME=" + l.root, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "GSSH_INVENTORY=" + inv}
 	out, err := cmd.CombinedOutput()
 	l.t.Logf("root$ gssh lab init\n%s", out)
 	if err != nil {
