@@ -471,6 +471,9 @@ type Restored struct {
 func Restore(backup, live string, minSeq uint64, opt Options) (Restored, error) {
 	src := &Bolt{path: backup, timeout: cmpDuration(opt.Timeout, DefaultTimeout), cancel: opt.Cancel}
 	dst := &Bolt{path: live, timeout: src.timeout, cancel: opt.Cancel, shared: opt.Shared}
+	if dst.shared != nil && !dst.shared.Lab.Privileged() {
+		return Restored{}, dst.fail("restore", fmt.Errorf("a lab's state is restored by its pass account %s or root (the new file must be theirs): ask them", dst.shared.Lab.PassUser))
+	}
 	dir := filepath.Dir(live)
 	if dst.shared == nil {
 		if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -167,3 +167,45 @@ func TestSharedSwaps(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedRestore: a lab's restore keeps the file it replaces in a
+// new file of the pass account, passing over a member's link at
+// .before-restore (never followed); the restored state is the pass
+// account's, with one link; a member may not restore.
+func TestSharedRestore(t *testing.T) {
+	d := labDir(t)
+	path := filepath.Join(d.Path, "state.db")
+	opt := state.Options{Shared: &state.Shared{Lab: d}}
+	s, err := state.Open(path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Submit(job.Job{User: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	if _, err := s.Backup(backup); err != nil {
+		t.Fatal(err)
+	}
+	vic, vfi := victim(t, filepath.Dir(d.Path))
+	if err := os.Symlink(vic, path+".before-restore"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.Restore(backup, path, 0, state.Options{Shared: &state.Shared{Lab: d.As(memberUID)}}); err == nil || !strings.Contains(err.Error(), "restored by its pass account pass or root") {
+		t.Errorf("member's restore: %v", err)
+	}
+	r, err := state.Restore(backup, path, 0, opt)
+	if err != nil || r.Before != path+".before-restore.2" {
+		t.Fatalf("Restore: %+v %v", r, err)
+	}
+	unchanged(t, vic, vfi)
+	for _, p := range []string{path, r.Before} {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode() != 0o660 || fi.Sys().(*syscall.Stat_t).Uid != passUID || fi.Sys().(*syscall.Stat_t).Nlink != 1 {
+			t.Errorf("%s: %v %v", p, fi.Mode(), err)
+		}
+	}
+	if _, err := state.Open(path, opt); err != nil {
+		t.Errorf("after the restore: %v", err)
+	}
+}
