@@ -25,12 +25,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gofrs/flock"
 
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/labfile"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/state"
 )
@@ -321,21 +323,33 @@ func LockPass(ctx context.Context, path string, wait time.Duration) (func(), err
 	return lockPass(ctx, path, wait, 0o600)
 }
 
-// LockPassShared is LockPass in shared-lab mode: the lock lies in the
-// lab's setgid state directory (which must exist: state.Open checks it)
-// and is kept at mode 0660, in the directory's group.
-func LockPassShared(ctx context.Context, path string, wait time.Duration) (func(), error) {
-	unlock, err := lockPass(ctx, path, wait, 0o660)
-	if err != nil {
-		return nil, err
-	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm() != 0o660 {
-		if err := os.Chmod(path, 0o660); err != nil {
-			unlock()
-			return nil, fmt.Errorf("pass lock %s: mode %04o, not the lab's 0660, and it cannot be changed (%w): as its owner or root, chmod 660 %s", path, fi.Mode().Perm(), err, path)
+// LockPassShared is LockPass in shared-lab mode, for the lab's
+// directory lab: the lock is the pass account's file there, opened and
+// checked as labfile.Dir.OpenFix does (no path a member controls is
+// followed; an entry that is not gssh's is replaced, as the pass account
+// or root, and report is told), and locked through that descriptor.
+func LockPassShared(lab labfile.Dir, report func(labfile.Replaced)) func(context.Context, string, time.Duration) (func(), error) {
+	return func(ctx context.Context, path string, wait time.Duration) (func(), error) {
+		f, err := lab.OpenFix(path, os.O_RDWR, true, nil, report)
+		if err != nil {
+			return nil, fmt.Errorf("pass lock: %w", err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		switch err := labfile.Lock(wctx, f, syscall.LOCK_EX, 50*time.Millisecond); {
+		case err == nil:
+			return func() { f.Close() }, nil
+		case errors.Is(err, labfile.ErrLocked) && ctx.Err() == nil:
+			f.Close()
+			if wait <= 0 {
+				return nil, fmt.Errorf("%w (lock %s held)", ErrPassBusy, path)
+			}
+			return nil, fmt.Errorf("%w (lock %s held for more than %s)", ErrPassBusy, path, wait)
+		default:
+			f.Close()
+			return nil, fmt.Errorf("pass lock %s: %w", path, cmp.Or(ctx.Err(), err))
 		}
 	}
-	return unlock, nil
 }
 
 func lockPass(ctx context.Context, path string, wait time.Duration, perm os.FileMode) (func(), error) {

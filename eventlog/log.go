@@ -18,6 +18,8 @@ import (
 
 	"github.com/gofrs/flock"
 	"gopkg.in/natefinch/lumberjack.v2"
+
+	"github.com/gssh/gssh/labfile"
 )
 
 // Name is the event log's file name, in the state file's directory.
@@ -59,6 +61,11 @@ type Options struct {
 	// setgid directory gives them its group), as the state file is,
 	// instead of 0600.
 	Shared bool
+	// Lab, when set, is the lab's state directory the log lies in
+	// (shared-lab mode, Shared implied): its files are opened, checked,
+	// rotated and replaced as lab.go says, never by a path a member
+	// controls.
+	Lab *labfile.Dir
 	// LockWait bounds a write's wait for the lock (0 = DefaultLockWait).
 	LockWait time.Duration
 	// Warn is told, in words, what could not be written (nil: nothing is
@@ -90,9 +97,12 @@ type Log struct {
 	lock    *flock.Flock
 	handler slog.Handler
 	milled  bool // the rotated files were looked at since the Log was made
-	busy    bool // the last write gave up waiting for the lock: the next one does not wait
-	failed  int  // events not written after the first one said so
-	warned  bool
+	// replaced are the lab files found not gssh's and replaced, for the
+	// lab_file_replaced events written with the next line.
+	replaced []labfile.Replaced
+	busy     bool // the last write gave up waiting for the lock: the next one does not wait
+	failed   int  // events not written after the first one said so
+	warned   bool
 }
 
 // Open returns the log at path (nothing is opened before the first
@@ -106,7 +116,9 @@ func Open(path string, opt Options) *Log {
 	}
 	l := &Log{path: path, opt: opt, perm: 0o600,
 		lj: &lumberjack.Logger{Filename: path, MaxSize: opt.MaxSizeMiB}}
-	if opt.Shared {
+	if opt.Shared || opt.Lab != nil {
+		opt.Shared = true
+		l.opt.Shared = true
 		l.perm = 0o660
 	}
 	l.lock = flock.New(path+".lock", flock.SetPermissions(l.perm))
@@ -232,6 +244,14 @@ func (l *Log) writeLine(line []byte) error {
 	wait := l.opt.LockWait
 	if l.busy {
 		wait = 0
+	}
+	if l.opt.Lab != nil {
+		unlock, err := l.labLock(wait, false)
+		if l.busy = errors.Is(err, ErrBusy); err != nil {
+			return err
+		}
+		defer unlock()
+		return l.appendLab(line)
 	}
 	if err := l.takeLock(wait, false); err != nil {
 		l.busy = errors.Is(err, ErrBusy)
@@ -418,13 +438,17 @@ const gzTmp = ".gz.tmp"
 // compress writes src gzipped to src.gz (through a temporary file
 // renamed into place, so a .gz is always whole), then removes src.
 func (l *Log) compress(src string) error {
-	in, err := os.Open(src)
+	in, err := l.openRotated(src)
+	var ue *labfile.UntrustedError
+	if errors.As(err, &ue) {
+		return nil // not gssh's: removed, and an event says so
+	}
 	if err != nil {
 		return err
 	}
 	defer in.Close()
 	tmp := src + gzTmp
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, l.perm)
+	out, err := l.createGz(tmp)
 	if err != nil {
 		return err
 	}

@@ -154,11 +154,8 @@ func Read(path string, f Filter, fn func(Record) error, warn func(string)) (foun
 // at a mode that could keep a lab's writers out); if it cannot be had (a
 // stuck writer), the files are opened without it.
 func openAll(path string, since time.Time) ([]*os.File, error) {
-	l := Open(path, Options{})
-	if _, err := os.Stat(l.lock.Path()); err == nil {
-		if err := l.takeLock(DefaultLockWait, true); err == nil {
-			defer l.lock.Unlock()
-		}
+	if release, ok := readLock(path+".lock", DefaultLockWait); ok {
+		defer release()
 	}
 	fs, err := files(path)
 	if err != nil {

@@ -53,6 +53,9 @@ func (l *Local) eventLog() *eventlog.Log {
 	defer l.ev.mu.Unlock()
 	if l.ev.log == nil {
 		o := eventlog.Options{Shared: l.lab != nil, Now: l.opt.Now}
+		if l.lab != nil {
+			o.Lab = &l.lab.dir
+		}
 		if f != nil {
 			o.MaxAge = f.Inventory().Policy.KeepEvents
 		}

@@ -1,14 +1,24 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"github.com/gssh/gssh/fleet"
-	"github.com/gssh/gssh/job"
+	"io/fs"
+	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/gssh/gssh/control"
+	"github.com/gssh/gssh/eventlog"
+	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/inventory"
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/labfile"
 	"github.com/gssh/gssh/state"
 )
 
@@ -27,7 +37,7 @@ var ErrNotPassUser = errors.New("only the lab's pass user runs scheduling passes
 type lab struct {
 	file     string // the lab inventory
 	passUser string
-	shared   state.Shared
+	dir      labfile.Dir // the state's directory
 }
 
 // findLab looks for a lab inventory: the file $GSSH_INVENTORY names, then
@@ -62,13 +72,22 @@ func findLab(opt *Options) (*lab, error) {
 		}
 		return nil, nil
 	}
-	inv, err := inventory.Load(file)
+	real, err := TrustedLabFile(file)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := inventory.Load(real)
 	if err != nil {
 		return nil, err
 	}
 	lb := inv.Lab
-	if _, err := user.Lookup(lb.PassUser); err != nil {
+	pu, err := user.Lookup(lb.PassUser)
+	if err != nil {
 		return nil, fmt.Errorf("%s:%d: lab pass_user %q names no account on this host (%v): create it (useradd --system %s) or name the account that runs gssh schedule", file, lb.PassUserLine, lb.PassUser, err, lb.PassUser)
+	}
+	passUID, err := strconv.Atoi(pu.Uid)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%d: lab pass_user %q: uid %q is not a number", file, lb.PassUserLine, lb.PassUser, pu.Uid)
 	}
 	g, err := user.LookupGroup(lb.Group)
 	if err != nil {
@@ -87,7 +106,67 @@ func findLab(opt *Options) (*lab, error) {
 	opt.Fleet.Inventory = inv
 	opt.StatePath, opt.StateExplicit = lb.State, false
 	opt.Owner = "" // the lab's queue is nobody's own: priorities 0-3 are its admins' (policy users admin: true)
-	return &lab{file: file, passUser: lb.PassUser, shared: state.Shared{Group: lb.Group, GID: gid}}, nil
+	return &lab{file: file, passUser: lb.PassUser, dir: labfile.New(filepath.Dir(lb.State), lb.PassUser, passUID, lb.Group, gid)}, nil
+}
+
+// ErrUntrustedLab means a `lab:` block was found in a file that root
+// does not own or that others than root may write: it is not used.
+var ErrUntrustedLab = errors.New("its `lab:` block is not used")
+
+// TrustedLabFile checks that a lab inventory may be trusted, as sshd's
+// StrictModes checks a user's files: file, its symbolic links resolved,
+// must be a regular file that root owns and that neither its group nor
+// others may write, and so must every directory above it (a directory
+// others may write is allowed only when it is sticky, as /tmp is: then
+// no one but root can rename root's entries in it). Anyone who could
+// write such a file could name themselves its pass_user and so act for
+// the pass account. It returns the resolved path, to be read instead of
+// file (nothing but root can change what it leads to). Errors wrap
+// ErrUntrustedLab, naming the file and what to do.
+func TrustedLabFile(file string) (string, error) {
+	real, err := filepath.EvalSymlinks(file)
+	if err == nil {
+		real, err = filepath.Abs(real)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s: %w: %v", file, ErrUntrustedLab, err)
+	}
+	fix := fmt.Sprintf("a lab's inventory is set up by root (as root: chown root: %s; chmod go-w %s, and likewise each directory above it); to use a copy of your own, take its `lab:` block out", real, real)
+	for p, top := real, true; ; p, top = filepath.Dir(p), false {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w: %v", file, ErrUntrustedLab, err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		why := ""
+		switch {
+		case top && !fi.Mode().IsRegular():
+			why = "it is not a regular file"
+		case st.Uid != 0:
+			why = fmt.Sprintf("it is owned by %s, not root", userName(int(st.Uid)))
+		case fi.Mode().Perm()&0o022 != 0 && (top || fi.Mode()&fs.ModeSticky == 0):
+			why = fmt.Sprintf("its mode %04o lets others than root write it", fi.Mode().Perm())
+		}
+		if why != "" {
+			what := "the file"
+			if !top {
+				what = "its directory " + p
+			}
+			why = strings.Replace(why, "it", what, 1)
+			return "", fmt.Errorf("%s: %w: %s: %s", file, ErrUntrustedLab, why, fix)
+		}
+		if p == "/" {
+			return real, nil
+		}
+	}
+}
+
+// userName is uid's name, else the number.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(uid)
 }
 
 // member reports whether this gssh is a member's in shared-lab mode (not
@@ -117,4 +196,33 @@ func (l *Local) mayAct(f *fleet.Fleet, st *state.Bolt, id job.ID, what string) e
 		return nil
 	}
 	return fmt.Errorf("job %d %w: it is %s's, and in the lab's queue only its owner or a lab admin (policy users: admin: true) may %s it", id, ErrNotYours, j.User, what)
+}
+
+// shared is the state.Shared of the lab's state: its directory, and
+// entries found not gssh's told in the event log.
+func (l *Local) shared() *state.Shared {
+	return &state.Shared{Lab: l.lab.dir, Report: l.reportReplaced}
+}
+
+// reportReplaced writes the lab_file_replaced event of r.
+func (l *Local) reportReplaced(r labfile.Replaced) {
+	l.logEvent(eventlog.Replaced(l.opt.Now(), r))
+}
+
+// passLock is the pass lock's function: control.LockPass, in shared-lab
+// mode control.LockPassShared of the lab's directory.
+func (l *Local) passLock() func(context.Context, string, time.Duration) (func(), error) {
+	if l.lab == nil {
+		return control.LockPass
+	}
+	return control.LockPassShared(l.lab.dir, l.reportReplaced)
+}
+
+// sessions are the gssh run sessions of this state (their locks).
+func (l *Local) sessions() sessions {
+	ss := sessions{dir: l.sessionDir()}
+	if l.lab != nil {
+		ss.lab, ss.report = &l.lab.dir, l.reportReplaced
+	}
+	return ss
 }

@@ -16,14 +16,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"context"
 
-	"github.com/gofrs/flock"
-
 	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/labfile"
 	"github.com/gssh/gssh/launch"
 	"github.com/gssh/gssh/sshexec"
 )
@@ -459,7 +459,7 @@ var sessionToken = regexp.MustCompile(`^[0-9a-f]{32}$`)
 // (/proc/self/stat).
 type session struct {
 	token      string
-	lock       *flock.Flock
+	lock       *os.File // its lock file, flock'd
 	pid        int
 	ticks      int64
 	closedOnce sync.Once
@@ -467,8 +467,8 @@ type session struct {
 
 func (s *session) close() {
 	s.closedOnce.Do(func() {
-		s.lock.Unlock()
-		os.Remove(s.lock.Path())
+		os.Remove(s.lock.Name())
+		s.lock.Close()
 	})
 }
 
@@ -476,35 +476,58 @@ func (s *session) close() {
 // state file, so that every process of that state sees them.
 func (l *Local) sessionDir() string { return l.opt.StatePath + ".run" }
 
-// openSession makes and locks a new session file.
+// openSession makes and locks a new session file: a new file (O_EXCL,
+// never through a symbolic link), flock'd through its descriptor. In
+// shared-lab mode the directory is the lab's (see runDir) and the file
+// the group's (0660), so that the pass account can try its lock.
 func (l *Local) openSession() (*session, error) {
 	var b [16]byte
 	rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
-	dir := l.sessionDir()
-	dirMode, fileMode := os.FileMode(0o700), os.FileMode(0o600)
-	if l.lab != nil {
-		// The lab's pass user checks every member's lock: the group's,
-		// as the state file is (the state directory is setgid).
-		dirMode, fileMode = os.ModeSetgid|0o770, 0o660
-	}
-	if err := os.MkdirAll(dir, dirMode.Perm()); err != nil {
+	dir, err := l.runDir()
+	if err != nil {
 		return nil, fmt.Errorf("gssh run: %w (the directory of its session locks, beside the state file)", err)
 	}
+	perm := os.FileMode(0o600)
 	if l.lab != nil {
-		if st, err := os.Stat(dir); err == nil && st.Mode()&(os.ModeSetgid|0o070) != os.ModeSetgid|0o070 {
-			os.Chmod(dir, dirMode) // its maker's umask took the group's bits
-		}
+		perm = labfile.Perm
 	}
-	lk := flock.New(filepath.Join(dir, token+".lock"), flock.SetPermissions(fileMode))
-	ok, err := lk.TryLock()
-	if err != nil || !ok {
-		return nil, fmt.Errorf("gssh run: lock %s: %v", lk.Path(), err)
+	p := filepath.Join(dir, token+".lock")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
+	if err != nil {
+		return nil, fmt.Errorf("gssh run: lock %s: %w", p, err)
 	}
-	os.Chmod(lk.Path(), fileMode) // not the umask's
+	if err := f.Chmod(perm); err != nil { // not the umask's
+		f.Close()
+		os.Remove(p)
+		return nil, fmt.Errorf("gssh run: lock %s: %w", p, err)
+	}
+	if ok, err := labfile.TryLock(f, syscall.LOCK_EX); err != nil || !ok {
+		f.Close()
+		os.Remove(p)
+		return nil, fmt.Errorf("gssh run: lock %s: %w", p, err)
+	}
 	pid := os.Getpid()
 	ticks, _ := startTicks(pid)
-	return &session{token: token, lock: lk, pid: pid, ticks: ticks}, nil
+	return &session{token: token, lock: f, pid: pid, ticks: ticks}, nil
+}
+
+// runDir is the directory of the session locks, made when missing: in
+// personal mode 0700; in shared-lab mode of the lab's shape (the pass
+// account's, the lab group's, 3770: a member adds their own locks, and
+// can remove no one else's), made or put right by the pass account or
+// root (labfile.Dir.EnsureDir; gssh lab init makes it) and checked by a
+// member, whose gssh run then says what to run.
+func (l *Local) runDir() (string, error) {
+	dir := l.sessionDir()
+	if l.lab == nil {
+		return dir, os.MkdirAll(dir, 0o700)
+	}
+	r, err := l.lab.dir.Sub(dir).EnsureDir(dir, false)
+	if r.Replaced != nil {
+		l.reportReplaced(*r.Replaced)
+	}
+	return dir, err
 }
 
 // startTicks is process pid's start time, /proc/PID/stat field 22 (clock
@@ -529,7 +552,13 @@ func startTicks(pid int) (int64, error) {
 // sessions is the real control.Sessions: a session is alive while its
 // process holds the lock on its file (the kernel drops a lock when its
 // process dies, however it dies).
-type sessions struct{ dir string }
+type sessions struct {
+	dir string
+	// lab is the lab's state directory in shared-lab mode (nil:
+	// personal), report told of a lock that was not gssh's, removed.
+	lab    *labfile.Dir
+	report func(labfile.Replaced)
+}
 
 // Alive reports whether s's gssh run holds its lock. A token that is not
 // one gssh makes is a session gone; a lock that cannot be tried
@@ -541,24 +570,56 @@ func (ss sessions) Alive(s job.Interactive) bool {
 		return false
 	}
 	p := filepath.Join(ss.dir, s.Session+".lock")
-	if _, err := os.Stat(p); err != nil {
+	f, err := ss.open(p)
+	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return true
 		}
 		t, err := startTicks(s.PID)
 		return s.PID > 0 && err == nil && t == s.StartTicks
 	}
-	lk := flock.New(p)
-	ok, err := lk.TryLock()
+	defer f.Close()
+	ok, err := labfile.TryLock(f, syscall.LOCK_EX)
 	if err != nil {
 		return true
 	}
 	if ok {
-		lk.Unlock()
 		os.Remove(p)
 		return false
 	}
 	return true
+}
+
+// open opens the session lock p to try its lock: never through a
+// symbolic link, never made, a regular file with one link (a member's
+// own file in shared-lab mode: any owner). An entry that is not such a
+// file is no gssh run's: the pass account or root removes it (nothing
+// it points to is touched) and says so (lab_file_replaced), and it
+// counts as gone (fs.ErrNotExist).
+func (ss sessions) open(p string) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	var fi fs.FileInfo
+	if err == nil {
+		if fi, err = f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Sys().(*syscall.Stat_t).Nlink == 1 {
+			return f, nil
+		}
+		f.Close()
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	lfi, lerr := os.Lstat(p)
+	if lerr != nil {
+		return nil, err
+	}
+	if ss.lab == nil || !ss.lab.Privileged() {
+		return nil, cmp.Or(err, fs.ErrPermission)
+	}
+	found := labfile.DescribeEntry(p, lfi)
+	if os.Remove(p) == nil && ss.report != nil {
+		ss.report(labfile.Replaced{Path: p, Found: found + " (removed)"})
+	}
+	return nil, fs.ErrNotExist
 }
 
 // sweep removes the lock files of gssh run processes that are gone and
@@ -581,10 +642,12 @@ func (ss sessions) sweep(active []job.Job) {
 		if inUse[name] || !strings.HasSuffix(name, ".lock") || !sessionToken.MatchString(strings.TrimSuffix(name, ".lock")) {
 			continue
 		}
-		lk := flock.New(filepath.Join(ss.dir, name))
-		if ok, err := lk.TryLock(); err == nil && ok {
-			os.Remove(lk.Path())
-			lk.Unlock()
+		p := filepath.Join(ss.dir, name)
+		if f, err := ss.open(p); err == nil {
+			if ok, err := labfile.TryLock(f, syscall.LOCK_EX); err == nil && ok {
+				os.Remove(p)
+			}
+			f.Close()
 		}
 	}
 }

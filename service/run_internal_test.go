@@ -24,7 +24,7 @@ func TestSessions(t *testing.T) {
 	if !ss.Alive(job.Interactive{Session: s.token}) {
 		t.Error("a held session is not alive")
 	}
-	if st, err := os.Stat(s.lock.Path()); err != nil || st.Mode().Perm() != 0o600 {
+	if st, err := os.Stat(s.lock.Name()); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("lock file: %v %v", st, err)
 	}
 	s.close()
@@ -66,7 +66,7 @@ func TestSessionsPidAndSweep(t *testing.T) {
 	if s.pid != os.Getpid() || s.ticks <= 0 {
 		t.Fatalf("session of pid %d ticks %d", s.pid, s.ticks)
 	}
-	os.Remove(s.lock.Path())
+	os.Remove(s.lock.Name())
 	if !ss.Alive(in) {
 		t.Error("a live gssh run whose lock file was removed is taken for gone")
 	}
@@ -89,7 +89,7 @@ func TestSessionsPidAndSweep(t *testing.T) {
 		}
 	}
 	ss.sweep([]job.Job{{Spec: job.Spec{Interactive: &job.Interactive{Session: "22222222222222222222222222222222"}}}})
-	for p, want := range map[string]bool{stale: false, named: true, other: true, held.lock.Path(): true} {
+	for p, want := range map[string]bool{stale: false, named: true, other: true, held.lock.Name(): true} {
 		if _, err := os.Stat(p); (err == nil) != want {
 			t.Errorf("%s after the sweep: %v, want kept=%v", filepath.Base(p), err, want)
 		}

@@ -370,13 +370,13 @@ func (l *Local) store(create bool) (*state.Bolt, error) {
 	}
 	o := state.Options{Now: l.opt.Now, Timeout: l.opt.StateWait, NoCreate: !create, Trace: l.opt.StateTrace, Cancel: l.opt.StateCancel}
 	if l.lab != nil {
-		o.Shared = &l.lab.shared
+		o.Shared = l.shared()
 	}
 	st, err := state.Open(l.opt.StatePath, o)
 	var fe *state.FileError
 	if l.lab != nil && errors.Is(err, fs.ErrPermission) && errors.As(err, &fe) {
 		// Keep the FileError (exit 3), saying why this user may not.
-		fe.Err = fmt.Errorf("%w: the lab's queue is group %s's (%s); ask its admin to add you (usermod -aG %s %s), then log in again", fe.Err, l.lab.shared.Group, l.lab.file, l.lab.shared.Group, l.opt.User)
+		fe.Err = fmt.Errorf("%w: the lab's queue is group %s's (%s); ask its admin to add you (usermod -aG %s %s), then log in again", fe.Err, l.lab.dir.Group, l.lab.file, l.lab.dir.Group, l.opt.User)
 	}
 	return st, err
 }
@@ -421,7 +421,7 @@ func (l *Local) rebalancer(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 		Snapshots: otherQueues{Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports}, fleet: f, cluster: cluster, timeout: l.opt.ProbeTimeout},
 		Workers:   workers(f, cluster),
 		Events:    eventSink{l.eventLog()},
-		Sessions:  sessions{dir: l.sessionDir()},
+		Sessions:  l.sessions(),
 		Self:      l.opt.User,
 		Now:       l.opt.Now,
 		Policy:    f.Inventory().Policy,
@@ -464,17 +464,13 @@ func (l *Local) rebalancePass(ctx context.Context, f *fleet.Fleet, st *state.Bol
 	if err != nil {
 		return PassResult{}, err
 	}
-	lock := control.LockPass
-	if l.lab != nil {
-		lock = control.LockPassShared
-	}
-	unlock, err := lock(ctx, l.opt.StatePath+".pass.lock", wait)
+	unlock, err := l.passLock()(ctx, l.opt.StatePath+".pass.lock", wait)
 	if err != nil {
 		return PassResult{}, err
 	}
 	defer unlock()
 	if active, err := st.Active(); err == nil {
-		sessions{dir: l.sessionDir()}.sweep(active) // under the pass lock
+		l.sessions().sweep(active) // under the pass lock
 	}
 	res, err := ctl.Pass(ctx)
 	if ierr := interrupted(ctx); ierr != nil {

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/launch"
@@ -180,17 +179,13 @@ func (l *Local) StateRestore(ctx context.Context, r RestoreRequest) (RestoreResu
 			res.Ran = append(res.Ran, j)
 		}
 	}
-	lock := control.LockPass
-	if l.lab != nil {
-		lock = control.LockPassShared
-	}
-	unlock, err := lock(ctx, l.opt.StatePath+".pass.lock", r.Wait)
+	unlock, err := l.passLock()(ctx, l.opt.StatePath+".pass.lock", r.Wait)
 	if err != nil {
 		return res, fmt.Errorf("restore: %w; nothing was changed", err)
 	}
 	defer unlock()
 	if l.lab != nil {
-		opt.Shared = &l.lab.shared
+		opt.Shared = l.shared()
 	}
 	res.Restored, err = state.Restore(r.Backup, l.opt.StatePath, uint64(highest), opt)
 	if err == nil {

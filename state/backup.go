@@ -471,31 +471,21 @@ type Restored struct {
 func Restore(backup, live string, minSeq uint64, opt Options) (Restored, error) {
 	src := &Bolt{path: backup, timeout: cmpDuration(opt.Timeout, DefaultTimeout), cancel: opt.Cancel}
 	dst := &Bolt{path: live, timeout: src.timeout, cancel: opt.Cancel, shared: opt.Shared}
+	if dst.shared != nil && !dst.shared.Lab.Privileged() {
+		return Restored{}, dst.fail("restore", fmt.Errorf("a lab's state is restored by its pass account %s or root (the new file must be theirs): ask them", dst.shared.Lab.PassUser))
+	}
 	dir := filepath.Dir(live)
 	if dst.shared == nil {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return Restored{}, dst.fail("restore", err)
 		}
 	}
-	tmp, err := os.CreateTemp(dir, ".state-restore-*.db")
+	tmp, err := dst.restoreTemp(dir)
 	if err != nil {
 		return Restored{}, dst.fail("restore", err)
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
 	defer tmp.Close()
-	perm := fs.FileMode(0o600)
-	if dst.shared != nil {
-		perm = 0o660
-	}
-	if fi, err := os.Stat(live); err == nil {
-		perm = fi.Mode().Perm()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			_ = tmp.Chown(-1, int(st.Gid)) // the lab's group, where the file has one
-		}
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		return Restored{}, dst.fail("restore", err)
-	}
 	var lf lockedFile
 	db, err := src.openDB(true, &lf)
 	if err != nil {
@@ -524,7 +514,7 @@ func Restore(backup, live string, minSeq uint64, opt Options) (Restored, error) 
 		}
 		out.Summary = sum
 		if _, err := os.Stat(live); err == nil {
-			if out.Before, err = keepAside(live); err != nil {
+			if out.Before, err = dst.keepAside(live); err != nil {
 				return dst.fail("restore", err)
 			}
 		}
@@ -598,10 +588,32 @@ func raiseSeq(path string, seq uint64) (Summary, error) {
 	return sum, err
 }
 
+// restoreTemp is the new file a restore copies the backup into, in dir
+// beside the state: the state's mode (0600; in shared-lab mode
+// labfile.Dir.Create's, the pass account's).
+func (s *Bolt) restoreTemp(dir string) (*os.File, error) {
+	if s.shared != nil {
+		return s.shared.Lab.CreateTemp(".state-restore-")
+	}
+	tmp, err := os.CreateTemp(dir, ".state-restore-*.db")
+	if err != nil {
+		return nil, err
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	return tmp, nil
+}
+
 // keepAside links live to live.before-restore, or .before-restore.N for
 // the first N free, and returns that name: the file stays where it is
 // until the rename replaces it.
-func keepAside(live string) (string, error) {
+func (s *Bolt) keepAside(live string) (string, error) {
+	if s.shared != nil {
+		return s.keepAsideLab(live)
+	}
 	for n := 1; ; n++ {
 		name := live + ".before-restore"
 		if n > 1 {

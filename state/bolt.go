@@ -130,10 +130,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -207,16 +205,10 @@ type Options struct {
 	// missing file (read-only commands: a typo in --state must not look
 	// like an empty queue).
 	NoCreate bool
-	// Shared is set in shared-lab mode: the file is kept at mode 0660 in
-	// a directory that exists already, owned by the group, setgid and
-	// group-writable (2770), instead of 0600 in a 0700 directory.
+	// Shared is set in shared-lab mode: the file is the pass account's,
+	// kept at mode 0660 in the lab's directory (see openShared), instead
+	// of 0600 in a 0700 directory.
 	Shared *Shared
-}
-
-// Shared is the group of a shared-lab state (see Options.Shared).
-type Shared struct {
-	Group string // its name, for errors
-	GID   int
 }
 
 // Bolt is the Store kept in a bbolt file. It holds no open file between
@@ -238,9 +230,8 @@ var _ Store = (*Bolt)(nil)
 // missing file is created (mode 0600, in a directory made 0700) with the
 // buckets, the schema version and a random cluster id, unless
 // opt.NoCreate; an existing file with a looser mode is tightened to 0600.
-// With opt.Shared (shared-lab mode) the directory must exist, setgid and
-// of the lab's group (mode 2770), and the file is kept at 0660 in that
-// group.
+// With opt.Shared (shared-lab mode) the lab's directory and file are
+// checked as openShared says.
 //
 // Errors are *FileError values naming the file, wrapping: ErrNoState (no
 // file, with NoCreate); a *BusyError (errors.Is ErrBusy) when another
@@ -262,34 +253,13 @@ func Open(path string, opt Options) (*Bolt, error) {
 	}
 	s.shared = opt.Shared
 	if s.shared != nil {
-		if err := s.checkSharedDir(); err != nil {
+		if err := s.openShared(opt.NoCreate); err != nil {
 			return nil, err
 		}
+	} else if err := s.openPersonal(opt.NoCreate); err != nil {
+		return nil, err
 	}
-	fi, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) && opt.NoCreate:
-		return nil, s.fail("open", fmt.Errorf("%w: no such file (check --state and $GSSH_STATE; gssh submit creates it)", ErrNoState))
-	case errors.Is(err, fs.ErrNotExist):
-		if err := s.create(); err != nil {
-			return nil, err
-		}
-	case err != nil:
-		return nil, s.fail("open", err)
-	case fi.IsDir():
-		return nil, s.fail("open", errors.New("is a directory: give the state file's path, such as "+filepath.Join(path, "state.db")))
-	case !fi.Mode().IsRegular():
-		return nil, s.fail("open", errors.New("not a regular file"))
-	case s.shared != nil:
-		if err := s.keepShared(fi); err != nil {
-			return nil, err
-		}
-	case fi.Mode().Perm()&0o077 != 0:
-		if err := os.Chmod(path, 0o600); err != nil {
-			return nil, s.fail("open", fmt.Errorf("it may be read by others (mode %04o) and cannot be made private (%w): a state file is its owner's alone; chmod 600 it as its owner, or give your own with --state (one queue shared by a lab comes later)", fi.Mode().Perm(), err))
-		}
-	}
-	err = s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		s.clusterID = string(tx.Bucket([]byte(bucketMeta)).Get([]byte(keyClusterID)))
 		if _, err := hex.DecodeString(s.clusterID); err != nil || len(s.clusterID) != 32 {
 			return s.corrupt("bad cluster id %q", s.clusterID)
@@ -302,15 +272,53 @@ func Open(path string, opt Options) (*Bolt, error) {
 	return s, nil
 }
 
+// openPersonal checks the state file of personal mode, creating it
+// when it is missing (unless noCreate) and tightening a looser mode to
+// 0600.
+func (s *Bolt) openPersonal(noCreate bool) error {
+	path := s.path
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && noCreate:
+		return s.fail("open", fmt.Errorf("%w: no such file (check --state and $GSSH_STATE; gssh submit creates it)", ErrNoState))
+	case errors.Is(err, fs.ErrNotExist):
+		return s.create()
+	case err != nil:
+		return s.fail("open", err)
+	case fi.IsDir():
+		return s.fail("open", errors.New("is a directory: give the state file's path, such as "+filepath.Join(path, "state.db")))
+	case !fi.Mode().IsRegular():
+		return s.fail("open", errors.New("not a regular file"))
+	case fi.Mode().Perm()&0o077 != 0:
+		if err := os.Chmod(path, 0o600); err != nil {
+			return s.fail("open", fmt.Errorf("it may be read by others (mode %04o) and cannot be made private (%w): a state file is its owner's alone; chmod 600 it as its owner, or give your own with --state (one queue shared by a lab comes later)", fi.Mode().Perm(), err))
+		}
+	}
+	return nil
+}
+
+// writeSchema writes a new state's buckets, schema version and cluster
+// id into the empty file at path; openFile, when set, is bbolt's
+// OpenFile hook.
+func (s *Bolt) writeSchema(path string, openFile func(string, int, os.FileMode) (*os.File, error)) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: s.timeout, OpenFile: openFile})
+	if err != nil {
+		return err
+	}
+	err = db.Update(s.initSchema)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // create makes a new state file at s.path: the schema is written to a
 // temporary file beside it, which is then linked into place. When another
 // process created the file meanwhile, its file is kept.
 func (s *Bolt) create() error {
 	dir := filepath.Dir(s.path)
-	if s.shared == nil {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return s.fail("create", err)
-		}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return s.fail("create", err)
 	}
 	tmp, err := os.CreateTemp(dir, ".state-*.db")
 	if err != nil {
@@ -318,22 +326,7 @@ func (s *Bolt) create() error {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	if s.shared != nil {
-		// The group's members write it too; the setgid directory gave it
-		// its group.
-		if err := os.Chmod(tmp.Name(), 0o660); err != nil {
-			return s.fail("create", err)
-		}
-	}
-	db, err := bolt.Open(tmp.Name(), 0o600, &bolt.Options{Timeout: s.timeout})
-	if err != nil {
-		return s.fail("create", err)
-	}
-	err = db.Update(s.initSchema)
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := s.writeSchema(tmp.Name(), nil); err != nil {
 		return s.fail("create", err)
 	}
 	err = os.Link(tmp.Name(), s.path)
@@ -352,67 +345,6 @@ func (s *Bolt) create() error {
 		return nil
 	}
 	return s.fail("create", err)
-}
-
-// checkSharedDir refuses a shared state whose directory is missing, of
-// another group, not setgid or not group-writable, or writable by others:
-// members could not use it, or strangers could replace the queue.
-func (s *Bolt) checkSharedDir() error {
-	dir := filepath.Dir(s.path)
-	fix := fmt.Sprintf("chgrp %s %s; chmod 2770 %s", s.shared.Group, dir, dir)
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return s.fail("open", fmt.Errorf("the shared state directory: %w (as root: mkdir -p %s; %s)", err, dir, fix))
-	}
-	gid := -1
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		gid = int(st.Gid)
-	}
-	m := fi.Mode()
-	if !fi.IsDir() || gid != s.shared.GID || m&fs.ModeSetgid == 0 || m.Perm()&0o070 != 0o070 || m.Perm()&0o002 != 0 {
-		return s.fail("open", fmt.Errorf("the shared state directory %s has group %s and mode %04o; the lab's queue needs group %s, setgid and mode 2770 (as root: %s)",
-			dir, groupName(gid), fileMode(m), s.shared.Group, fix))
-	}
-	return nil
-}
-
-// keepShared keeps an existing shared state file at 0660 in the lab's
-// group, changing it where its owner runs gssh, else saying what to do.
-func (s *Bolt) keepShared(fi fs.FileInfo) error {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Gid) != s.shared.GID {
-		if err := os.Chown(s.path, -1, s.shared.GID); err != nil {
-			return s.fail("open", fmt.Errorf("it has group %s, not the lab's %s, and cannot be changed (%w): as its owner or root, chgrp %s %s", groupName(int(st.Gid)), s.shared.Group, err, s.shared.Group, s.path))
-		}
-	}
-	if fi.Mode().Perm() != 0o660 {
-		if err := os.Chmod(s.path, 0o660); err != nil {
-			return s.fail("open", fmt.Errorf("it has mode %04o, not the lab's 0660, and cannot be changed (%w): as its owner or root, chmod 660 %s", fi.Mode().Perm(), err, s.path))
-		}
-	}
-	return nil
-}
-
-// fileMode is m as chmod takes it: 2770 for a setgid 0770 directory.
-func fileMode(m fs.FileMode) uint32 {
-	n := uint32(m.Perm())
-	if m&fs.ModeSetgid != 0 {
-		n |= 0o2000
-	}
-	if m&fs.ModeSetuid != 0 {
-		n |= 0o4000
-	}
-	if m&fs.ModeSticky != 0 {
-		n |= 0o1000
-	}
-	return n
-}
-
-// groupName is gid's name, else the number.
-func groupName(gid int) string {
-	if g, err := user.LookupGroupId(strconv.Itoa(gid)); err == nil {
-		return g.Name
-	}
-	return strconv.Itoa(gid)
 }
 
 // FileError is a failure of the state file itself (it cannot be opened,

@@ -58,7 +58,7 @@ func (s *Bolt) openLocked(lf *lockedFile, exclusive bool) func(string, int, os.F
 			how = syscall.LOCK_EX
 		}
 		for {
-			f, err := os.OpenFile(name, flag, mode)
+			f, err := s.openFile(name, flag, mode)
 			if err != nil {
 				return nil, err
 			}

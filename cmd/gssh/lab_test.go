@@ -158,19 +158,39 @@ func newSharedLab(t *testing.T) *sharedLab {
 		mustRun(t, "", "chown", "-R", u.name+":"+strconv.Itoa(int(u.gid)), u.home)
 	}
 
-	// The lab: its inventory, and the setgid group directory of its state.
+	// The lab: its inventory (root's, 0644), and its state directory and
+	// files, as root's gssh lab init makes them.
 	stateDir := filepath.Join(root, "lab", "state")
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(stateDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mustRun(t, "", "chgrp", group, stateDir)
-	mustRun(t, "", "chmod", "2770", stateDir)
 	statePath := filepath.Join(stateDir, "state.db")
 	l := &sharedLab{t: t, tag: tag, root: root, bin: bin, group: group, gid: gid, work: work,
 		stateDir: stateDir, statePath: statePath, inv: filepath.Join(root, "lab", "hosts.yaml"),
 		alice: users["a"], bob: users["b"], pass: users["p"]}
 	l.writeInventory(l.inv, statePath, l.pass.name, fmt.Sprintf("  users: {%s: {weight: 1, admin: true}, %s: {weight: 2}}\n", l.alice.name, l.bob.name))
+	l.labInit()
 	return l
+}
+
+// labInit runs gssh lab init as root over the lab inventory, failing the
+// test unless it succeeds; it returns what it printed.
+func (l *sharedLab) labInit() string {
+	l.t.Helper()
+	return l.labInitOf(l.inv)
+}
+
+// labInitOf is labInit over the lab inventory inv.
+func (l *sharedLab) labInitOf(inv string) string {
+	l.t.Helper()
+	cmd := exec.Command(l.bin, "lab", "init")
+	cmd.Env = []string{"HOME=" + l.root, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "GSSH_INVENTORY=" + inv}
+	out, err := cmd.CombinedOutput()
+	l.t.Logf("root$ gssh lab init\n%s", out)
+	if err != nil {
+		l.t.Fatalf("gssh lab init: %v", err)
+	}
+	return string(out)
 }
 
 // writeInventory writes a lab inventory to path: host w1, the lab block
@@ -345,8 +365,9 @@ func TestSharedLab(t *testing.T) {
 	}
 
 	// The event log is a day old (its first line, put there by hand):
-	// bob's cancel, the next write, rotates it, although alice made it
-	// and bob cannot give the new file her ownership.
+	// bob's cancel appends to it (a member never rotates: the file is the
+	// pass account's, which no member can rename in the sticky
+	// directory), and the pass account's next write rotates it.
 	events := filepath.Join(stateDir, "events.log")
 	logged, err := os.ReadFile(events)
 	if err != nil {
@@ -487,18 +508,19 @@ func TestSharedLab(t *testing.T) {
 	}
 	want("a lab block in a personal inventory", string(b), personal+":3: its `lab:` block is ignored")
 
-	// A state directory of the wrong mode, then of the wrong group.
+	// A state directory of the wrong mode, then of the wrong owner: every
+	// command stops, saying to run gssh lab init.
 	mustRun(t, "", "chmod", "g-s", stateDir)
 	_, errs, code = gssh(alice, "ps")
 	if code != exitState {
 		t.Errorf("ps with a state dir not setgid: exit %d, want %d", code, exitState)
 	}
-	want("state dir not setgid", errs, fmt.Sprintf("chgrp %s %s; chmod 2770 %s", group, stateDir, stateDir))
-	mustRun(t, "", "chmod", "2770", stateDir)
-	mustRun(t, "", "chgrp", "root", stateDir)
+	want("state dir not setgid", errs, "as root: gssh lab init")
+	mustRun(t, "", "chmod", "3770", stateDir)
+	mustRun(t, "", "chown", "root", stateDir)
 	_, errs, _ = gssh(pass, "schedule")
-	want("state dir of another group", errs, "has group root and mode 2770")
-	mustRun(t, "", "chgrp", group, stateDir)
+	want("state dir of another owner", errs, "is a directory (mode 3770) of root, group "+group+"; a lab's is a directory of the pass account "+pass.name)
+	l.labInit()
 
 	// pass_user naming no account.
 	writeLab(labInv, tag+"nobody")

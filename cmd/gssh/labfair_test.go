@@ -95,6 +95,7 @@ func (l *sharedLab) fairRun(t *testing.T, name string, wa, wb, na, nb int) fairR
 	state := filepath.Join(l.stateDir, file+".db")
 	inv := filepath.Join(l.root, "lab", file+".yaml")
 	l.writeInventory(inv, state, l.pass.name, fmt.Sprintf("  fairshare: {window: 24h}\n  users: {%s: {weight: %d}, %s: {weight: %d}}\n", l.alice.name, wa, l.bob.name, wb))
+	l.labInitOf(inv) // its state, made by the pass account
 	env := []string{"GSSH_INVENTORY=" + inv}
 	alice, bob, pass := l.alice, l.bob, l.pass
 

@@ -247,7 +247,7 @@ Read more: "gssh COMMAND --help", and README.md and docs/ in gssh's source
 	root.AddCommand(newGPUsCmd(a, nil), newHostsCmd(a, nil), newSubmitCmd(a, nil), newPsCmd(a, nil), newShowCmd(a, nil),
 		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, false), newHoldCmd(a, true), newUpdateCmd(a), newRequeueCmd(a), newWaitCmd(a), newRunCmd(a),
 		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil), newReapCmd(a, nil), newEventsCmd(a, nil), newDrainCmd(a, nil), newResumeCmd(a))
-	root.AddCommand(newStateCmd(a), newVersionCmd(a))
+	root.AddCommand(newStateCmd(a), newVersionCmd(a), newLabCmd(a))
 	groupCommands(root)
 	root.SetUsageTemplate(usageTemplate(root))
 	return root

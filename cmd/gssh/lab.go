@@ -1,0 +1,67 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gssh/gssh/inventory"
+	"github.com/gssh/gssh/service"
+)
+
+// newLabCmd is `gssh lab`: setting up a lab's shared queue.
+func newLabCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Set up a lab's shared queue (as root)",
+		Long: `Set up the shared queue that the lab inventory's lab: block describes
+(state, pass_user, group). docs/lab.md says how to set one up.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
+	}
+	cmd.AddCommand(newLabInitCmd(a))
+	return cmd
+}
+
+func newLabInitCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Make the lab's group, state directory and files, as root",
+		Long: `Make, as root, what the lab inventory's lab: block names: the group
+(groupadd, when missing), the state's directory (owned by the pass
+account, in the lab group, mode 3770: setgid and sticky), and in it the
+state file, the pass lock, the event log and its lock (the pass
+account's, mode 0660) and the directory of gssh run's locks. What is
+right already is kept; a file there that is not gssh's is replaced and
+the event log says so. Safe to run again. The lab inventory (--inventory,
+else $GSSH_INVENTORY when it has a lab: block, else /etc/gssh/hosts.yaml)
+must be a file root owns and no one else can write (so its directories).`,
+		Example: `  sudo gssh lab init
+  sudo gssh lab init --inventory /etc/gssh/hosts.yaml
+  sudo GSSH_INVENTORY=/srv/lab/hosts.yaml gssh lab init`,
+		Annotations: exits(exitLineUsage, exitLineState),
+		Args:        cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			file := a.inventoryPath // the lab inventory: --inventory, else $GSSH_INVENTORY's, else /etc/gssh/hosts.yaml
+			if file == "" {
+				file = service.DefaultLabInventory
+				if env := a.getenv("GSSH_INVENTORY"); env != "" {
+					if _, ok := inventory.LabLine(env); ok {
+						file = env
+					}
+				}
+			}
+			lines, err := service.LabInit(file, time.Now)
+			for _, l := range lines {
+				fmt.Fprintln(a.stdout, l)
+			}
+			if errors.Is(err, service.ErrNotRoot) {
+				return &reported{err: err, code: exitUsage, print: true}
+			}
+			return err
+		},
+	}
+	return cmd
+}

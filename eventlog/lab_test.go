@@ -1,0 +1,120 @@
+package eventlog
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gssh/gssh/labfile"
+)
+
+const labPassUID, labMemberUID = 4242, 4243
+
+// labLog is a lab's directory as gssh lab init makes it (the pass
+// account labPassUID's, as root) and a file of the pass account beside
+// it, whose content and mode no entry may lead a write to change.
+func labLog(t *testing.T) (d labfile.Dir, victim string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the lab event log tests chown files to other uids: run them as root")
+	}
+	top := t.TempDir()
+	d = labfile.New(filepath.Join(top, "lab"), "pass", labPassUID, "labgrp", os.Getgid())
+	if _, err := d.EnsureDir(d.Path, false); err != nil {
+		t.Fatal(err)
+	}
+	victim = filepath.Join(top, "victim")
+	if err := os.WriteFile(victim, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(victim, labPassUID, labPassUID)
+	return d, victim
+}
+
+func victimSame(t *testing.T, victim string) {
+	t.Helper()
+	b, err := os.ReadFile(victim)
+	fi, _ := os.Stat(victim)
+	if err != nil || string(b) != "secret\n" || fi.Mode() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != labPassUID || fi.Sys().(*syscall.Stat_t).Gid != labPassUID {
+		t.Errorf("victim changed: %q %v %v", b, fi.Mode(), err)
+	}
+}
+
+// TestLabLogSwaps: in a lab's directory a member's links at the log's
+// names (the log, its lock, a rotated file's name) are never followed: a
+// member's write is refused with a warning, the pass account's replaces
+// them (a rotated name's link is removed, not compressed) and logs a
+// lab_file_replaced event; only the pass account rotates.
+func TestLabLogSwaps(t *testing.T) {
+	d, victim := labLog(t)
+	path := filepath.Join(d.Path, Name)
+	dayOld := time.Now().Add(-48 * time.Hour).UTC()
+	rotatedName := filepath.Join(d.Path, "events-"+dayOld.Format(backupLayout)+".log")
+	for _, p := range []string{path, path + ".lock", rotatedName} {
+		if err := os.Symlink(victim, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var warned []string
+	member := Open(path, Options{Lab: new(d.As(labMemberUID)), Warn: func(s string) { warned = append(warned, s) }})
+	member.Write(Event{Kind: JobSubmit, Job: 1})
+	member.Close()
+	if len(warned) == 0 || !strings.Contains(warned[0], "is not gssh's own file (found a symbolic link to "+victim+")") {
+		t.Errorf("member's warnings: %q", warned)
+	}
+	victimSame(t, victim)
+
+	pass := Open(path, Options{Lab: &d, Warn: func(s string) { t.Errorf("warning: %s", s) }})
+	pass.Write(Event{Kind: JobSubmit, Job: 2})
+	pass.Close()
+	victimSame(t, victim)
+	b, _ := os.ReadFile(path)
+	for _, want := range []string{`"event":"lab_file_replaced","path":"` + path + `","found":"a symbolic link to ` + victim,
+		`"event":"lab_file_replaced","path":"` + path + `.lock"`, `"event":"lab_file_replaced","path":"` + rotatedName + `","found":"a symbolic link to ` + victim + ` (removed)"`,
+		`"event":"job_submit","job":2`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("log lacks %s:\n%s", want, b)
+		}
+	}
+	if _, err := os.Lstat(rotatedName + ".gz"); err == nil {
+		t.Error("the link at a rotated file's name was compressed")
+	}
+
+	// A day-old log: a member appends, the pass account rotates.
+	old := `{"time":"` + dayOld.Format(time.RFC3339) + `","event":"job_submit","job":3}` + "\n"
+	if err := os.WriteFile(path, []byte(old), 0); err != nil {
+		t.Fatal(err)
+	}
+	member = Open(path, Options{Lab: new(d.As(labMemberUID))})
+	member.Write(Event{Kind: JobSubmit, Job: 4})
+	member.Close()
+	if gz, _ := filepath.Glob(filepath.Join(d.Path, "events-*.log*")); len(gz) != 0 {
+		t.Errorf("a member rotated: %q", gz)
+	}
+	pass = Open(path, Options{Lab: &d})
+	pass.Write(Event{Kind: JobSubmit, Job: 5})
+	pass.Close()
+	gz, _ := filepath.Glob(filepath.Join(d.Path, "events-*.log.gz"))
+	if len(gz) != 1 {
+		t.Fatalf("rotated: %q", gz)
+	}
+	for _, p := range []string{path, gz[0]} {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode() != labfile.Perm || fi.Sys().(*syscall.Stat_t).Uid != labPassUID {
+			t.Errorf("%s: %v %v", p, fi.Mode(), err)
+		}
+	}
+	var got []int
+	_, err := Read(path, Filter{}, func(e Record) error {
+		if e.Kind == JobSubmit {
+			got = append(got, int(e.Job))
+		}
+		return nil
+	}, nil)
+	if err != nil || len(got) != 3 || got[0] != 3 || got[1] != 4 || got[2] != 5 {
+		t.Errorf("read back: %v %v", got, err)
+	}
+}

@@ -1,0 +1,505 @@
+// Package labfile keeps a shared lab's state directory safe from its
+// members: the directory is the pass account's, setgid to the lab group
+// and sticky (mode 3770), so a member can add entries but never remove
+// or rename one that is not theirs; every file gssh keeps there is
+// opened with O_NOFOLLOW (and O_NONBLOCK, so that a FIFO cannot block
+// it), checked on the open descriptor (a regular file, of the expected
+// owner, with one link) and adjusted with fchmod/fchown, never by path.
+// An entry that fails the check is never used: the pass account (or
+// root) replaces it with a fresh file of its own (Dir.Ensure), renamed
+// over it, and says what it found; a member's gssh refuses it
+// (*UntrustedError) and leaves it to the pass account's next pass.
+//
+// A checked entry stays what it was checked to be: it is the pass
+// account's (or root's) in a sticky directory the pass account owns, so
+// no member can remove or rename it. Paths given to Dir's methods are
+// entries of the directory itself (no subdirectories but RunDir's).
+package labfile
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// Mode is the state directory's mode: setgid, sticky, 0770 (chmod 3770).
+const Mode = fs.ModeDir | fs.ModeSetgid | fs.ModeSticky | 0o770
+
+// Perm is the mode of every file gssh keeps there: the group's members
+// read and write them.
+const Perm fs.FileMode = 0o660
+
+// Dir is a lab's state directory and the accounts its files belong to.
+type Dir struct {
+	Path     string // the directory: the lab state's parent
+	PassUser string // the pass account, for messages
+	PassUID  int
+	Group    string // the lab group, for messages
+	GID      int
+	// self is this process's effective uid (os.Geteuid at New); tests
+	// of the package set it to play a member.
+	self int
+}
+
+// New is the state directory dir of a lab whose pass account is
+// passUser (uid passUID) and whose group is group (gid gid), seen by
+// this process.
+func New(dir, passUser string, passUID int, group string, gid int) Dir {
+	return Dir{Path: dir, PassUser: passUser, PassUID: passUID, Group: group, GID: gid, self: os.Geteuid()}
+}
+
+// As is d as a process of uid sees it: whether it may replace entries,
+// which files it adjusts (tests play a member this way; the kernel still
+// decides what the process may do).
+func (d Dir) As(uid int) Dir {
+	d.self = uid
+	return d
+}
+
+// Privileged reports whether this process may replace entries: it runs
+// as the pass account or as root.
+func (d Dir) Privileged() bool { return d.self == 0 || d.self == d.PassUID }
+
+// Fix is what to run to set the directory up.
+func (d Dir) Fix() string {
+	return fmt.Sprintf("as root: gssh lab init (or: mkdir -p %[1]s; chown %[2]s:%[3]s %[1]s; chmod 3770 %[1]s)", d.Path, d.PassUser, d.Group)
+}
+
+// ErrDir means the state directory is missing or not as a lab's must be.
+var ErrDir = errors.New("the lab's state directory is not set up")
+
+// Check refuses a directory that is missing, a symbolic link, not a
+// directory, or not owned by the pass account, of the lab group, mode
+// 3770. Errors wrap ErrDir and say what to run.
+func (d Dir) Check() error { return checkDir(d.Path, d) }
+
+// checkDir is Check of path, which must be as d's directory is.
+func checkDir(path string, d Dir) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("%w: %v (%s)", ErrDir, err, d.Fix())
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode() != Mode || int(st.Uid) != d.PassUID || int(st.Gid) != d.GID {
+		return fmt.Errorf("%w: %s is %s, group %s; a lab's is a directory of the pass account %s, group %s, mode 3770 (setgid, sticky: no member can remove or replace another's files) (%s)",
+			ErrDir, path, describe(fi), groupName(int(st.Gid)), d.PassUser, d.Group, d.Fix())
+	}
+	return nil
+}
+
+// UntrustedError is an entry gssh expects to be its own file that is not:
+// a member's gssh does not use it, and the pass account's next pass
+// replaces it.
+type UntrustedError struct {
+	Path  string
+	Found string // what is there, in words ("a symbolic link to /x")
+	Dir   Dir
+}
+
+func (e *UntrustedError) Error() string {
+	return fmt.Sprintf("%s is not gssh's own file (found %s): it is not used; the pass account %s replaces it at its next pass (gssh schedule), or run gssh lab init as root", e.Path, e.Found, e.Dir.PassUser)
+}
+
+// Replaced is an entry that was not gssh's, replaced by a fresh file.
+type Replaced struct {
+	Path  string
+	Found string // what was there, in words
+}
+
+// Want is what a file must be: its owner and mode.
+type Want struct {
+	// Owner is the uid the file must have; -1: the pass account or root.
+	Owner int
+	// Perm is its mode (0: Perm).
+	Perm fs.FileMode
+}
+
+// owned reports whether uid may own a file of w.
+func (w Want) owned(d Dir, uid int) bool {
+	if w.Owner >= 0 {
+		return uid == w.Owner
+	}
+	return uid == d.PassUID || uid == 0
+}
+
+func (w Want) perm() fs.FileMode {
+	if w.Perm == 0 {
+		return Perm
+	}
+	return w.Perm
+}
+
+// Gssh is the Want of the files the pass account keeps.
+var Gssh = Want{Owner: -1}
+
+// openFlags are added to every open: no symbolic link followed, no FIFO
+// waited on.
+const openFlags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
+
+// Open opens path (an entry of the directory) with flag (os.O_RDONLY,
+// os.O_RDWR, os.O_WRONLY|os.O_APPEND; never O_CREATE) as a file of w:
+// a regular file with one link and w's owner. Its group and mode are
+// made the lab's through the descriptor when they are not and this
+// process may (its owner or root). Errors: fs.ErrNotExist when there is
+// no entry; an *UntrustedError when the entry is not such a file; the OS
+// error.
+func (d Dir) Open(path string, flag int, w Want) (*os.File, error) {
+	f, err := os.OpenFile(path, flag&^os.O_CREATE|openFlags, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		if fi, lerr := os.Lstat(path); lerr == nil && (errors.Is(err, syscall.ELOOP) || !fi.Mode().IsRegular()) {
+			return nil, &UntrustedError{Path: path, Found: DescribeEntry(path, fi), Dir: d}
+		}
+		return nil, err
+	}
+	if err := d.verify(f, w); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// verify checks the open f as a file of w and gives it the lab's group
+// and mode where they differ and this process may.
+func (d Dir) verify(f *os.File, w Want) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if !fi.Mode().IsRegular() || st.Nlink != 1 || !w.owned(d, int(st.Uid)) {
+		return &UntrustedError{Path: f.Name(), Found: describe(fi), Dir: d}
+	}
+	if mine := int(st.Uid) == d.self || d.self == 0; mine {
+		if int(st.Gid) != d.GID {
+			if err := f.Chown(-1, d.GID); err != nil {
+				return fmt.Errorf("%s: group %s, not the lab's %s, and it cannot be changed: %w", f.Name(), groupName(int(st.Gid)), d.Group, err)
+			}
+		}
+		if fi.Mode().Perm() != w.perm() {
+			if err := f.Chmod(w.perm()); err != nil {
+				return fmt.Errorf("%s: mode %04o, not the lab's %04o, and it cannot be changed: %w", f.Name(), fi.Mode().Perm(), w.perm(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Fill writes the content of a fresh file at tmp (a new, empty file of
+// the pass account, mode Perm, in the directory). old is the entry it
+// replaces when that was a regular file with one link of another owner
+// (a member's: its content is theirs, and may be kept), else nil.
+type Fill func(tmp string, old *os.File) error
+
+// Result says what Ensure did.
+type Result struct {
+	Created  bool      // there was no entry: a fresh file was made
+	Replaced *Replaced // the entry was not gssh's: it was replaced
+}
+
+// Ensure makes path gssh's own file (Gssh), as the pass account or
+// root: a right file is kept (its group and mode fixed through its
+// descriptor); a missing one, or an entry that is not gssh's (a symbolic
+// link, another type, more than one link, another owner), is replaced by
+// a fresh file that fill (nil: leave it empty) wrote, renamed over it.
+// Nothing the entry points to is opened, changed or removed. A member
+// gets an *UntrustedError (or fs.ErrNotExist) for such an entry, with
+// nothing changed.
+func (d Dir) Ensure(path string, fill Fill) (Result, error) {
+	f, err := d.Open(path, os.O_RDONLY, Gssh)
+	if err == nil {
+		return Result{}, f.Close()
+	}
+	var ue *UntrustedError
+	missing := errors.Is(err, fs.ErrNotExist)
+	if !missing && !errors.As(err, &ue) {
+		return Result{}, err
+	}
+	if !d.Privileged() {
+		return Result{}, err
+	}
+	var old *os.File
+	if ue != nil {
+		// A member's regular file: its content may be kept (fill).
+		if o, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0); err == nil {
+			if fi, err := o.Stat(); err == nil && fi.Mode().IsRegular() && fi.Sys().(*syscall.Stat_t).Nlink == 1 {
+				old = o
+			} else {
+				o.Close()
+			}
+		}
+	}
+	if old != nil {
+		defer old.Close()
+	}
+	tmp, err := d.Create(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new-"+randHex()))
+	if err != nil {
+		return Result{}, err
+	}
+	tmpName := tmp.Name()
+	tmp.Close()
+	defer os.Remove(tmpName) // a no-op once renamed
+	if fill != nil {
+		if err := fill(tmpName, old); err != nil {
+			return Result{}, fmt.Errorf("make %s: %w", path, err)
+		}
+	}
+	if missing {
+		// Linked, not renamed: a file another process made meanwhile is
+		// kept (and checked again).
+		switch err := os.Link(tmpName, path); {
+		case err == nil:
+			return Result{Created: true}, nil
+		case errors.Is(err, fs.ErrExist):
+			return d.Ensure(path, fill)
+		default:
+			return Result{}, err
+		}
+	}
+	if err := os.Rename(tmpName, path); err != nil {
+		// A directory: moved aside (its content may be a member's, which
+		// the pass account cannot remove), then replaced.
+		aside := path + ".untrusted-" + randHex()
+		if rerr := os.Rename(path, aside); rerr != nil {
+			return Result{}, fmt.Errorf("replace %s: %w (and moving it aside: %v)", path, err, rerr)
+		}
+		if ue != nil {
+			ue.Found += ", moved aside to " + aside
+		}
+		if missing {
+			// Linked, not renamed: a file another process made meanwhile is
+			// kept (and checked again).
+			switch err := os.Link(tmpName, path); {
+			case err == nil:
+				return Result{Created: true}, nil
+			case errors.Is(err, fs.ErrExist):
+				return d.Ensure(path, fill)
+			default:
+				return Result{}, err
+			}
+		}
+		if err := os.Rename(tmpName, path); err != nil {
+			return Result{}, fmt.Errorf("replace %s: %w", path, err)
+		}
+	}
+	if old != nil && fill != nil {
+		ue.Found += "; its content was kept"
+	}
+	return Result{Replaced: &Replaced{Path: path, Found: ue.Found}}, nil
+}
+
+// OpenFix opens path as Open does with w Gssh; as the pass account or
+// root it first makes it gssh's own file (Ensure, a missing one made
+// empty when create is set), telling report (when set) what it
+// replaced.
+func (d Dir) OpenFix(path string, flag int, create bool, fill Fill, report func(Replaced)) (*os.File, error) {
+	f, err := d.Open(path, flag, Gssh)
+	var ue *UntrustedError
+	if !d.Privileged() || !(errors.As(err, &ue) || create && errors.Is(err, fs.ErrNotExist)) {
+		return f, err
+	}
+	r, err := d.Ensure(path, fill)
+	if err != nil {
+		return nil, err
+	}
+	if r.Replaced != nil && report != nil {
+		report(*r.Replaced)
+	}
+	return d.Open(path, flag, Gssh)
+}
+
+// Create makes path a new file of the pass account (when root makes it)
+// in the lab group, mode Perm, failing when an entry is there already.
+func (d Dir) Create(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|openFlags, Perm)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*os.File, error) {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	uid := -1
+	if d.self == 0 {
+		uid = d.PassUID
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if uid >= 0 || int(fi.Sys().(*syscall.Stat_t).Gid) != d.GID {
+		if err := f.Chown(uid, d.GID); err != nil {
+			return fail(err)
+		}
+	}
+	if err := f.Chmod(Perm); err != nil { // not the umask's
+		return fail(err)
+	}
+	return f, nil
+}
+
+// CreateTemp is Create of a new file in the directory whose name is
+// prefix and a random part.
+func (d Dir) CreateTemp(prefix string) (*os.File, error) {
+	return d.Create(filepath.Join(d.Path, prefix+randHex()))
+}
+
+// CopyOld is a Fill that keeps the content of a member's regular file.
+func CopyOld(tmp string, old *os.File) error {
+	if old == nil {
+		return nil
+	}
+	out, err := os.OpenFile(tmp, os.O_WRONLY|openFlags, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := out.ReadFrom(old); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// DescribeEntry is what the entry at path (fi its Lstat) is, in words.
+func DescribeEntry(path string, fi fs.FileInfo) string {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if to, err := os.Readlink(path); err == nil {
+			return "a symbolic link to " + to
+		}
+	}
+	return describe(fi)
+}
+
+// describe is what fi is, in words, with its owner: "a regular file of
+// alice with 2 links".
+func describe(fi fs.FileInfo) string {
+	st := fi.Sys().(*syscall.Stat_t)
+	what := "a regular file"
+	switch m := fi.Mode(); {
+	case m&fs.ModeSymlink != 0:
+		what = "a symbolic link"
+	case m.IsDir():
+		what = fmt.Sprintf("a directory (mode %04o)", chmodBits(m))
+	case m&fs.ModeNamedPipe != 0:
+		what = "a FIFO"
+	case m&fs.ModeSocket != 0:
+		what = "a socket"
+	case m&fs.ModeDevice != 0:
+		what = "a device"
+	}
+	what += " of " + userName(int(st.Uid))
+	if !fi.IsDir() && st.Nlink != 1 {
+		what += fmt.Sprintf(" with %d links", st.Nlink)
+	}
+	return what
+}
+
+// chmodBits is m as chmod takes it: 3770 for the lab's directory.
+func chmodBits(m fs.FileMode) uint32 {
+	n := uint32(m.Perm())
+	for bit, v := range map[fs.FileMode]uint32{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
+		if m&bit != 0 {
+			n |= v
+		}
+	}
+	return n
+}
+
+func randHex() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// userName is uid's name, else the number.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(uid)
+}
+
+// groupName is gid's name, else the number.
+func groupName(gid int) string {
+	if g, err := user.LookupGroupId(strconv.Itoa(gid)); err == nil {
+		return g.Name
+	}
+	return strconv.Itoa(gid)
+}
+
+// EnsureDir makes path a directory of the lab's shape (Check: the pass
+// account's, the lab group's, 3770), as the pass account or root: a
+// missing one is made; a directory of the pass account or root (any
+// directory's, with adopt: root's set-up of an existing lab) gets its
+// owner, group and mode through its descriptor; anything else (a
+// symbolic link, another type, a member's directory) is moved aside,
+// never followed, and a fresh one made in its place (Result.Replaced).
+func (d Dir) EnsureDir(path string, adopt bool) (Result, error) {
+	if checkDir(path, d) == nil {
+		return Result{}, nil
+	}
+	if !d.Privileged() {
+		return Result{}, checkDir(path, d)
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return Result{}, err
+		}
+		return Result{Created: true}, d.fixDir(path)
+	case err != nil:
+		return Result{}, err
+	}
+	uid := int(fi.Sys().(*syscall.Stat_t).Uid)
+	if fi.IsDir() && (adopt || uid == d.PassUID || uid == 0) {
+		return Result{}, d.fixDir(path)
+	}
+	aside := path + ".untrusted-" + randHex()
+	if err := os.Rename(path, aside); err != nil {
+		return Result{}, err
+	}
+	if err := os.Mkdir(path, 0o700); err != nil {
+		return Result{}, err
+	}
+	return Result{Replaced: &Replaced{Path: path, Found: DescribeEntry(aside, fi) + ", moved aside to " + aside}}, d.fixDir(path)
+}
+
+// fixDir gives the directory at path (never a symbolic link: opened
+// with O_NOFOLLOW) the pass account as owner (as root), the lab group
+// and mode 3770, through its descriptor.
+func (d Dir) fixDir(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	uid := -1
+	if d.self == 0 {
+		uid = d.PassUID
+	}
+	if err := f.Chown(uid, d.GID); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := f.Chmod(Mode &^ fs.ModeDir); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return checkDir(path, d)
+}
+
+// Sub is d for its subdirectory path (the run-session locks'), which
+// must be of the same shape.
+func (d Dir) Sub(path string) Dir {
+	d.Path = path
+	return d
+}

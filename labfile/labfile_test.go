@@ -1,0 +1,173 @@
+package labfile
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+const (
+	passUID   = 4242
+	memberUID = 4243
+)
+
+// newLab is a lab directory made as gssh lab init makes it (as root),
+// and a file of the pass account beside it, victim, that no entry may
+// lead a privileged gssh to.
+func newLab(t *testing.T) (d Dir, victim string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the lab file tests chown files to other uids: run them as root")
+	}
+	top := t.TempDir()
+	d = New(filepath.Join(top, "lab"), "pass", passUID, "labgrp", os.Getgid())
+	if r, err := d.EnsureDir(d.Path, false); err != nil || !r.Created {
+		t.Fatalf("EnsureDir: %+v %v", r, err)
+	}
+	if err := d.Check(); err != nil {
+		t.Fatal(err)
+	}
+	victim = filepath.Join(top, "victim")
+	if err := os.WriteFile(victim, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(victim, passUID, passUID); err != nil {
+		t.Fatal(err)
+	}
+	return d, victim
+}
+
+// TestEnsure: each entry a member could leave where gssh keeps a file
+// is refused (a member's view) and replaced by a fresh file of the pass
+// account (root's), what it was said; the file it led to is untouched.
+func TestEnsure(t *testing.T) {
+	kinds := map[string]struct {
+		make  func(p, victim string) error
+		found string
+	}{
+		"symlink":        {func(p, v string) error { return os.Symlink(v, p) }, "a symbolic link to "},
+		"dangling":       {func(p, v string) error { return os.Symlink(v+"-new", p) }, "a symbolic link to "},
+		"hard link":      {func(p, v string) error { return os.Link(v, p) }, "with 2 links"},
+		"fifo":           {func(p, v string) error { return syscall.Mkfifo(p, 0o666) }, "a FIFO"},
+		"directory":      {func(p, v string) error { return os.Mkdir(p, 0o755) }, "moved aside to "},
+		"another's file": {func(p, v string) error { return writeAs(p, memberUID, "theirs") }, "a regular file of 4243; its content was kept"},
+	}
+	for name, k := range kinds {
+		t.Run(name, func(t *testing.T) {
+			d, victim := newLab(t)
+			p := filepath.Join(d.Path, "events.log")
+			if err := k.make(p, victim); err != nil {
+				t.Fatal(err)
+			}
+			member := d.As(memberUID)
+			var ue *UntrustedError
+			if _, err := member.Open(p, os.O_RDWR, Gssh); !errors.As(err, &ue) || !strings.Contains(err.Error(), "the pass account pass replaces it") {
+				t.Errorf("member's Open: %v", err)
+			}
+			if _, err := member.Ensure(p, CopyOld); !errors.As(err, &ue) {
+				t.Errorf("member's Ensure: %v", err)
+			}
+			r, err := d.Ensure(p, CopyOld)
+			if err != nil || r.Replaced == nil || !strings.Contains(r.Replaced.Found, k.found) {
+				t.Fatalf("Ensure: %+v %v; want found %q", r.Replaced, err, k.found)
+			}
+			b, err := os.ReadFile(victim)
+			fi, _ := os.Stat(victim)
+			if err != nil || string(b) != "secret" || fi.Mode() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != passUID || fi.Sys().(*syscall.Stat_t).Gid != passUID {
+				t.Errorf("victim after: %q %v %v", b, fi.Mode(), err)
+			}
+			if _, err := os.Lstat(victim + "-new"); err == nil {
+				t.Error("a dangling link's target was made")
+			}
+			f, err := d.Open(p, os.O_RDONLY, Gssh)
+			if err != nil {
+				t.Fatalf("after Ensure: %v", err)
+			}
+			fi, _ = f.Stat()
+			f.Close()
+			st := fi.Sys().(*syscall.Stat_t)
+			if fi.Mode() != Perm || st.Uid != passUID || int(st.Gid) != d.GID || st.Nlink != 1 {
+				t.Errorf("replaced file: %v uid %d gid %d links %d", fi.Mode(), st.Uid, st.Gid, st.Nlink)
+			}
+			if b, _ := os.ReadFile(p); (name == "another's file") != (string(b) == "theirs") {
+				t.Errorf("content %q", b)
+			}
+			if r, err := d.Ensure(p, CopyOld); err != nil || r != (Result{}) {
+				t.Errorf("Ensure again: %+v %v", r, err)
+			}
+		})
+	}
+}
+
+// writeAs writes a file of uid at p.
+func writeAs(p string, uid int, content string) error {
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Chown(p, uid, uid)
+}
+
+// TestOpenFixes: a right file of a looser mode or another group is put
+// right through its descriptor by its owner (or root), not by a member;
+// a missing one is made by the pass account only.
+func TestOpenFixes(t *testing.T) {
+	d, _ := newLab(t)
+	p := filepath.Join(d.Path, "state.db.pass.lock")
+	if _, err := d.As(memberUID).OpenFix(p, os.O_RDWR, true, nil, nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("member, missing: %v", err)
+	}
+	f, err := d.OpenFix(p, os.O_RDWR, true, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	os.Chmod(p, 0o600)
+	os.Chown(p, passUID, 0o7777)
+	if f, err = d.As(memberUID).Open(p, os.O_RDONLY, Gssh); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if fi, _ := os.Stat(p); fi.Mode() != 0o600 {
+		t.Errorf("a member changed the mode: %v", fi.Mode())
+	}
+	if f, err = d.Open(p, os.O_RDONLY, Gssh); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if fi, _ := os.Stat(p); fi.Mode() != Perm || int(fi.Sys().(*syscall.Stat_t).Gid) != d.GID {
+		t.Errorf("not put right: %v gid %d", fi.Mode(), fi.Sys().(*syscall.Stat_t).Gid)
+	}
+}
+
+// TestCheckDir: the directory must be the pass account's, the lab
+// group's, 3770, not a link; EnsureDir moves a member's directory aside.
+func TestCheckDir(t *testing.T) {
+	d, _ := newLab(t)
+	for _, mode := range []fs.FileMode{fs.ModeSetgid | 0o770, fs.ModeSticky | 0o770, fs.ModeSetgid | fs.ModeSticky | 0o777} {
+		os.Chmod(d.Path, mode)
+		if err := d.Check(); !errors.Is(err, ErrDir) || !strings.Contains(err.Error(), "as root: gssh lab init") {
+			t.Errorf("mode %v: %v", mode, err)
+		}
+	}
+	if r, err := d.EnsureDir(d.Path, false); err != nil || r != (Result{}) || d.Check() != nil {
+		t.Errorf("EnsureDir of the pass account's: %+v %v", r, err)
+	}
+	run := filepath.Join(d.Path, "state.db.run")
+	os.Mkdir(run, 0o777)
+	os.Chmod(run, 0o777)
+	os.Chown(run, memberUID, d.GID)
+	if _, err := d.As(memberUID).EnsureDir(run, false); !errors.Is(err, ErrDir) {
+		t.Errorf("member's EnsureDir: %v", err)
+	}
+	r, err := d.EnsureDir(run, false)
+	if err != nil || r.Replaced == nil || !strings.Contains(r.Replaced.Found, "a directory (mode 0777) of 4243, moved aside to "+run+".untrusted-") {
+		t.Errorf("EnsureDir of a member's: %+v %v", r.Replaced, err)
+	}
+	if err := d.Sub(run).Check(); err != nil {
+		t.Error(err)
+	}
+}
