@@ -70,11 +70,13 @@ func (c *Controller) recoverStray(ctx context.Context, host string, s health.Str
 	mine := endedAt(s.Job, st, now)
 	later := cur.State.Active() && cur.Attempt != a
 	var stopped job.Stopped
+	ran, away := false, false
 	if later {
-		_, stopped, err = c.stopOnWorker(ctx, cur, c.grace)
+		ran, stopped, err = c.stopOnWorker(ctx, cur, c.grace)
 		switch {
 		case errors.Is(err, job.ErrNoContact):
 			// Its host is away too: killed when it answers.
+			ran, away = cur.State != job.Launching, true
 			if _, err := c.addStray(cur, now, fmt.Sprintf("superseded: attempt %d's result, found on %s, counts", a, host)); err != nil {
 				res.Errors = append(res.Errors, fmt.Errorf("job %d: %w", cur.ID, err))
 				return u, false, false
@@ -104,7 +106,14 @@ func (c *Controller) recoverStray(ctx context.Context, host string, s health.Str
 			note += fmt.Sprintf("; attempt %d on %s, which finished after it, does not", x.Attempt, x.Placement.Host)
 			x.EndAttempt(endedAt(cur, *stopped.Ended, now), *stopped.Ended, job.AttemptSuperseded, note)
 		case later:
-			note += fmt.Sprintf("; attempt %d, started on %s meanwhile, was stopped", x.Attempt, x.Placement.Host)
+			fate := "was stopped"
+			switch {
+			case away:
+				fate = fmt.Sprintf("is killed when %s answers", x.Placement.Host)
+			case !ran:
+				fate = "was abandoned before it started"
+			}
+			note += fmt.Sprintf("; attempt %d, placed on %s meanwhile, %s", x.Attempt, x.Placement.Host, fate)
 			x.EndAttempt(now, job.Status{State: job.Cancelled}, job.AttemptSuperseded, note)
 		case x.State == job.Queued:
 			note += "; the job, queued again meanwhile (--requeue), is not run again"
