@@ -249,6 +249,20 @@ func (c *Controller) killStrays(ctx context.Context, host string, record bool, r
 			c.observe(host, why, c.now(), res)
 		}
 	}
+	// failed says what err, of the call that does what to stray s, leaves:
+	// away (a host this pass did not poll still does not answer: the next
+	// pass tries again), or skip (an error, reported: s stays for the next
+	// pass).
+	failed := func(s health.Stray, what string, err error) (away, skip bool) {
+		switch {
+		case errors.Is(err, job.ErrNoContact) && record:
+			return true, true
+		case err != nil:
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: %s attempt %d left on %s (%s): %w", s.Job.Ref(), what, s.Job.Attempt, host, s.Why, err))
+			return false, true
+		}
+		return false, false
+	}
 	for _, s := range c.health[host].Strays {
 		cur, err := c.store.Get(s.Job.ID)
 		if err == nil && s.Live(cur) {
@@ -257,13 +271,12 @@ func (c *Controller) killStrays(ctx context.Context, host string, record bool, r
 		}
 		st, polled, err := c.strayStatus(ctx, host, s)
 		contact(err)
-		switch {
-		case errors.Is(err, job.ErrNoContact) && record:
-			return changed // still away: the next pass tries again
-		case err != nil:
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: read how attempt %d left on %s (%s) is: %w", s.Job.ID, s.Job.Attempt, host, s.Why, err))
+		if away, skip := failed(s, "poll", err); away {
+			return changed
+		} else if skip {
 			continue
-		case polled && finished(st):
+		}
+		if polled && finished(st) {
 			u, ok, done := c.recoverStray(ctx, host, s, st, res)
 			if ok {
 				changed[u.ID] = u
@@ -279,13 +292,12 @@ func (c *Controller) killStrays(ctx context.Context, host string, record bool, r
 			stopped, err = c.workers.Stop(ctx, s.Job, c.orphan, "")
 			n = stopped.Signalled
 		}
-		switch {
-		case errors.Is(err, job.ErrNoContact) && record:
-			return changed // still away: the next pass tries again
-		case err != nil:
-			res.Errors = append(res.Errors, fmt.Errorf("job %s: stop attempt %d left on %s (%s): %w", s.Job.Ref(), s.Job.Attempt, host, s.Why, err))
+		if away, skip := failed(s, "stop", err); away {
+			return changed
+		} else if skip {
 			continue
-		case n > 0:
+		}
+		if n > 0 {
 			res.Strays = append(res.Strays, s)
 			c.events.Emit(Event{Time: c.now(), Kind: StrayKilled, Job: s.Job, Host: host})
 		}

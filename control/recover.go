@@ -59,7 +59,7 @@ func finished(st job.Status) bool {
 func (c *Controller) recoverStray(ctx context.Context, host string, s health.Stray, st job.Status, res *Result) (u job.Job, changed, done bool) {
 	cur, err := c.store.Get(s.Job.ID)
 	if err != nil {
-		res.Errors = append(res.Errors, fmt.Errorf("job %d: read it for the result of attempt %d found on %s: %w", s.Job.ID, s.Job.Attempt, host, err))
+		res.Errors = append(res.Errors, fmt.Errorf("job %s: read it for the result of attempt %d found on %s: %w", s.Job.Ref(), s.Job.Attempt, host, err))
 		return u, false, false
 	}
 	a := s.Job.Attempt
@@ -70,17 +70,19 @@ func (c *Controller) recoverStray(ctx context.Context, host string, s health.Str
 	mine := endedAt(s.Job, st, now)
 	later := cur.State.Active() && cur.Attempt != a
 	var stopped job.Stopped
+	ran, away := false, false
 	if later {
-		_, stopped, err = c.stopOnWorker(ctx, cur, c.grace)
+		ran, stopped, err = c.stopOnWorker(ctx, cur, c.grace)
 		switch {
 		case errors.Is(err, job.ErrNoContact):
 			// Its host is away too: killed when it answers.
+			ran, away = cur.State != job.Launching, true
 			if _, err := c.addStray(cur, now, fmt.Sprintf("superseded: attempt %d's result, found on %s, counts", a, host)); err != nil {
-				res.Errors = append(res.Errors, fmt.Errorf("job %d: %w", cur.ID, err))
+				res.Errors = append(res.Errors, fmt.Errorf("job %s: %w", cur.Ref(), err))
 				return u, false, false
 			}
 		case err != nil:
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: stop attempt %d, superseded by attempt %d's result found on %s: %w", cur.ID, cur.Attempt, a, host, err))
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: stop attempt %d, superseded by attempt %d's result found on %s: %w", cur.Ref(), cur.Attempt, a, host, err))
 			return u, false, false
 		case stopped.Ended != nil && endedAt(cur, *stopped.Ended, now).Before(mine):
 			// The later attempt finished first: its end is the job's.
@@ -104,7 +106,14 @@ func (c *Controller) recoverStray(ctx context.Context, host string, s health.Str
 			note += fmt.Sprintf("; attempt %d on %s, which finished after it, does not", x.Attempt, x.Placement.Host)
 			x.EndAttempt(endedAt(cur, *stopped.Ended, now), *stopped.Ended, job.AttemptSuperseded, note)
 		case later:
-			note += fmt.Sprintf("; attempt %d, started on %s meanwhile, was stopped", x.Attempt, x.Placement.Host)
+			fate := "was stopped"
+			switch {
+			case away:
+				fate = fmt.Sprintf("is killed when %s answers", x.Placement.Host)
+			case !ran:
+				fate = "was abandoned before it started"
+			}
+			note += fmt.Sprintf("; attempt %d, placed on %s meanwhile, %s", x.Attempt, x.Placement.Host, fate)
 			x.EndAttempt(now, job.Status{State: job.Cancelled}, job.AttemptSuperseded, note)
 		case x.State == job.Queued:
 			note += "; the job, queued again meanwhile (--requeue), is not run again"
@@ -130,7 +139,7 @@ func (c *Controller) recoverStray(ctx context.Context, host string, s health.Str
 	case moved:
 		return u, false, false // the next pass looks again
 	case err != nil:
-		res.Errors = append(res.Errors, fmt.Errorf("job %d: record attempt %d's result found on %s: %w", cur.ID, a, host, err))
+		res.Errors = append(res.Errors, fmt.Errorf("job %s: record attempt %d's result found on %s: %w", cur.Ref(), a, host, err))
 		return u, false, false
 	}
 	res.Finished = append(res.Finished, u)
@@ -160,7 +169,7 @@ func (c *Controller) ignoreStray(host string, s health.Stray, st job.Status, cur
 		return nil
 	})
 	if err != nil && !errors.Is(err, errSkip) {
-		res.Errors = append(res.Errors, fmt.Errorf("job %d: %w", cur.ID, err))
+		res.Errors = append(res.Errors, fmt.Errorf("job %s: %w", cur.Ref(), err))
 	}
 	return u, err == nil, true
 }

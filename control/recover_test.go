@@ -93,7 +93,7 @@ func TestReturningHostResultKept(t *testing.T) {
 				}
 				switch tc.given {
 				case job.Running: // attempt 2 ran on h2: stopped, its run counted
-					if !slices.Contains(r.fleet.stops, fmt.Sprintf("%d.2@h2", id)) || len(j.Runs) != 2 || !strings.Contains(j.Reason, "attempt 2, started on h2 meanwhile, was stopped") {
+					if !slices.Contains(r.fleet.stops, fmt.Sprintf("%d.2@h2", id)) || len(j.Runs) != 2 || !strings.Contains(j.Reason, "attempt 2, placed on h2 meanwhile, was stopped") {
 						t.Errorf("stops %v, runs %v, reason %q: want attempt 2 stopped on h2, its run counted", r.fleet.stops, j.Runs, j.Reason)
 					}
 					all := j.AllAttempts()
@@ -207,6 +207,36 @@ func TestReturningHostLostJobKeepsItsEnd(t *testing.T) {
 		}
 		if !r.seen("stray_result_ignored", first.ID, job.Succeeded) {
 			t.Errorf("events %q: want stray_result_ignored, succeeded", r.events.seen)
+		}
+	})
+}
+
+// The later attempt's host does not answer either when the earlier
+// result is found: the result counts, and the later attempt is killed
+// when its host answers (a stray of it), never left running.
+func TestReturningHostLaterAttemptAway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, first := cutOff(t, true, idleHost("h1", 1), idleHost("h2", 1))
+		id := first.ID
+		r.fleet.exit(id, 1, 0, 2*time.Minute)
+		time.Sleep(time.Minute)
+		r.fleet.setDown("h2", true)
+		r.fleet.setDown("h1", false)
+		r.pass(t)
+		j := r.get(t, id)
+		if j.State != job.Succeeded || j.Attempt != 1 || !strings.Contains(j.Reason, "attempt 2, placed on h2 meanwhile, is killed when h2 answers") {
+			t.Fatalf("job %s attempt %d %q; want attempt 1's success, attempt 2 left to kill", j.State, j.Attempt, j.Reason)
+		}
+		if hs, _ := r.store.Hosts(); !hs["h2"].HasStray(id, 2) {
+			t.Fatalf("h2 strays %+v, want attempt 2", hs["h2"].Strays)
+		}
+		r.fleet.setDown("h2", false)
+		r.pass(t)
+		if got := r.fleet.running(); len(got) != 0 || !slices.Contains(r.fleet.stops, fmt.Sprintf("%d.2@h2", id)) {
+			t.Errorf("running %v, stops %v: want attempt 2 killed on h2", got, r.fleet.stops)
+		}
+		if j := r.get(t, id); j.State != job.Succeeded || j.Attempt != 1 {
+			t.Errorf("job %s attempt %d after h2 answered", j.State, j.Attempt)
 		}
 	})
 }
