@@ -188,8 +188,8 @@ func setMeta(t *testing.T, path, key string, val []byte) {
 
 func TestNewerSchema(t *testing.T) {
 	s, path := openTemp(t)
-	setMeta(t, path, "version", binary.BigEndian.AppendUint64(nil, 6))
-	const want = "state file was written by a newer gssh (schema 6; this gssh reads up to 5); upgrade gssh"
+	setMeta(t, path, "version", binary.BigEndian.AppendUint64(nil, 7))
+	const want = "state file was written by a newer gssh (schema 7; this gssh reads up to 6); upgrade gssh"
 	_, err := state.Open(path, state.Options{})
 	if !errors.Is(err, state.ErrNewerSchema) || !strings.Contains(err.Error(), want) {
 		t.Errorf("Open = %v, want ErrNewerSchema %q", err, want)
