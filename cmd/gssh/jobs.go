@@ -830,7 +830,7 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 			fmt.Fprintf(&b, "would preempt job %d on %s: %s\n", p.Job, p.Host, p.Reason.Text)
 		}
 		if len(res.Preempts) == 0 {
-			b.WriteString("nothing to preempt: no waiting job qualifies (see the README's Rebalancing)\n")
+			b.WriteString("nothing to preempt: no waiting job qualifies (see docs/scheduling.md, Rebalancing)\n")
 		}
 		_, err := io.WriteString(a.stdout, b.String())
 		return err
