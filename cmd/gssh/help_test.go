@@ -81,6 +81,16 @@ func TestCommandHelp(t *testing.T) {
 		if examples < 2 || examples > 4 {
 			t.Errorf("gssh %s: %d examples, want 2-4", name, examples)
 		}
+		src, _ := shellText(codeBlock{lang: "sh", text: c.Example})
+		cmds, err := gsshCommands("gssh "+name+" --help", 1, src)
+		if err != nil || len(cmds) == 0 {
+			t.Errorf("gssh %s: examples that are not shell: %v", name, err)
+		}
+		for _, dc := range cmds {
+			if err := checkDocCommand(dc.args); err != nil {
+				t.Errorf("gssh %s --help: example %s: %v", name, dc, err)
+			}
+		}
 		if c.Runnable() && !strings.Contains(out, "\nExit status:\n") {
 			t.Errorf("gssh %s --help lists no exit status", name)
 		}

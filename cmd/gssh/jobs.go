@@ -857,7 +857,7 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 			fmt.Fprintf(&b, "would preempt job %s on %s: %s\n", cmp.Or(p.Ref, strconv.FormatUint(uint64(p.Job), 10)), p.Host, p.Reason.Text)
 		}
 		if len(res.Preempts) == 0 {
-			b.WriteString("nothing to preempt: no waiting job qualifies (see the README's Rebalancing)\n")
+			b.WriteString("nothing to preempt: no waiting job qualifies (see docs/scheduling.md, Rebalancing)\n")
 		}
 		_, err := io.WriteString(a.stdout, b.String())
 		return err
