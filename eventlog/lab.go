@@ -31,11 +31,6 @@ import (
 // event says so; a member's write finding one is not written, with a
 // warning.
 
-// LabFileReplaced is the kind of the event of a file in a lab's state
-// directory that was not gssh's and was replaced by a fresh one of the
-// pass account (path, found: what was there).
-const LabFileReplaced Kind = "lab_file_replaced"
-
 // Replaced is the event of r, seen at t.
 func Replaced(t time.Time, r labfile.Replaced) Event {
 	return Event{Time: t, Kind: LabFileReplaced, Extra: []slog.Attr{slog.String("path", r.Path), slog.String("found", r.Found)}}
