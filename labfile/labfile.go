@@ -275,18 +275,6 @@ func (d Dir) Ensure(path string, fill Fill) (Result, error) {
 		if ue != nil {
 			ue.Found += ", moved aside to " + aside
 		}
-		if missing {
-			// Linked, not renamed: a file another process made meanwhile is
-			// kept (and checked again).
-			switch err := os.Link(tmpName, path); {
-			case err == nil:
-				return Result{Created: true}, nil
-			case errors.Is(err, fs.ErrExist):
-				return d.Ensure(path, fill)
-			default:
-				return Result{}, err
-			}
-		}
 		if err := os.Rename(tmpName, path); err != nil {
 			return Result{}, fmt.Errorf("replace %s: %w", path, err)
 		}
@@ -397,7 +385,7 @@ func describe(fi fs.FileInfo) string {
 	case m&fs.ModeDevice != 0:
 		what = "a device"
 	}
-	what += " of " + userName(int(st.Uid))
+	what += " of " + UserName(int(st.Uid))
 	if !fi.IsDir() && st.Nlink != 1 {
 		what += fmt.Sprintf(" with %d links", st.Nlink)
 	}
@@ -421,8 +409,8 @@ func randHex() string {
 	return hex.EncodeToString(b[:])
 }
 
-// userName is uid's name, else the number.
-func userName(uid int) string {
+// UserName is uid's name, else the number.
+func UserName(uid int) string {
 	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
 		return u.Username
 	}

@@ -72,11 +72,7 @@ func findLab(opt *Options) (*lab, error) {
 		}
 		return nil, nil
 	}
-	real, err := TrustedLabFile(file)
-	if err != nil {
-		return nil, err
-	}
-	inv, err := inventory.Load(real)
+	inv, err := loadLab(file)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +139,7 @@ func TrustedLabFile(file string) (string, error) {
 		case top && !fi.Mode().IsRegular():
 			why = "it is not a regular file"
 		case st.Uid != 0:
-			why = fmt.Sprintf("it is owned by %s, not root", userName(int(st.Uid)))
+			why = fmt.Sprintf("it is owned by %s, not root", labfile.UserName(int(st.Uid)))
 		case fi.Mode().Perm()&0o022 != 0 && (top || fi.Mode()&fs.ModeSticky == 0):
 			why = fmt.Sprintf("its mode %04o lets others than root write it", fi.Mode().Perm())
 		}
@@ -161,12 +157,14 @@ func TrustedLabFile(file string) (string, error) {
 	}
 }
 
-// userName is uid's name, else the number.
-func userName(uid int) string {
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		return u.Username
+// loadLab loads the lab inventory file, once TrustedLabFile trusts it
+// (from where its links lead: nothing but root can change that).
+func loadLab(file string) (*inventory.Inventory, error) {
+	real, err := TrustedLabFile(file)
+	if err != nil {
+		return nil, err
 	}
-	return strconv.Itoa(uid)
+	return inventory.Load(real)
 }
 
 // member reports whether this gssh is a member's in shared-lab mode (not

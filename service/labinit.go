@@ -40,11 +40,7 @@ func LabInit(file string, now func() time.Time) ([]string, error) {
 	if _, ok := inventory.LabLine(file); !ok {
 		return nil, fmt.Errorf("%s: no `lab:` block (state, pass_user, group): gssh lab init sets up the lab that block describes", file)
 	}
-	real, err := TrustedLabFile(file)
-	if err != nil {
-		return nil, err
-	}
-	inv, err := inventory.Load(real)
+	inv, err := loadLab(file)
 	if err != nil {
 		return nil, err
 	}
