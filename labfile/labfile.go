@@ -78,7 +78,29 @@ var ErrDir = errors.New("the lab's state directory is not set up")
 // Check refuses a directory that is missing, a symbolic link, not a
 // directory, or not owned by the pass account, of the lab group, mode
 // 3770. Errors wrap ErrDir and say what to run.
-func (d Dir) Check() error { return checkDir(d.Path, d) }
+//
+// The directories above it must be root's (or the pass account's) and
+// writable by no one else unless sticky (as /tmp): else a member could
+// move the state directory away and put their own in its place.
+func (d Dir) Check() error {
+	if err := checkDir(d.Path, d); err != nil {
+		return err
+	}
+	for p := filepath.Dir(d.Path); ; p = filepath.Dir(p) {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrDir, err)
+		}
+		uid := int(fi.Sys().(*syscall.Stat_t).Uid)
+		if !fi.IsDir() || uid != 0 && uid != d.PassUID || fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+			return fmt.Errorf("%w: %s, above the lab's state directory, is %s: others than root and the pass account could move the state directory away (as root: chown root: %s; chmod go-w %s)",
+				ErrDir, p, describe(fi), p, p)
+		}
+		if p == "/" || p == "." {
+			return nil
+		}
+	}
+}
 
 // checkDir is Check of path, which must be as d's directory is.
 func checkDir(path string, d Dir) error {

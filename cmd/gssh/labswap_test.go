@@ -101,7 +101,7 @@ func TestSharedLabSwaps(t *testing.T) {
 		if code != exitUsage {
 			t.Errorf("alice's %v with her own lab inventory: exit %d, want %d", args, code, exitUsage)
 		}
-		want("her own lab inventory", errs, mine+": its `lab:` block is not used: the file is owned by "+alice.name+", not root")
+		want("her own lab inventory", errs, mine+": its `lab:` block is not used: the file "+mine+" is owned by "+alice.name+", not root")
 	}
 	if out, _, _ := l.gssh(bob, "ps"); !strings.Contains(out, "1\t"+bob.name+"\theld") {
 		t.Errorf("bob's job after alice's try:\n%s", out)
