@@ -166,8 +166,12 @@ func loadLab(file string) (*inventory.Inventory, error) {
 }
 
 // member reports whether this gssh is a member's in shared-lab mode (not
-// the pass user's): it records, and the pass user's next pass acts.
-func (l *Local) member() bool { return l.lab != nil && l.opt.User != l.lab.passUser }
+// the pass user's): it records, and the pass user's next pass acts. The
+// pass user is the process whose effective uid is the pass account's,
+// whatever its user name says (which may come from $USER).
+func (l *Local) member() bool {
+	return l.lab != nil && (l.opt.User != l.lab.passUser || os.Geteuid() != l.lab.dir.PassUID)
+}
 
 // notPassUser is the error of a pass a member asked for.
 func (l *Local) notPassUser() error {
