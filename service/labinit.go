@@ -95,13 +95,14 @@ func LabInit(file string, now func() time.Time) ([]string, error) {
 			say("%s: made owner %s, group %s, mode 3770", p, lb.PassUser, lb.Group)
 		}
 	}
-	had := exists(lb.State)
+	had, before := exists(lb.State), len(replaced)
 	if _, err := state.Open(lb.State, state.Options{Shared: &state.Shared{Lab: d, Report: note}}); err != nil {
 		return out, err
 	}
-	if !had {
+	switch {
+	case !had:
 		say("%s: made (an empty queue; owner %s, group %s, mode 0660)", lb.State, lb.PassUser, lb.Group)
-	} else {
+	case len(replaced) == before:
 		say("%s: kept (owner %s or root, group %s, mode 0660)", lb.State, lb.PassUser, lb.Group)
 	}
 	events := eventlog.Path(lb.State)
