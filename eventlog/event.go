@@ -42,6 +42,8 @@
 //	backup, kept, job_seq
 //	                   the backup put in place, where the file it replaced
 //	                   was kept, the last job id handed out (state_restore)
+//	path, found        a lab's file that was not gssh's and what was there
+//	                   (lab_file_replaced)
 //
 // Several gssh processes write at once (a pass, submits, cancels), and the
 // rotation (gopkg.in/natefinch/lumberjack.v2) is not safe across processes,
@@ -96,12 +98,17 @@ const (
 	HostDrain     Kind = "host_drain"     // gssh drain: no new placements there (from: a maintenance window's start)
 	HostResume    Kind = "host_resume"    // gssh resume: placements there again
 	StateRestore  Kind = "state_restore"  // gssh state restore: a backup put in place of the state file
+	// LabFileReplaced: a file in a lab's state directory that was not
+	// gssh's (a member's symbolic link, another type or owner, more than
+	// one link) was replaced by a fresh one of the pass account, or
+	// removed (path, found: what was there).
+	LabFileReplaced Kind = "lab_file_replaced"
 )
 
 // Kinds are every kind, in the order the package documents them.
 var Kinds = []Kind{JobSubmit, JobStart, JobEnd, JobCancel, JobRequeue, JobPreempt, JobUnknown, JobAdopted, JobGPUFailed,
 	JobHold, JobRelease, JobUpdate, JobRecovered, StrayKilled, StrayIgnored, OrphanReaped, ForeignKilled, HostDown, HostUp, GPUFailed, GPUHealthy,
-	HostDrain, HostResume, StateRestore}
+	HostDrain, HostResume, StateRestore, LabFileReplaced}
 
 // Known reports whether k is one of Kinds.
 func Known(k Kind) bool { return slices.Contains(Kinds, k) }

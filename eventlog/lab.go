@@ -31,11 +31,6 @@ import (
 // event says so; a member's write finding one is not written, with a
 // warning.
 
-// LabFileReplaced is the kind of the event of a file in a lab's state
-// directory that was not gssh's and was replaced by a fresh one of the
-// pass account (path, found: what was there).
-const LabFileReplaced Kind = "lab_file_replaced"
-
 // Replaced is the event of r, seen at t.
 func Replaced(t time.Time, r labfile.Replaced) Event {
 	return Event{Time: t, Kind: LabFileReplaced, Extra: []slog.Attr{slog.String("path", r.Path), slog.String("found", r.Found)}}
@@ -47,7 +42,7 @@ func (l *Log) labLock(wait time.Duration, shared bool) (func(), error) {
 	d := *l.opt.Lab
 	f, err := d.OpenFix(l.lock.Path(), os.O_RDWR, true, nil, l.noteReplaced)
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", l.lock.Path(), err)
+		return nil, fmt.Errorf("lock %s: %w", l.lock.Path(), missing(d, err))
 	}
 	how := syscall.LOCK_EX
 	if shared {
@@ -114,10 +109,15 @@ func (l *Log) appendLab(line []byte) error {
 func (l *Log) openCurrent() (*os.File, error) {
 	d := *l.opt.Lab
 	f, err := d.OpenFix(l.path, os.O_RDWR|os.O_APPEND, true, labfile.CopyOld, l.noteReplaced)
+	return f, missing(d, err)
+}
+
+// missing adds to err, when it says a file is not there, who makes it.
+func missing(d labfile.Dir, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: the pass account %s makes it at its next pass (or run gssh lab init as root)", err, d.PassUser)
+		return fmt.Errorf("%w: the pass account %s makes it at its next pass (or run gssh lab init as root)", err, d.PassUser)
 	}
-	return f, err
+	return err
 }
 
 // rotateLab renames the current file to events-<UTC time>.log (the name
@@ -136,15 +136,25 @@ func (l *Log) rotateLab() (*os.File, error) {
 }
 
 // openRotated opens the rotated file p for compressing it; in
-// shared-lab mode checked (see above), an entry that is not gssh's
-// removed, never followed, and told of (as a lab_file_replaced event).
+// shared-lab mode checked (see above): a member's regular file (rotated
+// by a member before the lab was set up with gssh lab init) is made the
+// pass account's with its lines, any other entry that is not gssh's is
+// removed, never followed; either is told of (a lab_file_replaced
+// event).
 func (l *Log) openRotated(p string) (*os.File, error) {
 	if l.opt.Lab == nil {
 		return os.Open(p)
 	}
-	f, err := l.opt.Lab.Open(p, os.O_RDONLY, labfile.Gssh)
+	d := *l.opt.Lab
+	f, err := d.Open(p, os.O_RDONLY, labfile.Gssh)
 	var ue *labfile.UntrustedError
-	if errors.As(err, &ue) && os.Remove(p) == nil {
+	if !errors.As(err, &ue) {
+		return f, err
+	}
+	if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode().IsRegular() {
+		return d.OpenFix(p, os.O_RDONLY, false, labfile.CopyOld, l.noteReplaced)
+	}
+	if os.Remove(p) == nil {
 		l.noteReplaced(labfile.Replaced{Path: p, Found: ue.Found + " (removed)"})
 	}
 	return f, err

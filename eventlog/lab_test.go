@@ -118,3 +118,37 @@ func TestLabLogSwaps(t *testing.T) {
 		t.Errorf("read back: %v %v", got, err)
 	}
 }
+
+// TestLabLogAdopts: a member's rotated file (from before gssh lab init)
+// is compressed as the pass account's, its lines kept, and said so.
+func TestLabLogAdopts(t *testing.T) {
+	d, _ := labLog(t)
+	path := filepath.Join(d.Path, Name)
+	rotated := filepath.Join(d.Path, "events-"+time.Now().Add(-time.Hour).UTC().Format(backupLayout)+".log")
+	line := `{"time":"` + time.Now().Add(-2*time.Hour).UTC().Format(time.RFC3339) + `","event":"job_submit","job":7}` + "\n"
+	if err := os.WriteFile(rotated, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(rotated, labMemberUID, d.GID)
+	pass := Open(path, Options{Lab: &d, Warn: func(s string) { t.Errorf("warning: %s", s) }})
+	pass.Write(Event{Kind: JobSubmit, Job: 8})
+	pass.Close()
+	fi, err := os.Stat(rotated + ".gz")
+	if err != nil || fi.Sys().(*syscall.Stat_t).Uid != labPassUID {
+		t.Fatalf("compressed: %v", err)
+	}
+	var got []int
+	var replaced int
+	Read(path, Filter{}, func(e Record) error {
+		switch e.Kind {
+		case JobSubmit:
+			got = append(got, int(e.Job))
+		case LabFileReplaced:
+			replaced++
+		}
+		return nil
+	}, nil)
+	if len(got) != 2 || got[0] != 7 || got[1] != 8 || replaced != 1 {
+		t.Errorf("read back %v, %d replaced", got, replaced)
+	}
+}

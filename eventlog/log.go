@@ -441,7 +441,7 @@ func (l *Log) compress(src string) error {
 	in, err := l.openRotated(src)
 	var ue *labfile.UntrustedError
 	if errors.As(err, &ue) {
-		return nil // not gssh's: removed, and an event says so
+		return nil // not gssh's and not a regular file: removed, and an event says so
 	}
 	if err != nil {
 		return err

@@ -72,28 +72,6 @@ func (d Dir) Fix() string {
 	return fmt.Sprintf("as root: gssh lab init (or: mkdir -p %[1]s; chown %[2]s:%[3]s %[1]s; chmod 3770 %[1]s)", d.Path, d.PassUser, d.Group)
 }
 
-// ErrDir means the state directory is missing or not as a lab's must be.
-var ErrDir = errors.New("the lab's state directory is not set up")
-
-// Check refuses a directory that is missing, a symbolic link, not a
-// directory, or not owned by the pass account, of the lab group, mode
-// 3770. Errors wrap ErrDir and say what to run.
-func (d Dir) Check() error { return checkDir(d.Path, d) }
-
-// checkDir is Check of path, which must be as d's directory is.
-func checkDir(path string, d Dir) error {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return fmt.Errorf("%w: %v (%s)", ErrDir, err, d.Fix())
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	if fi.Mode() != Mode || int(st.Uid) != d.PassUID || int(st.Gid) != d.GID {
-		return fmt.Errorf("%w: %s is %s, group %s; a lab's is a directory of the pass account %s, group %s, mode 3770 (setgid, sticky: no member can remove or replace another's files) (%s)",
-			ErrDir, path, describe(fi), groupName(int(st.Gid)), d.PassUser, d.Group, d.Fix())
-	}
-	return nil
-}
-
 // UntrustedError is an entry gssh expects to be its own file that is not:
 // a member's gssh does not use it, and the pass account's next pass
 // replaces it.
@@ -275,18 +253,6 @@ func (d Dir) Ensure(path string, fill Fill) (Result, error) {
 		if ue != nil {
 			ue.Found += ", moved aside to " + aside
 		}
-		if missing {
-			// Linked, not renamed: a file another process made meanwhile is
-			// kept (and checked again).
-			switch err := os.Link(tmpName, path); {
-			case err == nil:
-				return Result{Created: true}, nil
-			case errors.Is(err, fs.ErrExist):
-				return d.Ensure(path, fill)
-			default:
-				return Result{}, err
-			}
-		}
 		if err := os.Rename(tmpName, path); err != nil {
 			return Result{}, fmt.Errorf("replace %s: %w", path, err)
 		}
@@ -397,7 +363,7 @@ func describe(fi fs.FileInfo) string {
 	case m&fs.ModeDevice != 0:
 		what = "a device"
 	}
-	what += " of " + userName(int(st.Uid))
+	what += " of " + UserName(int(st.Uid))
 	if !fi.IsDir() && st.Nlink != 1 {
 		what += fmt.Sprintf(" with %d links", st.Nlink)
 	}
@@ -421,8 +387,8 @@ func randHex() string {
 	return hex.EncodeToString(b[:])
 }
 
-// userName is uid's name, else the number.
-func userName(uid int) string {
+// UserName is uid's name, else the number.
+func UserName(uid int) string {
 	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
 		return u.Username
 	}
@@ -435,71 +401,4 @@ func groupName(gid int) string {
 		return g.Name
 	}
 	return strconv.Itoa(gid)
-}
-
-// EnsureDir makes path a directory of the lab's shape (Check: the pass
-// account's, the lab group's, 3770), as the pass account or root: a
-// missing one is made; a directory of the pass account or root (any
-// directory's, with adopt: root's set-up of an existing lab) gets its
-// owner, group and mode through its descriptor; anything else (a
-// symbolic link, another type, a member's directory) is moved aside,
-// never followed, and a fresh one made in its place (Result.Replaced).
-func (d Dir) EnsureDir(path string, adopt bool) (Result, error) {
-	if checkDir(path, d) == nil {
-		return Result{}, nil
-	}
-	if !d.Privileged() {
-		return Result{}, checkDir(path, d)
-	}
-	fi, err := os.Lstat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return Result{}, err
-		}
-		return Result{Created: true}, d.fixDir(path)
-	case err != nil:
-		return Result{}, err
-	}
-	uid := int(fi.Sys().(*syscall.Stat_t).Uid)
-	if fi.IsDir() && (adopt || uid == d.PassUID || uid == 0) {
-		return Result{}, d.fixDir(path)
-	}
-	aside := path + ".untrusted-" + randHex()
-	if err := os.Rename(path, aside); err != nil {
-		return Result{}, err
-	}
-	if err := os.Mkdir(path, 0o700); err != nil {
-		return Result{}, err
-	}
-	return Result{Replaced: &Replaced{Path: path, Found: DescribeEntry(aside, fi) + ", moved aside to " + aside}}, d.fixDir(path)
-}
-
-// fixDir gives the directory at path (never a symbolic link: opened
-// with O_NOFOLLOW) the pass account as owner (as root), the lab group
-// and mode 3770, through its descriptor.
-func (d Dir) fixDir(path string) error {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	uid := -1
-	if d.self == 0 {
-		uid = d.PassUID
-	}
-	if err := f.Chown(uid, d.GID); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := f.Chmod(Mode &^ fs.ModeDir); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return checkDir(path, d)
-}
-
-// Sub is d for its subdirectory path (the run-session locks'), which
-// must be of the same shape.
-func (d Dir) Sub(path string) Dir {
-	d.Path = path
-	return d
 }

@@ -171,3 +171,18 @@ func TestCheckDir(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestCheckParents: a directory above the state's that others may write
+// (not sticky) is refused: they could move the state directory away.
+func TestCheckParents(t *testing.T) {
+	d, _ := newLab(t)
+	parent := filepath.Dir(d.Path)
+	os.Chmod(parent, 0o777)
+	if err := d.Check(); !errors.Is(err, ErrDir) || !strings.Contains(err.Error(), parent+", above the lab's state directory, is a directory (mode 0777) of root") {
+		t.Errorf("a parent others write: %v", err)
+	}
+	os.Chmod(parent, fs.ModeSticky|0o777)
+	if err := d.Check(); err != nil {
+		t.Errorf("a sticky parent: %v", err)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -72,11 +71,7 @@ func findLab(opt *Options) (*lab, error) {
 		}
 		return nil, nil
 	}
-	real, err := TrustedLabFile(file)
-	if err != nil {
-		return nil, err
-	}
-	inv, err := inventory.Load(real)
+	inv, err := loadLab(file)
 	if err != nil {
 		return nil, err
 	}
@@ -131,29 +126,28 @@ func TrustedLabFile(file string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w: %v", file, ErrUntrustedLab, err)
 	}
-	fix := fmt.Sprintf("a lab's inventory is set up by root (as root: chown root: %s; chmod go-w %s, and likewise each directory above it); to use a copy of your own, take its `lab:` block out", real, real)
 	for p, top := real, true; ; p, top = filepath.Dir(p), false {
 		fi, err := os.Lstat(p)
 		if err != nil {
 			return "", fmt.Errorf("%s: %w: %v", file, ErrUntrustedLab, err)
 		}
 		st := fi.Sys().(*syscall.Stat_t)
+		what := "the file " + p
+		if !top {
+			what = "its directory " + p
+		}
 		why := ""
 		switch {
 		case top && !fi.Mode().IsRegular():
-			why = "it is not a regular file"
+			why = what + " is not a regular file"
 		case st.Uid != 0:
-			why = fmt.Sprintf("it is owned by %s, not root", userName(int(st.Uid)))
+			why = fmt.Sprintf("%s is owned by %s, not root", what, labfile.UserName(int(st.Uid)))
 		case fi.Mode().Perm()&0o022 != 0 && (top || fi.Mode()&fs.ModeSticky == 0):
-			why = fmt.Sprintf("its mode %04o lets others than root write it", fi.Mode().Perm())
+			why = fmt.Sprintf("%s has mode %04o: others than root may write it", what, fi.Mode().Perm())
 		}
 		if why != "" {
-			what := "the file"
-			if !top {
-				what = "its directory " + p
-			}
-			why = strings.Replace(why, "it", what, 1)
-			return "", fmt.Errorf("%s: %w: %s: %s", file, ErrUntrustedLab, why, fix)
+			return "", fmt.Errorf("%s: %w: %s; anyone who can write it could name themselves the pass account (as root: chown root: %s; chmod go-w %s); a copy of your own must not have a `lab:` block",
+				file, ErrUntrustedLab, why, p, p)
 		}
 		if p == "/" {
 			return real, nil
@@ -161,17 +155,23 @@ func TrustedLabFile(file string) (string, error) {
 	}
 }
 
-// userName is uid's name, else the number.
-func userName(uid int) string {
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		return u.Username
+// loadLab loads the lab inventory file, once TrustedLabFile trusts it
+// (from where its links lead: nothing but root can change that).
+func loadLab(file string) (*inventory.Inventory, error) {
+	real, err := TrustedLabFile(file)
+	if err != nil {
+		return nil, err
 	}
-	return strconv.Itoa(uid)
+	return inventory.Load(real)
 }
 
 // member reports whether this gssh is a member's in shared-lab mode (not
-// the pass user's): it records, and the pass user's next pass acts.
-func (l *Local) member() bool { return l.lab != nil && l.opt.User != l.lab.passUser }
+// the pass user's): it records, and the pass user's next pass acts. The
+// pass user is the process whose effective uid is the pass account's,
+// whatever its user name says (which may come from $USER).
+func (l *Local) member() bool {
+	return l.lab != nil && (l.opt.User != l.lab.passUser || os.Geteuid() != l.lab.dir.PassUID)
+}
 
 // notPassUser is the error of a pass a member asked for.
 func (l *Local) notPassUser() error {

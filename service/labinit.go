@@ -40,11 +40,7 @@ func LabInit(file string, now func() time.Time) ([]string, error) {
 	if _, ok := inventory.LabLine(file); !ok {
 		return nil, fmt.Errorf("%s: no `lab:` block (state, pass_user, group): gssh lab init sets up the lab that block describes", file)
 	}
-	real, err := TrustedLabFile(file)
-	if err != nil {
-		return nil, err
-	}
-	inv, err := inventory.Load(real)
+	inv, err := loadLab(file)
 	if err != nil {
 		return nil, err
 	}
@@ -99,13 +95,14 @@ func LabInit(file string, now func() time.Time) ([]string, error) {
 			say("%s: made owner %s, group %s, mode 3770", p, lb.PassUser, lb.Group)
 		}
 	}
-	had := exists(lb.State)
+	had, before := exists(lb.State), len(replaced)
 	if _, err := state.Open(lb.State, state.Options{Shared: &state.Shared{Lab: d, Report: note}}); err != nil {
 		return out, err
 	}
-	if !had {
+	switch {
+	case !had:
 		say("%s: made (an empty queue; owner %s, group %s, mode 0660)", lb.State, lb.PassUser, lb.Group)
-	} else {
+	case len(replaced) == before:
 		say("%s: kept (owner %s or root, group %s, mode 0660)", lb.State, lb.PassUser, lb.Group)
 	}
 	events := eventlog.Path(lb.State)

@@ -469,6 +469,9 @@ func (l *Local) rebalancePass(ctx context.Context, f *fleet.Fleet, st *state.Bol
 		return PassResult{}, err
 	}
 	defer unlock()
+	if l.lab != nil {
+		l.runDir() // the pass account keeps the directory of gssh run's locks; a problem is a member's gssh run's to tell
+	}
 	if active, err := st.Active(); err == nil {
 		l.sessions().sweep(active) // under the pass lock
 	}

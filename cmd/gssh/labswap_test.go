@@ -101,7 +101,7 @@ func TestSharedLabSwaps(t *testing.T) {
 		if code != exitUsage {
 			t.Errorf("alice's %v with her own lab inventory: exit %d, want %d", args, code, exitUsage)
 		}
-		want("her own lab inventory", errs, mine+": its `lab:` block is not used: the file is owned by "+alice.name+", not root")
+		want("her own lab inventory", errs, mine+": its `lab:` block is not used: the file "+mine+" is owned by "+alice.name+", not root")
 	}
 	if out, _, _ := l.gssh(bob, "ps"); !strings.Contains(out, "1\t"+bob.name+"\theld") {
 		t.Errorf("bob's job after alice's try:\n%s", out)
@@ -180,4 +180,20 @@ func TestSharedLabSwaps(t *testing.T) {
 	}
 	out, _, _ = l.gssh(bob, "events", "--json")
 	want("events", out, `"event":"lab_file_replaced","path":"`+l.statePath+`","found":"a symbolic link to `+rootFile.path)
+
+	// A lab set up the old way (a root-owned 2770 directory, the state
+	// made by the first member who submitted): gssh lab init makes it
+	// the pass account's, the queue kept.
+	if _, errs, code := l.gssh(alice, "submit", "--hold", "--host", "w1", "--workdir", l.work, "--", "true"); code != 0 {
+		t.Fatalf("alice's submit: %s", errs)
+	}
+	mustRun(t, "", "chown", "root", dir)
+	mustRun(t, "", "chmod", "2770", dir)
+	mustRun(t, "", "chown", alice.name, l.statePath)
+	out = l.labInit()
+	want("lab init of an old lab", out, dir+": made owner "+pass.name+", group "+l.group+", mode 3770")
+	want("lab init of an old lab", out, l.statePath+": was not gssh's (a regular file of "+alice.name+"; its content was kept)")
+	if out, _, _ := l.gssh(bob, "ps"); !strings.Contains(out, "1\t"+alice.name+"\theld") {
+		t.Errorf("the queue after lab init:\n%s", out)
+	}
 }
