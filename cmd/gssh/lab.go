@@ -18,8 +18,11 @@ func newLabCmd(a *app) *cobra.Command {
 		Short: "Set up a lab's shared queue (as root)",
 		Long: `Set up the shared queue that the lab inventory's lab: block describes
 (state, pass_user, group). docs/lab.md says how to set one up.`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
+		Example: `  sudo gssh lab init
+  sudo gssh lab init --inventory /etc/gssh/hosts.yaml`,
+		Annotations: exits(exitLineUsage, exitLineState),
+		Args:        cobra.NoArgs,
+		RunE:        func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	cmd.AddCommand(newLabInitCmd(a))
 	return cmd
@@ -29,15 +32,12 @@ func newLabInitCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Make the lab's group, state directory and files, as root",
-		Long: `Make, as root, what the lab inventory's lab: block names: the group
-(groupadd, when missing), the state's directory (owned by the pass
-account, in the lab group, mode 3770: setgid and sticky), and in it the
-state file, the pass lock, the event log and its lock (the pass
-account's, mode 0660) and the directory of gssh run's locks. What is
-right already is kept; a file there that is not gssh's is replaced and
-the event log says so. Safe to run again. The lab inventory (--inventory,
-else $GSSH_INVENTORY when it has a lab: block, else /etc/gssh/hosts.yaml)
-must be a file root owns and no one else can write (so its directories).`,
+		Long: `As root, make what the lab inventory's lab: block names: the group (when
+missing), the state directory (the pass account's, in the lab group, mode
+3770: setgid and sticky) and in it the state file, the pass lock, the event
+log and its lock (the pass account's, 0660). What is right already is kept;
+an entry that is not gssh's is replaced, and the event log says so. Safe to
+run again. The lab inventory must be root's and writable by no one else.`,
 		Example: `  sudo gssh lab init
   sudo gssh lab init --inventory /etc/gssh/hosts.yaml
   sudo GSSH_INVENTORY=/srv/lab/hosts.yaml gssh lab init`,
