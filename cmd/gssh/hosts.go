@@ -14,6 +14,7 @@ import (
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/probe"
 	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/state"
 )
 
 type hostsOptions struct {
@@ -67,7 +68,7 @@ of jobs given up there are to be killed when it answers again.
 func hostsRun(ctx context.Context, a *app, opts *hostsOptions) error {
 	doc, err := a.service().Hosts(ctx, service.HostQuery{Hosts: opts.hosts, Labels: opts.labels})
 	var pe *service.PartialError
-	if err != nil && !errors.As(err, &pe) {
+	if err != nil && !errors.As(err, &pe) && !errors.Is(err, state.ErrDamaged) { // damaged: the table, then the error
 		return interrupted(ctx, err)
 	}
 	if opts.json {
