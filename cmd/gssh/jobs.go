@@ -873,6 +873,12 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 			fmt.Fprintf(&b, "would preempt job %d on %s: %s\n", p.Job, p.Host, p.Reason.Text)
 		}
 		if len(res.Preempts) == 0 {
+			for _, h := range res.Holds {
+				if h.Job != 0 {
+					fmt.Fprintf(&b, "job %d waits: ", h.Job)
+				}
+				fmt.Fprintln(&b, h.Text)
+			}
 			b.WriteString("nothing to preempt: no waiting job qualifies (see the README's Rebalancing)\n")
 		}
 		_, err := io.WriteString(a.stdout, b.String())
