@@ -115,7 +115,7 @@ func (w *pageWalk) page(id uint64, want uint16, where string) ([]byte, bool) {
 		w.problem("%s refers to page %d, past the end of the file", where, id)
 		return nil, false
 	}
-	p := make([]byte, pageHeader)
+	p := make([]byte, w.ps) // the page itself; the pages it spans are read below
 	if _, err := w.r.ReadAt(p, int64(id*w.ps)); err != nil {
 		w.problem("page %d (%s): %v", id, where, err)
 		return nil, false
@@ -140,10 +140,12 @@ func (w *pageWalk) page(id uint64, want uint16, where string) ([]byte, bool) {
 		}
 		w.seen[i] = true
 	}
-	p = make([]byte, end-id*w.ps)
-	if _, err := w.r.ReadAt(p, int64(id*w.ps)); err != nil {
-		w.problem("page %d (%s): %v", id, where, err)
-		return nil, false
+	if overflow > 0 {
+		p = append(p, make([]byte, overflow*w.ps)...)
+		if _, err := w.r.ReadAt(p[w.ps:], int64((id+1)*w.ps)); err != nil {
+			w.problem("page %d (%s): %v", id, where, err)
+			return nil, false
+		}
 	}
 	return p, true
 }
