@@ -15,7 +15,8 @@ const MaxArrayIndex = 1_000_000
 // ParseArray reads --array as sbatch does: comma-separated indexes and
 // ranges, "0-31", "1,4,9", "0-99:2" (a step), with an optional "%N" at the
 // end (at most N tasks running at once). It returns the indexes in the
-// order given, each once, and N (0: no limit). Indexes go from 0 to
+// order given and N (0: no limit); an index given twice (1,1; 0-9,5) is
+// an error, as a task would otherwise be silently dropped. Indexes go from 0 to
 // MaxArrayIndex; at most MaxArrayTasks of them. Errors say what part is
 // wrong and what to give.
 func ParseArray(s string) (indexes []int, limit int, err error) {
@@ -62,13 +63,14 @@ func ParseArray(s string) (indexes []int, limit int, err error) {
 			step = n
 		}
 		for i := first; i <= last; i += step {
-			if !seen[i] {
-				if len(indexes) == MaxArrayTasks {
-					return nil, 0, fmt.Errorf("--array %q: more than %d tasks: split the sweep, or give a step", s, MaxArrayTasks)
-				}
-				seen[i] = true
-				indexes = append(indexes, i)
+			if seen[i] {
+				return nil, 0, fmt.Errorf("--array %q: index %d is given twice: give each index once (1,4,9; 0-31; 0-99:2)", s, i)
 			}
+			if len(indexes) == MaxArrayTasks {
+				return nil, 0, fmt.Errorf("--array %q: more than %d tasks: split the sweep, or give a step", s, MaxArrayTasks)
+			}
+			seen[i] = true
+			indexes = append(indexes, i)
 		}
 	}
 	return indexes, limit, nil

@@ -16,7 +16,7 @@ func TestParseArray(t *testing.T) {
 		"0-9:3":     {[]int{0, 3, 6, 9}, 0},
 		"0-7%2":     {[]int{0, 1, 2, 3, 4, 5, 6, 7}, 2},
 		"5":         {[]int{5}, 0},
-		"3,1-2,3":   {[]int{3, 1, 2}, 0},
+		"3,1-2":     {[]int{3, 1, 2}, 0},
 		" 0-1 ":     {[]int{0, 1}, 0},
 		"0-9999":    {nil, 0}, // 10,000: the most
 		"7-7:5%100": {[]int{7}, 100},
@@ -42,6 +42,10 @@ func TestParseArray(t *testing.T) {
 		"-1":      `"" is not a task index`,
 		"2000000": "2000000 is not a task index from 0 to 1000000",
 		"1,,2":    `"" is not a task index`,
+		"1,1,1":   `index 1 is given twice: give each index once`,
+		"3,1-2,3": "index 3 is given twice",
+		"0-9,5-7": "index 5 is given twice",
+		"0-9:2,4": "index 4 is given twice",
 	} {
 		if _, _, err := ParseArray(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseArray(%q): %v, want %q", in, err, want)

@@ -17,9 +17,9 @@ const walltimeHelp = "use a Go duration (90m, 1h30m) or Slurm's [D-]HH:MM:SS (li
 // "1h30m", "1.5h") or one of Slurm's forms, all digits: "MM", "MM:SS",
 // "HH:MM:SS", "D-HH", "D-HH:MM" and "D-HH:MM:SS" (a bare number is
 // minutes, as in Slurm). A field after another must be in range (minutes and
-// seconds below 60, hours after days below 24). The result is more than 0:
-// zero, negatives and Slurm's "unlimited" are errors (no walltime is the
-// absence of one).
+// seconds below 60, hours after days below 24). The result is at least
+// 1s: zero, negatives, Slurm's "unlimited" (no walltime is the absence of
+// one) and anything shorter (1ns: no job starts in that) are errors.
 func ParseWalltime(s string) (time.Duration, error) {
 	bad := func(why string) (time.Duration, error) {
 		return 0, fmt.Errorf("invalid walltime %q: %s; %s", s, why, walltimeHelp)
@@ -47,8 +47,11 @@ func ParseWalltime(s string) (time.Duration, error) {
 			return bad("not a duration")
 		}
 	}
-	if d <= 0 {
+	switch {
+	case d <= 0:
 		return bad("must be more than 0")
+	case d < time.Second:
+		return bad(fmt.Sprintf("%s is below 1s, the shortest walltime; give 1s or more, such as 90s", d))
 	}
 	return d, nil
 }

@@ -18,7 +18,8 @@ func TestParseWalltime(t *testing.T) {
 		{"1h30m", 90 * time.Minute},
 		{"1.5h", 90 * time.Minute},
 		{"45s", 45 * time.Second},
-		{"500ms", 500 * time.Millisecond},
+		{"1s", time.Second},
+		{"1.5s", 1500 * time.Millisecond},
 		{"48h", 2 * day},
 		// Slurm: minutes, minutes:seconds, hours:minutes:seconds.
 		{"90", 90 * time.Minute},
@@ -82,6 +83,9 @@ func TestParseWalltimeErrors(t *testing.T) {
 		{"abc", "not a duration"},
 		{"1e3s", "not a duration"},
 		{"9999999999h", "not a duration"},
+		{"1ns", "1ns is below 1s, the shortest walltime; give 1s or more"},
+		{"500ms", "500ms is below 1s"},
+		{"999ms", "999ms is below 1s"},
 	} {
 		_, err := ParseWalltime(tt.in)
 		if err == nil {

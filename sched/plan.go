@@ -110,6 +110,9 @@ type Decisions struct {
 	// when the policy's Rebalance or Input.Rebalance is on (see
 	// rebalance).
 	Preempts []Preempt `json:"preempts,omitempty"`
+	// Holds say, when rebalancing preempts nothing, what keeps it from
+	// preempting for each waiting job it looked at (see Hold).
+	Holds []Hold `json:"holds,omitempty"`
 }
 
 // Plan orders in.Queue by in.Policy (and in.Usage) and offers each job, in
@@ -249,7 +252,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 		out.Starts = append(out.Starts, st)
 	}
 	if (pol.Rebalance || in.Rebalance) && len(ended) == 0 {
-		out.Preempts = rebalance(in, pol, hosts, out.Pending, memo)
+		out.Preempts, out.Holds = rebalance(in, pol, hosts, out.Pending, memo)
 	}
 	return out
 }

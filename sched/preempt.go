@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gssh/gssh/job"
@@ -26,6 +27,22 @@ type Preempt struct {
 	// Reason says why, with code CodePreempted: "preempted for job 12 of
 	// alice (priority 4 ranks ahead of 6)".
 	Reason Reason `json:"reason"`
+}
+
+// Hold is what keeps rebalancing from preempting for a waiting job now:
+// the policy setting in the way and, in words, how far it is from
+// letting it ("preempt_after: 3m10s to go"). gssh schedule --rebalance
+// --dry-run prints them when it would preempt nothing.
+type Hold struct {
+	Job job.ID `json:"job"` // the waiting job; 0 for the whole queue (order: fifo)
+	// Ref names the waiting job for people (job.Job.Ref: "16_2").
+	Ref string `json:"-"`
+	// Setting is the inventory's policy key in the way: "preempt_after",
+	// "min_runtime", "order"; "" when none is (no running job that
+	// could ever be preempted for it: none preemptible ranks behind it,
+	// or none whose going leaves it room).
+	Setting string `json:"setting,omitempty"`
+	Text    string `json:"text"`
 }
 
 // Bounds of one plan's search for victims.
@@ -75,19 +92,21 @@ const (
 //     fit, nor for one another job (ahead of it, or let in under its
 //     owner's cap by the victims' going) would take the room from.
 //
-// It returns nil when no waiting job qualifies.
-func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool) []Preempt {
+// It returns nil when no waiting job qualifies, with the Holds of the
+// waiting jobs it looked at: what setting keeps each from preempting.
+func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool) ([]Preempt, []Hold) {
 	if pol.Order == OrderFIFO {
-		return nil
+		return nil, []Hold{{Setting: "order", Text: "order: fifo preempts nothing (rebalancing goes by priority or fair-share: order: priority or fairshare)"}}
 	}
 	running := make(map[job.ID]*job.Job, len(in.Running))
 	for i := range in.Running {
 		r := &in.Running[i]
 		if r.State == job.Preempting {
-			return nil // one round at a time
+			return nil, []Hold{{Text: fmt.Sprintf("job %s is still being preempted: one round at a time", r.Ref())}}
 		}
 		running[r.ID] = r
 	}
+	var holds []Hold
 	queued := make(map[job.ID]*job.Job, len(in.Queue))
 	for i := range in.Queue {
 		queued[in.Queue[i].ID] = &in.Queue[i]
@@ -96,11 +115,16 @@ func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool
 	tried := 0
 	for _, p := range pending {
 		w, ok := queued[p.Job]
-		if !ok || !p.Exhausted || in.Now.Sub(waitingSince(w)) < pol.PreemptAfter {
+		if !ok || !p.Exhausted {
 			continue
 		}
 		if tried++; tried > maxWaiters {
-			return nil
+			return nil, holds
+		}
+		if waited := in.Now.Sub(waitingSince(w)); waited < pol.PreemptAfter {
+			holds = append(holds, Hold{Job: w.ID, Ref: w.Ref(), Setting: "preempt_after", Text: fmt.Sprintf("preempt_after: %s to go (it has waited %s of %s)",
+				shortDuration(pol.PreemptAfter-waited), shortDuration(waited), shortDuration(pol.PreemptAfter))})
+			continue
 		}
 		// The running jobs that rank behind w and may be preempted, by
 		// host, and why each ranks behind.
@@ -127,6 +151,7 @@ func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool
 		}
 		chosen := chooseVictims(in, hosts, w, victims, memo)
 		if chosen == nil {
+			holds = append(holds, notYet(in, pol, w, running, score))
 			continue
 		}
 		out := make([]Preempt, len(chosen.jobs))
@@ -134,9 +159,44 @@ func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool
 			out[i] = Preempt{Job: v.ID, Ref: v.Ref(), For: w.ID, Host: chosen.host,
 				Reason: because(CodePreempted, fmt.Sprintf("preempted for job %s of %s (%s)", w.Ref(), w.User, why[v.ID]))}
 		}
-		return out
+		return out, nil
 	}
-	return nil
+	return nil, holds
+}
+
+// notYet is the Hold of waiting job w that has waited preempt_after but
+// has no victims now: the running job that would rank behind it the
+// soonest once it has run min_runtime, else none.
+func notYet(in Input, pol Policy, w *job.Job, running map[job.ID]*job.Job, score func(string) float64) Hold {
+	var soonest *job.Job
+	for _, v := range running {
+		if v.StartedAt.IsZero() || in.Now.Sub(v.StartedAt) >= pol.MinRuntime {
+			continue
+		}
+		if _, ok := preemptible(*v, *w, pol, v.StartedAt.Add(pol.MinRuntime), score); ok &&
+			(soonest == nil || v.StartedAt.Before(soonest.StartedAt) || v.StartedAt.Equal(soonest.StartedAt) && v.ID < soonest.ID) {
+			soonest = v
+		}
+	}
+	if soonest == nil {
+		return Hold{Job: w.ID, Ref: w.Ref(), Text: "no running job may be preempted for it: none preemptible ranks behind it, or their going leaves it no room"}
+	}
+	ran := in.Now.Sub(soonest.StartedAt)
+	return Hold{Job: w.ID, Ref: w.Ref(), Setting: "min_runtime", Text: fmt.Sprintf("min_runtime: %s to go (job %s, which ranks behind it, has run %s of %s)",
+		shortDuration(pol.MinRuntime-ran), soonest.Ref(), shortDuration(ran), shortDuration(pol.MinRuntime))}
+}
+
+// shortDuration is d to the second, without trailing zero units: "3m10s",
+// "10m", "2h", "1h30m".
+func shortDuration(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // waitingSince is when queued job j began to wait: its submit, its last

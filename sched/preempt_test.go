@@ -259,3 +259,41 @@ func TestRebalanceChangesNoStart(t *testing.T) {
 		t.Error("the input changed")
 	}
 }
+
+// A plan that preempts nothing says which setting holds each waiting job
+// back, and how far it is from letting it.
+func TestRebalanceHolds(t *testing.T) {
+	a := host("a", gpus(1, 80*GiB)...)
+	for _, c := range []struct {
+		name string
+		in   Input
+		want []Hold
+	}{
+		{"preempt_after", func() Input {
+			in := rebalanceIn([]Host{a}, []job.Job{victim(1, "v", 6, time.Hour, "a", "GPU-00")}, waiter(9, "w", 4, 1))
+			in.Queue[0].SubmittedAt = rebalanceNow.Add(-6*time.Minute - 50*time.Second)
+			return in
+		}(), []Hold{{Job: 9, Setting: "preempt_after", Text: "preempt_after: 3m10s to go (it has waited 6m50s of 10m)"}}},
+		{"min_runtime", rebalanceIn([]Host{a}, []job.Job{victim(1, "v", 6, 2*time.Minute, "a", "GPU-00")}, waiter(9, "w", 4, 1)),
+			[]Hold{{Job: 9, Setting: "min_runtime", Text: "min_runtime: 8m to go (job 1, which ranks behind it, has run 2m of 10m)"}}},
+		{"no victim", rebalanceIn([]Host{a}, []job.Job{victim(1, "v", 2, time.Hour, "a", "GPU-00")}, waiter(9, "w", 4, 1)),
+			[]Hold{{Job: 9, Text: "no running job may be preempted for it: none preemptible ranks behind it, or their going leaves it no room"}}},
+		{"fifo", func() Input {
+			in := rebalanceIn([]Host{a}, []job.Job{victim(1, "v", 6, time.Hour, "a", "GPU-00")}, waiter(9, "w", 4, 1))
+			in.Policy.Order = OrderFIFO
+			return in
+		}(), []Hold{{Setting: "order", Text: "order: fifo preempts nothing (rebalancing goes by priority or fair-share: order: priority or fairshare)"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := Plan(c.in)
+			if len(d.Preempts) != 0 || !slices.Equal(d.Holds, c.want) {
+				t.Errorf("preempts %v, holds %+v; want none and %+v", preempted(d), d.Holds, c.want)
+			}
+		})
+	}
+	// Once it may, it preempts, and holds nothing.
+	d := Plan(rebalanceIn([]Host{a}, []job.Job{victim(1, "v", 6, time.Hour, "a", "GPU-00")}, waiter(9, "w", 4, 1)))
+	if got := preempted(d); !slices.Equal(got, []string{"1>9"}) || d.Holds != nil {
+		t.Errorf("preempts %v, holds %+v; want 1>9 and none", got, d.Holds)
+	}
+}

@@ -7,13 +7,15 @@ import (
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/state"
 )
 
 // GPUs implements Service, with the gssh jobs holding each GPU as the
 // state file records them. The error is a *PartialError when some host
 // could not be probed (the document still lists it, with its state); a
 // state file that cannot be read leaves the jobs out and says so in
-// GPUsDoc.JobsError.
+// GPUsDoc.JobsError; a damaged one (state.ErrDamaged) is the error too,
+// with the document whole.
 func (l *Local) GPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	reports, err := l.probe(ctx, q, false)
 	if err != nil {
@@ -44,6 +46,9 @@ func (l *Local) GPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	for i, r := range reports {
 		doc.Hosts[i].DrainDoc = drainDoc(f.Inventory(), r.Host, ds[r.Host.Name], l.opt.Now())
 	}
+	if errors.Is(serr, state.ErrDamaged) {
+		return doc, serr // the GPUs are shown, and the damage is the command's error (exit 3)
+	}
 	return doc, partial(reports)
 }
 
@@ -60,8 +65,16 @@ func (l *Local) Hosts(ctx context.Context, q HostQuery) (HostsDoc, error) {
 	for i, r := range reports {
 		doc.Hosts[i].DrainDoc = drainDoc(f.Inventory(), r.Host, ds[r.Host.Name], l.opt.Now())
 	}
-	if st, none, err := l.readStore(); err == nil && !none {
-		if recs, _ := st.Hosts(); len(recs) > 0 { // a record that cannot be read is shown as none
+	st, none, err := l.readStore()
+	if errors.Is(err, state.ErrDamaged) {
+		return doc, err // the hosts are shown, and the damage is the command's error (exit 3)
+	}
+	if err == nil && !none {
+		recs, herr := st.Hosts() // a record that cannot be read is shown as none
+		if errors.Is(herr, state.ErrDamaged) {
+			return doc, herr
+		}
+		if len(recs) > 0 {
 			for i, h := range doc.Hosts {
 				if r, ok := recs[h.Name]; ok && (r.Failures > 0 || r.Down() || len(r.Strays) > 0 || r.LastError != "" || len(r.GPUs) > 0) {
 					doc.Hosts[i].Record = &r

@@ -225,6 +225,9 @@ type PassResult struct {
 	// Preempts are what a dry run (ScheduleRequest.DryRun) would preempt,
 	// and for whom, and why.
 	Preempts []sched.Preempt `json:"preempts,omitempty"`
+	// Holds say, when a dry run would preempt nothing, which setting
+	// keeps each waiting job from preempting (sched.Hold).
+	Holds []sched.Hold `json:"holds,omitempty"`
 	// Problems are per-host and per-job errors that did not stop the pass.
 	Problems []error `json:"-"`
 	// Reaped are the GPU processes the pass meant to kill (orphans of
@@ -516,7 +519,7 @@ func (l *Local) Schedule(ctx context.Context, r ScheduleRequest) (PassResult, er
 		if ierr := interrupted(ctx); ierr != nil {
 			err = ierr
 		}
-		return PassResult{Started: []job.Job{}, Finished: []job.Job{}, Pending: []job.Job{}, Queued: len(d.Pending), Preempts: d.Preempts}, err
+		return PassResult{Started: []job.Job{}, Finished: []job.Job{}, Pending: []job.Job{}, Queued: len(d.Pending), Preempts: d.Preempts, Holds: d.Holds}, err
 	}
 	return l.rebalancePass(ctx, f, st, nil, r.Wait, r.Rebalance)
 }

@@ -118,7 +118,9 @@ func (l *Local) StateRestore(ctx context.Context, r RestoreRequest) (RestoreResu
 		refuse = append(refuse, fmt.Sprintf("the backup has %d %s (gssh state check %s lists them)", n, what, r.Backup))
 		todo = append(todo, "give a sound backup")
 	}
-	if live, err := state.Check(l.opt.StatePath, opt); err == nil && live.ClusterID != backup.ClusterID {
+	// A live file too damaged to read its cluster id (Check stopped at
+	// its pages) is replaced all the same.
+	if live, err := state.Check(l.opt.StatePath, opt); err == nil && live.ClusterID != "" && live.ClusterID != backup.ClusterID {
 		refuse = append(refuse, fmt.Sprintf("the backup is of another queue (cluster id %s; the state file's is %s)", backup.ClusterID, live.ClusterID))
 		todo = append(todo, "check that it is this queue's backup (or that --state names the queue to replace)")
 	} else if err != nil && (errors.Is(err, state.ErrBusy) || errors.Is(err, context.Canceled)) {

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -196,11 +197,24 @@ func Check(path string, opt Options) (Report, error) {
 	}
 	defer db.Close()
 	var r Report
-	err = db.View(func(tx *bolt.Tx) error {
-		var err error
-		r, err = s.check(tx)
-		return err
-	})
+	// The pages first, from a copy read under the lock db holds: bbolt's
+	// check reads them in a goroutine where a fault is fatal (damage.go).
+	if r.Problems, err = s.walkPages(); err != nil {
+		return Report{}, err
+	}
+	if len(r.Problems) > 0 {
+		r.Problems = append(r.Problems, "the rest of the file was not checked: its pages are damaged")
+	} else {
+		err = s.guard("check", func() error {
+			return db.View(func(tx *bolt.Tx) error { return s.check(tx, &r) })
+		})
+		if fe := (*FileError)(nil); errors.Is(err, ErrDamaged) && errors.As(err, &fe) {
+			// What was read is in r; the rest could not be.
+			why, _, _ := strings.Cut(fe.Err.Error(), damagedAdvice)
+			r.Problems = append(r.Problems, why+": the rest of the file was not checked")
+			err = nil
+		}
+	}
 	r.Path, r.Bytes = path, fi.Size()
 	return r, err
 }
@@ -213,33 +227,27 @@ func cmpDuration(d, def time.Duration) time.Duration {
 	return d
 }
 
-// check is Check's work in read transaction tx.
-func (s *Bolt) check(tx *bolt.Tx) (r Report, err error) {
+// check is Check's work in read transaction tx, filling r (what it
+// read, when a damaged page stops it).
+func (s *Bolt) check(tx *bolt.Tx, r *Report) error {
 	meta := tx.Bucket([]byte(bucketMeta))
 	if meta == nil {
-		return r, s.corrupt("no %q bucket (another program's bbolt file?)", bucketMeta)
+		return s.corrupt("no %q bucket (another program's bbolt file?)", bucketMeta)
 	}
 	v, verr := getUint(meta, keyVersion)
 	switch {
 	case verr != nil:
-		return r, s.corrupt("%v", verr)
+		return s.corrupt("%v", verr)
 	case v > schemaVersion:
-		return r, s.fail("check", fmt.Errorf("%w (schema %d; this gssh reads up to %d); upgrade gssh to check it", ErrNewerSchema, v, schemaVersion))
+		return s.fail("check", fmt.Errorf("%w (schema %d; this gssh reads up to %d); upgrade gssh to check it", ErrNewerSchema, v, schemaVersion))
 	case v < 1:
-		return r, s.corrupt("unknown schema version %d", v)
+		return s.corrupt("unknown schema version %d", v)
 	}
 	r.Schema = v
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
-	func() {
-		defer func() {
-			if p := recover(); p != nil {
-				problem("bbolt: the check stopped at a damaged page: %v", p)
-			}
-		}()
-		for err := range tx.Check() {
-			problem("bbolt: %v", err)
-		}
-	}()
+	for err := range tx.Check() { // its own panics come as errors
+		problem("bbolt: %v", err)
+	}
 
 	r.ClusterID = string(meta.Get([]byte(keyClusterID)))
 	if _, err := hex.DecodeString(r.ClusterID); err != nil || len(r.ClusterID) != 32 {
@@ -258,7 +266,7 @@ func (s *Bolt) check(tx *bolt.Tx) (r Report, err error) {
 	}
 	jobs, active, usage := buckets[bucketJobs], buckets[bucketActive], buckets[bucketUsage]
 	if jobs == nil {
-		return r, nil
+		return nil
 	}
 	ledger := map[string][]byte{} // what usage/ should hold, from the records
 	// What ended/ and jobdirs/ should hold (schema 5 on), from the records.
@@ -348,7 +356,7 @@ func (s *Bolt) check(tx *bolt.Tx) (r Report, err error) {
 			want, ok := ledger[string(k)]
 			switch {
 			case len(k) != usageKeyLen:
-				problem("usage: bad key %x", k)
+				problem("usage: bad key %s", keyText(k))
 			case !ok:
 				problem("usage: an entry for job %d that its record does not have (fair-share counts a use that is not there)", binary.BigEndian.Uint64(k[8:]))
 			case !sameUse(val, want):
@@ -391,7 +399,7 @@ func (s *Bolt) check(tx *bolt.Tx) (r Report, err error) {
 			return nil
 		})
 	}
-	return r, nil
+	return nil
 }
 
 // checkEndIndex compares the index bucket name (ended/, jobdirs/) with
@@ -405,7 +413,7 @@ func checkEndIndex(tx *bolt.Tx, name string, want map[string]job.ID, problem fun
 	c := b.Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		if len(k) != usageKeyLen {
-			problem("%s: bad key %x", name, k)
+			problem("%s: bad key %s", name, keyText(k))
 			continue
 		}
 		if _, ok := want[string(k)]; !ok {
@@ -491,9 +499,11 @@ func Restore(backup, live string, minSeq uint64, opt Options) (Restored, error) 
 	if err != nil {
 		return Restored{}, err
 	}
-	err = db.View(func(tx *bolt.Tx) error {
-		_, err := tx.WriteTo(tmp)
-		return err
+	err = src.guard("read", func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			_, err := tx.WriteTo(tmp)
+			return err
+		})
 	})
 	db.Close()
 	if err == nil {
@@ -502,13 +512,23 @@ func Restore(backup, live string, minSeq uint64, opt Options) (Restored, error) 
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
+	if errors.Is(err, ErrDamaged) {
+		return Restored{}, err
+	}
 	if err != nil {
 		return Restored{}, dst.fail("restore", fmt.Errorf("copy %s: %w", backup, err))
 	}
 
 	var out Restored
 	swap := func(liveSeq uint64) error {
-		sum, err := raiseSeq(tmp.Name(), max(minSeq, liveSeq))
+		var sum Summary
+		err := src.guard("read", func() (err error) {
+			sum, err = raiseSeq(tmp.Name(), max(minSeq, liveSeq))
+			return err
+		})
+		if errors.Is(err, ErrDamaged) {
+			return err
+		}
 		if err != nil {
 			return dst.fail("restore", fmt.Errorf("the copy of %s: %w", backup, err))
 		}

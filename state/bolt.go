@@ -222,6 +222,7 @@ type Bolt struct {
 	shared    *Shared
 	onOp      func(Op)        // Options.Trace; nil: none
 	cancel    <-chan struct{} // Options.Cancel
+	damage    damage          // what an operation found damaged (damage.go): no writes then
 }
 
 var _ Store = (*Bolt)(nil)
@@ -658,7 +659,7 @@ func listSince(tx *bolt.Tx, l *listing) {
 	c = tx.Bucket([]byte(bucketEnded)).Cursor()
 	for k, _ := c.Seek(usageKey(f.Since, 0)); k != nil; k, _ = c.Next() {
 		if len(k) != usageKeyLen {
-			l.errs = append(l.errs, fmt.Errorf("bad ended key %x", k))
+			l.errs = append(l.errs, fmt.Errorf("bad ended key %s", keyText(k)))
 			continue
 		}
 		id := idKey(job.ID(binary.BigEndian.Uint64(k[8:])))
@@ -741,57 +742,77 @@ func (s *Bolt) do(write bool, fn func(*bolt.Tx) error) (err error) {
 	if s.onOp != nil {
 		defer func() { s.trace(write, lf, err) }()
 	}
-	db, err := s.openDB(!write, &lf)
-	if err != nil {
-		return err
-	}
 	op := "read"
 	if write {
 		op = "write"
-	}
-	defer func() {
-		if cerr := db.Close(); cerr != nil && err == nil {
-			err = s.fail(op, cerr)
-		}
-	}()
-	run := db.View
-	if write {
-		run = db.Update
-	}
-	var fnErr error
-	err = run(func(tx *bolt.Tx) error {
-		if err := s.checkSchema(tx); err != nil {
-			fnErr = err
+		if err := s.refuseWrite(); err != nil {
 			return err
 		}
-		fnErr = fn(tx)
-		return fnErr
-	})
-	if err != nil && err != fnErr {
-		return s.fail(op, err)
 	}
-	return err
+	return s.guard(op, func() (err error) {
+		db, err := s.openDB(!write, &lf)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := db.Close(); cerr != nil && err == nil {
+				err = s.fail(op, cerr)
+			}
+		}()
+		if err := s.walkOnce(); err != nil {
+			return err
+		}
+		run := db.View
+		if write {
+			run = db.Update
+		}
+		var fnErr error
+		err = run(func(tx *bolt.Tx) error {
+			if err := s.checkSchema(tx); err != nil {
+				fnErr = err
+				return err
+			}
+			fnErr = fn(tx)
+			return fnErr
+		})
+		if err != nil && err != fnErr {
+			return s.fail(op, err)
+		}
+		return err
+	})
 }
 
 // openDB opens the bbolt file, taking its lock as openLocked does (lf
-// says how that went), and maps its errors to the package's.
+// says how that went), and maps its errors to the package's. A damaged
+// file that makes bbolt panic or fault while it loads (the freelist) is
+// ErrDamaged (guard), its file closed.
 func (s *Bolt) openDB(readOnly bool, lf *lockedFile) (db *bolt.DB, err error) {
 	if err := s.checkLength(); err != nil {
 		return nil, err
 	}
-	// A damaged file can make bbolt panic while it loads the freelist:
-	// report it as the damaged file it is.
+	var f *os.File
+	open := s.openLocked(lf, !readOnly)
 	defer func() {
-		if r := recover(); r != nil {
-			db, err = nil, s.fail("open", fmt.Errorf("%w: %v%s", ErrDamaged, r, corruptAdvice))
+		if db == nil && f != nil {
+			f.Close() // bbolt left it open when it panicked (closing twice is harmless)
 		}
 	}()
-	// bbolt's flock of the file openLocked locked succeeds at once.
-	db, err = bolt.Open(s.path, 0o600, &bolt.Options{ReadOnly: readOnly, OpenFile: s.openLocked(lf, !readOnly)})
+	err = s.guard("open", func() error {
+		var err error
+		// bbolt's flock of the file openLocked locked succeeds at once.
+		db, err = bolt.Open(s.path, 0o600, &bolt.Options{ReadOnly: readOnly, OpenFile: func(name string, flag int, mode os.FileMode) (*os.File, error) {
+			var err error
+			f, err = open(name, flag, mode)
+			return f, err
+		}})
+		return err
+	})
 	var busy *BusyError
 	switch {
 	case err == nil:
 		return db, nil
+	case errors.Is(err, ErrDamaged): // guard's
+		return nil, err
 	case errors.As(err, &busy):
 		return nil, s.fail("open", busy)
 	case errors.Is(err, context.Canceled): // Options.Cancel, while it waited
@@ -1178,7 +1199,7 @@ func usageKeyOf(j job.Job) []byte {
 // decodeUse decodes a usage ledger entry.
 func decodeUse(k, v []byte) (job.Use, error) {
 	if len(k) != usageKeyLen {
-		return job.Use{}, fmt.Errorf("bad usage key %x", k)
+		return job.Use{}, fmt.Errorf("bad usage key %s", keyText(k))
 	}
 	var u job.Use
 	if err := json.Unmarshal(v, &u); err != nil {
@@ -1212,7 +1233,7 @@ func idKey(id job.ID) []byte { return uint64Bytes(uint64(id)) }
 // keyID is the inverse of idKey.
 func keyID(k []byte) (job.ID, error) {
 	if len(k) != 8 {
-		return 0, fmt.Errorf("bad job key %x", k)
+		return 0, fmt.Errorf("bad job key %s", keyText(k))
 	}
 	return job.ID(binary.BigEndian.Uint64(k)), nil
 }

@@ -186,7 +186,7 @@ func (s *Bolt) DirsDue(before time.Time, limit int) ([]job.Job, error) {
 		c := dirs.Cursor()
 		for k, _ := c.First(); k != nil && bytes.Compare(k, cut) < 0 && len(out) < limit; k, _ = c.Next() {
 			if len(k) != usageKeyLen {
-				errs = append(errs, fmt.Errorf("bad jobdirs key %x", k))
+				errs = append(errs, fmt.Errorf("bad jobdirs key %s", keyText(k)))
 				continue
 			}
 			id, _ := keyID(k[8:])

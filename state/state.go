@@ -162,8 +162,11 @@ var (
 	ErrNewerSchema = errors.New("state file was written by a newer gssh")
 	// ErrNoState: Open with NoCreate found no file.
 	ErrNoState = errors.New("no state file")
-	// ErrDamaged: the state file is empty or truncated, or its pages fail
-	// their checksums: it was a gssh state file, but cannot be trusted now.
+	// ErrDamaged: the state file is empty or truncated, its pages fail
+	// their checksums, or its page tree is damaged (found by the walk of
+	// its pages a Bolt makes once, or by bbolt panicking or faulting on
+	// it: see damage.go): it was a gssh state file, but cannot be trusted
+	// now. A Bolt that met it refuses every write after.
 	ErrDamaged = errors.New("state file is damaged")
 	// ErrBadRecord: Active or List could not decode some job records; they
 	// return the others, and the error names each bad one.

@@ -79,7 +79,7 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
-		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"pty": ptyCmd, "boltput": boltPutCmd},
+		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"pty": ptyCmd, "boltput": boltPutCmd, "boltdamage": boltDamageCmd},
 		Setup: func(e *testscript.Env) error {
 			home := filepath.Join(e.WorkDir, "home")
 			sshDir := filepath.Join(home, ".ssh")

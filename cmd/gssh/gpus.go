@@ -18,6 +18,7 @@ import (
 	"github.com/gssh/gssh/reap"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/state"
 )
 
 // Bounds of --watch, in seconds: faster than twice a second would only load
@@ -74,7 +75,8 @@ func gpusRun(ctx context.Context, a *app, opts *gpusOptions) error {
 	for {
 		doc, err := svc.GPUs(ctx, q)
 		var pe *service.PartialError
-		if err != nil && !errors.As(err, &pe) {
+		damaged := errors.Is(err, state.ErrDamaged) // the table, then the error (exit 3)
+		if err != nil && !errors.As(err, &pe) && !damaged {
 			return interrupted(ctx, err)
 		}
 		if opts.watch > 0 && a.tty && !opts.json {
@@ -90,7 +92,7 @@ func gpusRun(ctx context.Context, a *app, opts *gpusOptions) error {
 		} else if terr := a.printGPUTable(doc.Hosts); terr != nil {
 			return terr
 		}
-		if doc.JobsError != "" && !opts.json {
+		if doc.JobsError != "" && !opts.json && !damaged {
 			fmt.Fprintf(a.stderr, "gssh: warning: gssh jobs not shown: %s\n", doc.JobsError)
 		}
 		if opts.watch == 0 {

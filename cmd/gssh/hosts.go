@@ -15,6 +15,7 @@ import (
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/probe"
 	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/state"
 )
 
 type hostsOptions struct {
@@ -62,7 +63,7 @@ table (and the connect time), as a pipe and --json (docs/json.md) get it.`,
 func hostsRun(ctx context.Context, a *app, opts *hostsOptions) error {
 	doc, err := a.service().Hosts(ctx, service.HostQuery{Hosts: opts.hosts, Labels: opts.labels})
 	var pe *service.PartialError
-	if err != nil && !errors.As(err, &pe) {
+	if err != nil && !errors.As(err, &pe) && !errors.Is(err, state.ErrDamaged) { // damaged: the table, then the error
 		return interrupted(ctx, err)
 	}
 	if opts.json {

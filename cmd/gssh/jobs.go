@@ -857,6 +857,12 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 			fmt.Fprintf(&b, "would preempt job %s on %s: %s\n", cmp.Or(p.Ref, strconv.FormatUint(uint64(p.Job), 10)), p.Host, p.Reason.Text)
 		}
 		if len(res.Preempts) == 0 {
+			for _, h := range res.Holds {
+				if h.Job != 0 {
+					fmt.Fprintf(&b, "job %s waits: ", cmp.Or(h.Ref, strconv.FormatUint(uint64(h.Job), 10)))
+				}
+				fmt.Fprintln(&b, h.Text)
+			}
 			b.WriteString("nothing to preempt: no waiting job qualifies (see docs/scheduling.md, Rebalancing)\n")
 		}
 		_, err := io.WriteString(a.stdout, b.String())

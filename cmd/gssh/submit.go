@@ -125,7 +125,10 @@ func addJobFlags(fl *pflag.FlagSet, opts *submitOptions) {
 	fl.StringVar(&opts.begin, "begin", "", "start no earlier than now+2h, 14:00, 2026-12-24T09:00 (local)")
 }
 
-// checkMemFlags refuses --mem with --gpu-mem and makes --gpu-mem --mem.
+// checkMemFlags refuses --mem with --gpu-mem and makes --gpu-mem --mem;
+// it refuses the flags given empty that would otherwise read as not
+// given (an empty --after, --label or --workdir: a script's variable
+// was empty).
 func checkMemFlags(c *cobra.Command, opts *submitOptions) error {
 	if c.Flags().Changed("mem") && c.Flags().Changed("gpu-mem") {
 		return errors.New("--mem and --gpu-mem are the same flag: give one")
@@ -137,6 +140,12 @@ func checkMemFlags(c *cobra.Command, opts *submitOptions) error {
 		if c.Flags().Changed(f) && len(ids) == 0 {
 			return fmt.Errorf("--%s: no job id given (was a script's $id empty?); nothing was submitted", f)
 		}
+	}
+	if c.Flags().Changed("label") && (len(opts.labels) == 0 || slices.Contains(opts.labels, "")) {
+		return fmt.Errorf("--label %q: an empty label: give label names, such as --label a100,nvlink (leave --label out for any host); nothing was submitted", strings.Join(opts.labels, ","))
+	}
+	if c.Flags().Changed("workdir") && strings.TrimSpace(opts.workdir) == "" {
+		return fmt.Errorf("--workdir %q: no directory given: give one, such as --workdir ~/project or --workdir . (leave --workdir out for the current directory); nothing was submitted", opts.workdir)
 	}
 	return nil
 }
