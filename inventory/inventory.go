@@ -534,6 +534,9 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 			if (k.Value == "down_after" || k.Value == "lost_after") && d < time.Second {
 				return p.errf(v, "policy %s %q: give at least 1s (passes are seconds apart)", k.Value, v.Value)
 			}
+			if (k.Value == "default_timeout" || k.Value == "backfill_estimate") && d < time.Second {
+				return p.errf(v, "policy %s %q: give at least 1s, the shortest walltime", k.Value, v.Value)
+			}
 			*map[string]*time.Duration{"backfill_estimate": &pol.BackfillEstimate, "default_timeout": &pol.DefaultTimeout,
 				"preempt_after": &pol.PreemptAfter, "min_runtime": &pol.MinRuntime, "down_after": &pol.DownAfter, "lost_after": &pol.LostAfter}[k.Value] = d
 		case "keep_events":
@@ -731,7 +734,7 @@ func (p parser) duration(v *yaml.Node, what string, least time.Duration) (time.D
 	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
 		return 0, p.errf(v, "%s %s: %s", what, kindName(v), help)
 	}
-	d, err := sched.ParseWalltime(v.Value)
+	d, err := sched.ParseDuration(v.Value)
 	if err != nil {
 		if g, gerr := time.ParseDuration(v.Value); gerr == nil && g <= 0 || strings.Trim(v.Value, "0") == "" || strings.HasPrefix(v.Value, "-") {
 			return 0, p.errf(v, "%s %q: give a duration more than 0, such as 24h, 90m or 7-00:00:00", what, v.Value)

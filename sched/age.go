@@ -33,7 +33,7 @@ func ParseAge(s string) (time.Duration, error) {
 		}
 		return time.Duration(f * float64(unit)), nil
 	}
-	d, err := ParseWalltime(s)
+	d, err := ParseDuration(s)
 	if err != nil {
 		return 0, fmt.Errorf("invalid age %q: %s", s, AgeHelp)
 	}

@@ -13,14 +13,26 @@ import (
 // walltimeHelp ends every ParseWalltime error: what a valid walltime looks like.
 const walltimeHelp = "use a Go duration (90m, 1h30m) or Slurm's [D-]HH:MM:SS (like 2-00:00:00, 1:30:00 or 90 for minutes)"
 
-// ParseWalltime reads a job's walltime (--timeout): a Go duration ("90m",
-// "1h30m", "1.5h") or one of Slurm's forms, all digits: "MM", "MM:SS",
-// "HH:MM:SS", "D-HH", "D-HH:MM" and "D-HH:MM:SS" (a bare number is
-// minutes, as in Slurm). A field after another must be in range (minutes and
-// seconds below 60, hours after days below 24). The result is at least
-// 1s: zero, negatives, Slurm's "unlimited" (no walltime is the absence of
-// one) and anything shorter (1ns: no job starts in that) are errors.
+// ParseDuration reads a duration in a walltime's forms: a Go duration
+// ("90m", "1h30m", "1.5h") or one of Slurm's forms, all digits: "MM",
+// "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM" and "D-HH:MM:SS" (a bare number
+// is minutes, as in Slurm). A field after another must be in range
+// (minutes and seconds below 60, hours after days below 24). The result is
+// more than 0: zero, negatives and Slurm's "unlimited" are errors. The
+// caller sets its own least value (the policy's settings, ages).
+func ParseDuration(s string) (time.Duration, error) {
+	return parseDuration(s, 0)
+}
+
+// ParseWalltime reads a job's walltime (--timeout, the policy's
+// default_timeout) as ParseDuration does, and is at least 1s: anything
+// shorter (1ns: no job starts in that) is an error too.
 func ParseWalltime(s string) (time.Duration, error) {
+	return parseDuration(s, time.Second)
+}
+
+// parseDuration is ParseDuration with a least value (0: none).
+func parseDuration(s string, least time.Duration) (time.Duration, error) {
 	bad := func(why string) (time.Duration, error) {
 		return 0, fmt.Errorf("invalid walltime %q: %s; %s", s, why, walltimeHelp)
 	}
@@ -50,8 +62,8 @@ func ParseWalltime(s string) (time.Duration, error) {
 	switch {
 	case d <= 0:
 		return bad("must be more than 0")
-	case d < time.Second:
-		return bad(fmt.Sprintf("%s is below 1s, the shortest walltime; give 1s or more, such as 90s", d))
+	case d < least:
+		return bad(fmt.Sprintf("%s is below %s, the shortest walltime; give %s or more, such as 90s", d, least, least))
 	}
 	return d, nil
 }

@@ -273,11 +273,11 @@ func TestRebalanceHolds(t *testing.T) {
 			in := rebalanceIn([]Host{a}, []job.Job{victim(1, "v", 6, time.Hour, "a", "GPU-00")}, waiter(9, "w", 4, 1))
 			in.Queue[0].SubmittedAt = rebalanceNow.Add(-6*time.Minute - 50*time.Second)
 			return in
-		}(), []Hold{{Job: 9, Setting: "preempt_after", Text: "preempt_after: 3m10s to go (it has waited 6m50s of 10m)"}}},
+		}(), []Hold{{Job: 9, Ref: "9", Setting: "preempt_after", Text: "preempt_after: 3m10s to go (it has waited 6m50s of 10m)"}}},
 		{"min_runtime", rebalanceIn([]Host{a}, []job.Job{victim(1, "v", 6, 2*time.Minute, "a", "GPU-00")}, waiter(9, "w", 4, 1)),
-			[]Hold{{Job: 9, Setting: "min_runtime", Text: "min_runtime: 8m to go (job 1, which ranks behind it, has run 2m of 10m)"}}},
+			[]Hold{{Job: 9, Ref: "9", Setting: "min_runtime", Text: "min_runtime: 8m to go (job 1, which ranks behind it, has run 2m of 10m)"}}},
 		{"no victim", rebalanceIn([]Host{a}, []job.Job{victim(1, "v", 2, time.Hour, "a", "GPU-00")}, waiter(9, "w", 4, 1)),
-			[]Hold{{Job: 9, Text: "no running job may be preempted for it: none preemptible ranks behind it, or their going leaves it no room"}}},
+			[]Hold{{Job: 9, Ref: "9", Text: "no running job may be preempted for it: none preemptible ranks behind it, or their going leaves it no room"}}},
 		{"fifo", func() Input {
 			in := rebalanceIn([]Host{a}, []job.Job{victim(1, "v", 6, time.Hour, "a", "GPU-00")}, waiter(9, "w", 4, 1))
 			in.Policy.Order = OrderFIFO

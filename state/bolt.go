@@ -847,7 +847,7 @@ const (
 // pages past the end of a truncated one. A file without a valid meta page
 // is left to bbolt to refuse.
 func (s *Bolt) checkLength() error {
-	f, err := os.Open(s.path)
+	f, err := s.openFile(s.path, os.O_RDONLY, 0) // in a lab: not followed, checked (labfile)
 	if err != nil {
 		return s.fail("open", err)
 	}

@@ -114,7 +114,7 @@ func (s *Bolt) walkOnce() error {
 // walkPages is checkPages of s's file, opened afresh (the caller holds
 // its lock).
 func (s *Bolt) walkPages() ([]string, error) {
-	f, err := os.Open(s.path)
+	f, err := s.openFile(s.path, os.O_RDONLY, 0) // in a lab: not followed, checked (labfile)
 	if err != nil {
 		return nil, s.fail("open", err)
 	}
