@@ -138,6 +138,9 @@ func (l *Local) Reap(ctx context.Context, r ReapRequest) (ReapDoc, error) {
 		}
 		doc.Hosts = append(doc.Hosts, d)
 	}
+	if errors.Is(serr, state.ErrDamaged) {
+		return doc, serr // what was found is shown, and the damage is the command's error (exit 3)
+	}
 	if failed > 0 {
 		return doc, &PartialError{Failed: failed, Total: len(reports)}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gssh/gssh/reap"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/state"
 )
 
 type reapOptions struct {
@@ -58,7 +59,8 @@ var reapHeader = []string{"HOST", "GPU", "PID", "USER", "MEMORY", "COMMAND", "FO
 func reapRun(ctx context.Context, a *app, opts *reapOptions) error {
 	doc, err := a.service().Reap(ctx, service.ReapRequest{Hosts: opts.hosts, DryRun: opts.dryRun})
 	var pe *service.PartialError
-	if err != nil && !errors.As(err, &pe) {
+	damaged := errors.Is(err, state.ErrDamaged) && len(doc.Hosts) > 0 // shown, then exit 3
+	if err != nil && !errors.As(err, &pe) && !damaged {
 		return interrupted(ctx, err)
 	}
 	if opts.json {
@@ -74,7 +76,7 @@ func reapRun(ctx context.Context, a *app, opts *reapOptions) error {
 		}
 	}
 	fmt.Fprintln(a.stdout, reapSummary(doc))
-	if doc.JobsError != "" {
+	if doc.JobsError != "" && !damaged {
 		a.warnf("processes were matched to no job where the state file could not be read: " + doc.JobsError)
 	}
 	return err

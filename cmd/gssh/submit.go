@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -146,6 +147,27 @@ func checkMemFlags(c *cobra.Command, opts *submitOptions) error {
 	}
 	if c.Flags().Changed("workdir") && strings.TrimSpace(opts.workdir) == "" {
 		return fmt.Errorf("--workdir %q: no directory given: give one, such as --workdir ~/project or --workdir . (leave --workdir out for the current directory); nothing was submitted", opts.workdir)
+	}
+	return emptyFlags(c)
+}
+
+// leftOut says what leaving each of submit's and run's string flags out
+// means: a flag given empty (a script's unset $T in --timeout "$T") is
+// refused, saying that, rather than taken as left out.
+var leftOut = map[string]string{
+	"timeout": "no walltime", "name": "the command's first word", "host": "any host (auto)",
+	"mem": "whole GPUs", "gpu-mem": "whole GPUs", "cpus": "no CPUs booked", "host-mem": "no host memory booked",
+	"log-limit": "the policy's log_limit", "array": "one job, not an array", "begin": "start when it fits",
+	"export": "NONE: only --env and gssh's own variables",
+}
+
+// emptyFlags refuses a string flag of leftOut given as "" (or blanks).
+func emptyFlags(c *cobra.Command) error {
+	for _, name := range slices.Sorted(maps.Keys(leftOut)) {
+		f := c.Flags().Lookup(name)
+		if f != nil && f.Changed && strings.TrimSpace(f.Value.String()) == "" {
+			return fmt.Errorf("--%s %q: no value given (was a script's variable empty?): give one, or leave --%s out for %s; nothing was submitted", name, f.Value.String(), name, leftOut[name])
+		}
 	}
 	return nil
 }
