@@ -42,7 +42,8 @@ type lab struct {
 // findLab looks for a lab inventory: the file $GSSH_INVENTORY names, then
 // opt.LabInventory; the first with a `lab:` block is the lab's, and it
 // wins over a personal inventory (--inventory, ~/.config/gssh/hosts.yaml)
-// and over --state / $GSSH_STATE, which are warned about and ignored. It
+// and over --state / $GSSH_STATE and a $GSSH_INVENTORY without a `lab:`
+// block, which are warned about and ignored. It
 // rewrites opt to the lab's inventory and state. Without one, gssh is in
 // personal mode, and a `lab:` block in the personal inventory is warned
 // about and ignored. Nothing happens when opt.LabInventory is "" or the
@@ -94,6 +95,9 @@ func findLab(opt *Options) (*lab, error) {
 	}
 	if p, err := inventory.Locate(opt.Fleet.InventoryPath, "", opt.Fleet.Home); err == nil && p != file && p != opt.LabInventory {
 		warn(fmt.Sprintf("inventory %s is ignored: %s:%d has a `lab:` block, so its hosts, policy and state are the lab's one queue", p, file, lb.Line))
+	}
+	if p := opt.Fleet.InventoryEnv; p != "" && p != file && p != opt.LabInventory && p != opt.Fleet.InventoryPath {
+		warn(fmt.Sprintf("inventory %s ($GSSH_INVENTORY) is ignored: %s:%d has a `lab:` block, so its hosts, policy and state are the lab's one queue", p, file, lb.Line))
 	}
 	if opt.StateExplicit && opt.StatePath != lb.State {
 		warn(fmt.Sprintf("state %s (--state or $GSSH_STATE) is ignored: the lab's queue is %s (%s:%d)", opt.StatePath, lb.State, file, lb.StateLine))
