@@ -26,10 +26,11 @@ import (
 // policy and its hosts.
 const DefaultLabInventory = "/etc/gssh/hosts.yaml"
 
-// ErrNotPassUser means a member of a shared lab queue asked for a pass:
-// only the lab's pass_user runs them (Schedule; Submit, Cancel, Hold,
-// Release and Update only record and leave the rest to that pass).
-var ErrNotPassUser = errors.New("only the lab's pass user runs scheduling passes")
+// ErrNotPassUser means a member of a shared lab queue asked for what
+// only the lab's pass_user does: a pass (Schedule; Submit, Cancel, Hold,
+// Release and Update only record and leave the rest to that pass), or a
+// reap that kills (Reap without DryRun).
+var ErrNotPassUser = errors.New("not the lab's pass user")
 
 // lab is shared-lab mode: the lab inventory's `lab:` block, checked
 // against this host's accounts.
@@ -179,8 +180,15 @@ func (l *Local) member() bool {
 
 // notPassUser is the error of a pass a member asked for.
 func (l *Local) notPassUser() error {
-	return fmt.Errorf("%w: this is the shared queue of %s, whose passes only %s runs (from cron or a systemd timer); you are %s, and your jobs start at its next pass",
+	return fmt.Errorf("only the lab's pass user runs scheduling passes (%w): this is the shared queue of %s, whose passes only %s runs (from cron or a systemd timer); you are %s, and your jobs start at its next pass",
 		ErrNotPassUser, l.lab.file, l.lab.passUser, l.opt.User)
+}
+
+// notPassReaper is the error of a reap (not a dry run) a member asked
+// for.
+func (l *Local) notPassReaper() error {
+	return fmt.Errorf("only the lab's pass user reaps (%w): gssh reap kills processes on the workers, where the lab's jobs run as %s (the queue of %s), so only %s runs it; you are %s: gssh reap --dry-run shows what it would kill",
+		ErrNotPassUser, l.lab.passUser, l.lab.file, l.lab.passUser, l.opt.User)
 }
 
 // ErrNotYours wraps a lab member's action on another member's job.
