@@ -391,7 +391,8 @@ func (d Dir) CreateTemp(prefix string) (*os.File, error) {
 	return d.Create(filepath.Join(d.Path, prefix+randHex()))
 }
 
-// CopyOld is a Fill that keeps the content of a member's regular file.
+// CopyOld is a Fill that keeps the content of the regular file it
+// replaces (a member's, or gssh's own with a link a member made).
 func CopyOld(tmp string, old *os.File) error {
 	if old == nil {
 		return nil
