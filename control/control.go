@@ -330,7 +330,7 @@ func LockPass(ctx context.Context, path string, wait time.Duration) (func(), err
 // or root, and report is told), and locked through that descriptor.
 func LockPassShared(lab labfile.Dir, report func(labfile.Replaced)) func(context.Context, string, time.Duration) (func(), error) {
 	return func(ctx context.Context, path string, wait time.Duration) (func(), error) {
-		f, err := lab.OpenFix(path, os.O_RDWR, true, nil, report)
+		f, err := lab.OpenLock(path, report)
 		if err != nil {
 			return nil, fmt.Errorf("pass lock: %w", err)
 		}

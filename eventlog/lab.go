@@ -40,7 +40,7 @@ func Replaced(t time.Time, r labfile.Replaced) Event {
 // above), waiting up to wait; the returned function releases it.
 func (l *Log) labLock(wait time.Duration, shared bool) (func(), error) {
 	d := *l.opt.Lab
-	f, err := d.OpenFix(l.lock.Path(), os.O_RDWR, true, nil, l.noteReplaced)
+	f, err := d.OpenLock(l.lock.Path(), l.noteReplaced)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", l.lock.Path(), missing(d, err))
 	}

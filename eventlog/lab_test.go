@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,5 +151,48 @@ func TestLabLogAdopts(t *testing.T) {
 	}, nil)
 	if len(got) != 2 || got[0] != 7 || got[1] != 8 || replaced != 1 {
 		t.Errorf("read back %v, %d replaced", got, replaced)
+	}
+}
+
+// TestLabLogLinked: a member's hard links to the pass account's log and
+// to a rotated file cost no line: the pass account's next write copies
+// each into a fresh file (a rotated one is then compressed), says so,
+// and the links keep the old files.
+func TestLabLogLinked(t *testing.T) {
+	d, _ := labLog(t)
+	path := filepath.Join(d.Path, Name)
+	pass := Open(path, Options{Lab: &d, Warn: func(s string) { t.Errorf("warning: %s", s) }})
+	pass.Write(Event{Kind: JobSubmit, Job: 8})
+	pass.Close()
+	rotated := filepath.Join(d.Path, "events-"+time.Now().Add(-time.Hour).UTC().Format(backupLayout)+".log")
+	line := `{"time":"` + time.Now().Add(-2*time.Hour).UTC().Format(time.RFC3339) + `","event":"job_submit","job":7}` + "\n"
+	if err := os.WriteFile(rotated, []byte(line), 0o660); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(rotated, labPassUID, d.GID)
+	for i, p := range []string{path, rotated} {
+		if err := os.Link(p, filepath.Join(filepath.Dir(d.Path), "link"+string(rune('0'+i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass = Open(path, Options{Lab: &d, Warn: func(s string) { t.Errorf("warning: %s", s) }})
+	pass.Write(Event{Kind: JobSubmit, Job: 9})
+	pass.Close()
+	var got []int
+	var found []string
+	Read(path, Filter{}, func(e Record) error {
+		switch e.Kind {
+		case JobSubmit:
+			got = append(got, int(e.Job))
+		case LabFileReplaced:
+			found = append(found, fmt.Sprint(e.Fields["found"]))
+		}
+		return nil
+	}, nil)
+	if len(got) != 3 || got[0] != 7 || got[1] != 8 || got[2] != 9 {
+		t.Errorf("read back jobs %v", got)
+	}
+	if len(found) != 2 || !strings.Contains(found[0], "with 2 links; its content was kept") || !strings.Contains(found[1], "with 2 links; its content was kept") {
+		t.Errorf("replaced: %q (jobs %v)", found, got)
 	}
 }

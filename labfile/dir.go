@@ -1,11 +1,13 @@
 package labfile
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -14,12 +16,16 @@ var ErrDir = errors.New("the lab's state directory is not set up")
 
 // Check refuses a directory that is missing, a symbolic link, not a
 // directory, or not owned by the pass account, of the lab group, mode
-// 3770. Errors wrap ErrDir and say what to run.
+// 3770, and a host where fs.protected_hardlinks is not 1
+// (ProtectedHardlinks). Errors wrap ErrDir and say what to run.
 //
 // The directories above it must be root's (or the pass account's) and
 // writable by no one else unless sticky (as /tmp): else a member could
 // move the state directory away and put their own in its place.
 func (d Dir) Check() error {
+	if err := d.ProtectedHardlinks(); err != nil {
+		return err
+	}
 	if err := checkDir(d.Path, d); err != nil {
 		return err
 	}
@@ -37,6 +43,27 @@ func (d Dir) Check() error {
 			return nil
 		}
 	}
+}
+
+// ProtectedHardlinks refuses a host where fs.protected_hardlinks is not
+// 1 (read from HardlinksSysctl). Without it a member may hard-link any
+// file of the filesystem into the lab's directory (/etc/shadow, the pass
+// account's keys): the pass account, finding its own or root's file
+// there with two links, could not tell the lab's file with a member's
+// extra link from a private file, and copying it into the lab's 0660
+// file would show it to every member. With it a member can link only
+// what they may read and write already. Errors wrap ErrDir and say what
+// to run.
+func (d Dir) ProtectedHardlinks() error {
+	p := cmp.Or(d.sysctl, HardlinksSysctl)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("%w: fs.protected_hardlinks cannot be read (%v): a lab needs it on, so that a member cannot hard-link others' files into its directory", ErrDir, err)
+	}
+	if v := strings.TrimSpace(string(b)); v != "1" {
+		return fmt.Errorf("%w: fs.protected_hardlinks is %s (%s), and a lab needs 1, so that a member cannot hard-link others' files into its directory: as root, sysctl -w fs.protected_hardlinks=1, and to keep it at boot: echo fs.protected_hardlinks=1 > /etc/sysctl.d/50-gssh-lab.conf", ErrDir, v, p)
+	}
+	return nil
 }
 
 // checkDir is Check of path, which must be as d's directory is.

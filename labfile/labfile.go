@@ -4,7 +4,20 @@
 // or rename one that is not theirs; every file gssh keeps there is
 // opened with O_NOFOLLOW (and O_NONBLOCK, so that a FIFO cannot block
 // it), checked on the open descriptor (a regular file, of the expected
-// owner, with one link) and adjusted with fchmod/fchown, never by path.
+// owner, with one link: LockFile excepted) and adjusted with
+// fchmod/fchown, never by path.
+//
+// Hard links: a lab requires fs.protected_hardlinks=1 (Check refuses a
+// host without it), so a member can link only a file they may read and
+// write already. Their link to one of gssh's files (ln state.db ~/x,
+// allowed: the lab's files are 0660) gives that file two links; the pass
+// account (or root) then copies its content, through the descriptor it
+// checked and under the lock its writers take, into a fresh file renamed
+// over the entry (Ensure with CopyOld, or the state's fill): nothing is
+// lost, and the member's link keeps the old file, which gssh never uses
+// again. Until then a member's gssh refuses the entry (*UntrustedError,
+// exit 3): it cannot replace the pass account's file. A lock file only
+// flocked (LockFile) is used with any number of links.
 // An entry that fails the check is never used: the pass account (or
 // root) replaces it with a fresh file of its own (Dir.Ensure), renamed
 // over it, and says what it found; a member's gssh refuses it
@@ -46,13 +59,21 @@ type Dir struct {
 	// self is this process's effective uid (os.Geteuid at New); tests
 	// of the package set it to play a member.
 	self int
+	// sysctl is the file Check reads fs.protected_hardlinks from:
+	// HardlinksSysctl, unless a test of the package gives its own.
+	sysctl string
 }
+
+// HardlinksSysctl is where Linux says whether fs.protected_hardlinks is
+// on ("1"): a user may then hard-link only a file they own or may read
+// and write (proc(5)).
+const HardlinksSysctl = "/proc/sys/fs/protected_hardlinks"
 
 // New is the state directory dir of a lab whose pass account is
 // passUser (uid passUID) and whose group is group (gid gid), seen by
 // this process.
 func New(dir, passUser string, passUID int, group string, gid int) Dir {
-	return Dir{Path: dir, PassUser: passUser, PassUID: passUID, Group: group, GID: gid, self: os.Geteuid()}
+	return Dir{Path: dir, PassUser: passUser, PassUID: passUID, Group: group, GID: gid, self: os.Geteuid(), sysctl: HardlinksSysctl}
 }
 
 // As is d as a process of uid sees it: whether it may replace entries,
@@ -97,6 +118,9 @@ type Want struct {
 	Owner int
 	// Perm is its mode (0: Perm).
 	Perm fs.FileMode
+	// AnyLinks accepts more links than one (LockFile); such a file's
+	// owner, group and mode are then left as they are.
+	AnyLinks bool
 }
 
 // owned reports whether uid may own a file of w.
@@ -116,6 +140,14 @@ func (w Want) perm() fs.FileMode {
 
 // Gssh is the Want of the files the pass account keeps.
 var Gssh = Want{Owner: -1}
+
+// LockFile is the Want of a lock gssh only flocks (the pass lock, the
+// event log's lock): the pass account's or root's, any link count. A
+// link a member made to it changes nothing (every gssh still opens the
+// one file the entry names, and a member could flock it by its name
+// anyway), whereas replacing it while a process holds its lock would let
+// a second process take the fresh file's lock beside it.
+var LockFile = Want{Owner: -1, AnyLinks: true}
 
 // openFlags are added to every open: no symbolic link followed, no FIFO
 // waited on.
@@ -154,10 +186,10 @@ func (d Dir) verify(f *os.File, w Want) error {
 		return err
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	if !fi.Mode().IsRegular() || st.Nlink != 1 || !w.owned(d, int(st.Uid)) {
+	if !fi.Mode().IsRegular() || st.Nlink != 1 && !w.AnyLinks || !w.owned(d, int(st.Uid)) {
 		return &UntrustedError{Path: f.Name(), Found: describe(fi), Dir: d}
 	}
-	if mine := int(st.Uid) == d.self || d.self == 0; mine {
+	if mine := int(st.Uid) == d.self || d.self == 0; mine && st.Nlink == 1 {
 		if int(st.Gid) != d.GID {
 			if err := f.Chown(-1, d.GID); err != nil {
 				return fmt.Errorf("%s: group %s, not the lab's %s, and it cannot be changed: %w", f.Name(), groupName(int(st.Gid)), d.Group, err)
@@ -174,8 +206,13 @@ func (d Dir) verify(f *os.File, w Want) error {
 
 // Fill writes the content of a fresh file at tmp (a new, empty file of
 // the pass account, mode Perm, in the directory). old is the entry it
-// replaces when that was a regular file with one link of another owner
-// (a member's: its content is theirs, and may be kept), else nil.
+// replaces when that was a regular file (a member's, or gssh's own that
+// has more links than one: a member linked it elsewhere), open for
+// reading, else nil. A fill may lock old: Ensure holds old open until
+// the fresh file is renamed over it, and renames it only if the entry is
+// still old then (else it starts again), so a fill that takes old's
+// exclusive lock, which every writer of the file takes too, copies the
+// last content and loses no write.
 type Fill func(tmp string, old *os.File) error
 
 // Result says what Ensure did.
@@ -189,9 +226,12 @@ type Result struct {
 // descriptor); a missing one, or an entry that is not gssh's (a symbolic
 // link, another type, more than one link, another owner), is replaced by
 // a fresh file that fill (nil: leave it empty) wrote, renamed over it.
-// Nothing the entry points to is opened, changed or removed. A member
-// gets an *UntrustedError (or fs.ErrNotExist) for such an entry, with
-// nothing changed.
+// A symbolic link is never followed; nothing but a regular entry is
+// opened (for reading, given to fill: CopyOld keeps its content), and
+// nothing the entry is or points to is changed or removed: a link a
+// member made to gssh's file keeps the old file, which gssh never uses
+// again. A member gets an *UntrustedError (or fs.ErrNotExist) for such
+// an entry, with nothing changed.
 func (d Dir) Ensure(path string, fill Fill) (Result, error) {
 	f, err := d.Open(path, os.O_RDONLY, Gssh)
 	if err == nil {
@@ -207,9 +247,13 @@ func (d Dir) Ensure(path string, fill Fill) (Result, error) {
 	}
 	var old *os.File
 	if ue != nil {
-		// A member's regular file: its content may be kept (fill).
+		// A regular file (a member's, or gssh's own with a link a member
+		// added): its content may be kept (fill). With
+		// fs.protected_hardlinks=1 (Check) a member can link only a file
+		// they may read and write already, so its content, copied into
+		// the lab's file, tells no one anything they could not read.
 		if o, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0); err == nil {
-			if fi, err := o.Stat(); err == nil && fi.Mode().IsRegular() && fi.Sys().(*syscall.Stat_t).Nlink == 1 {
+			if fi, err := o.Stat(); err == nil && fi.Mode().IsRegular() {
 				old = o
 			} else {
 				o.Close()
@@ -217,7 +261,7 @@ func (d Dir) Ensure(path string, fill Fill) (Result, error) {
 		}
 	}
 	if old != nil {
-		defer old.Close()
+		defer old.Close() // after the rename: a lock fill took of it is held till then
 	}
 	tmp, err := d.Create(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new-"+randHex()))
 	if err != nil {
@@ -230,6 +274,11 @@ func (d Dir) Ensure(path string, fill Fill) (Result, error) {
 		if err := fill(tmpName, old); err != nil {
 			return Result{}, fmt.Errorf("make %s: %w", path, err)
 		}
+	}
+	if old != nil && !sameEntry(old, path) {
+		// Another pass replaced it meanwhile (under the lock fill took,
+		// which it held till its rename): what was copied is stale.
+		return d.Ensure(path, fill)
 	}
 	if missing {
 		// Linked, not renamed: a file another process made meanwhile is
@@ -263,12 +312,34 @@ func (d Dir) Ensure(path string, fill Fill) (Result, error) {
 	return Result{Replaced: &Replaced{Path: path, Found: ue.Found}}, nil
 }
 
+// sameEntry reports whether path (not followed) is still the file f has
+// open.
+func sameEntry(f *os.File, path string) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Lstat(path)
+	return err == nil && os.SameFile(fi, now)
+}
+
 // OpenFix opens path as Open does with w Gssh; as the pass account or
 // root it first makes it gssh's own file (Ensure, a missing one made
 // empty when create is set), telling report (when set) what it
 // replaced.
 func (d Dir) OpenFix(path string, flag int, create bool, fill Fill, report func(Replaced)) (*os.File, error) {
-	f, err := d.Open(path, flag, Gssh)
+	return d.openFix(path, flag, Gssh, create, fill, report)
+}
+
+// OpenLock is OpenFix of the lock file path (LockFile), for reading and
+// writing, made empty when missing.
+func (d Dir) OpenLock(path string, report func(Replaced)) (*os.File, error) {
+	return d.openFix(path, os.O_RDWR, LockFile, true, nil, report)
+}
+
+// openFix is OpenFix with w.
+func (d Dir) openFix(path string, flag int, w Want, create bool, fill Fill, report func(Replaced)) (*os.File, error) {
+	f, err := d.Open(path, flag, w)
 	var ue *UntrustedError
 	if !d.Privileged() || !(errors.As(err, &ue) || create && errors.Is(err, fs.ErrNotExist)) {
 		return f, err
@@ -280,7 +351,7 @@ func (d Dir) OpenFix(path string, flag int, create bool, fill Fill, report func(
 	if r.Replaced != nil && report != nil {
 		report(*r.Replaced)
 	}
-	return d.Open(path, flag, Gssh)
+	return d.Open(path, flag, w)
 }
 
 // Create makes path a new file of the pass account (when root makes it)
@@ -320,7 +391,8 @@ func (d Dir) CreateTemp(prefix string) (*os.File, error) {
 	return d.Create(filepath.Join(d.Path, prefix+randHex()))
 }
 
-// CopyOld is a Fill that keeps the content of a member's regular file.
+// CopyOld is a Fill that keeps the content of the regular file it
+// replaces (a member's, or gssh's own with a link a member made).
 func CopyOld(tmp string, old *os.File) error {
 	if old == nil {
 		return nil

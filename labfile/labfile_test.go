@@ -51,7 +51,7 @@ func TestEnsure(t *testing.T) {
 	}{
 		"symlink":        {func(p, v string) error { return os.Symlink(v, p) }, "a symbolic link to "},
 		"dangling":       {func(p, v string) error { return os.Symlink(v+"-new", p) }, "a symbolic link to "},
-		"hard link":      {func(p, v string) error { return os.Link(v, p) }, "with 2 links"},
+		"hard link":      {func(p, v string) error { return os.Link(v, p) }, "with 2 links; its content was kept"},
 		"fifo":           {func(p, v string) error { return syscall.Mkfifo(p, 0o666) }, "a FIFO"},
 		"directory":      {func(p, v string) error { return os.Mkdir(p, 0o755) }, "moved aside to "},
 		"another's file": {func(p, v string) error { return writeAs(p, memberUID, "theirs") }, "a regular file of 4243; its content was kept"},
@@ -93,8 +93,11 @@ func TestEnsure(t *testing.T) {
 			if fi.Mode() != Perm || st.Uid != passUID || int(st.Gid) != d.GID || st.Nlink != 1 {
 				t.Errorf("replaced file: %v uid %d gid %d links %d", fi.Mode(), st.Uid, st.Gid, st.Nlink)
 			}
-			if b, _ := os.ReadFile(p); (name == "another's file") != (string(b) == "theirs") {
-				t.Errorf("content %q", b)
+			// A regular file's content is kept: a link is to a file the
+			// member may read (fs.protected_hardlinks, Check).
+			want := map[string]string{"another's file": "theirs", "hard link": "secret"}[name]
+			if b, _ := os.ReadFile(p); string(b) != want {
+				t.Errorf("content %q, want %q", b, want)
 			}
 			if r, err := d.Ensure(p, CopyOld); err != nil || r != (Result{}) {
 				t.Errorf("Ensure again: %+v %v", r, err)
@@ -184,5 +187,119 @@ func TestCheckParents(t *testing.T) {
 	os.Chmod(parent, fs.ModeSticky|0o777)
 	if err := d.Check(); err != nil {
 		t.Errorf("a sticky parent: %v", err)
+	}
+}
+
+// TestEnsureKeepsLinked: a member's hard link to one of gssh's files
+// (allowed: the lab's files are 0660) costs the file nothing: a
+// member's gssh refuses it till the pass account copies it into a fresh
+// file, whose content is the old one's; the member's link keeps the old
+// file, which the entry no longer is.
+func TestEnsureKeepsLinked(t *testing.T) {
+	d, _ := newLab(t)
+	p := filepath.Join(d.Path, "events.log")
+	if _, err := d.Ensure(p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("the lab's lines\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(filepath.Dir(d.Path), "evlink")
+	if err := os.Link(p, link); err != nil {
+		t.Fatal(err)
+	}
+	var ue *UntrustedError
+	if _, err := d.As(memberUID).OpenFix(p, os.O_RDWR|os.O_APPEND, true, CopyOld, nil); !errors.As(err, &ue) || !strings.Contains(err.Error(), "with 2 links") {
+		t.Fatalf("member's OpenFix: %v", err)
+	}
+	var got []Replaced
+	f, err := d.OpenFix(p, os.O_RDWR|os.O_APPEND, true, CopyOld, func(r Replaced) { got = append(got, r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if len(got) != 1 || !strings.Contains(got[0].Found, "a regular file of 4242 with 2 links; its content was kept") {
+		t.Errorf("replaced: %+v", got)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "the lab's lines\n" {
+		t.Errorf("entry's content %q", b)
+	}
+	fi, _ := os.Lstat(p)
+	li, _ := os.Lstat(link)
+	if os.SameFile(fi, li) || fi.Sys().(*syscall.Stat_t).Nlink != 1 || li.Sys().(*syscall.Stat_t).Nlink != 1 {
+		t.Errorf("entry %v and link %v", fi.Sys(), li.Sys())
+	}
+}
+
+// TestLockFileLinks: a lock with a link a member made is used as it is
+// (no second file to lock beside a holder of the first), and neither its
+// group nor its mode is touched through it.
+func TestLockFileLinks(t *testing.T) {
+	d, _ := newLab(t)
+	p := filepath.Join(d.Path, "state.db.pass.lock")
+	f, err := d.OpenLock(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Link(p, filepath.Join(filepath.Dir(d.Path), "locklink")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, as := range []Dir{d, d.As(memberUID)} {
+		g, err := as.OpenLock(p, func(r Replaced) { t.Errorf("replaced: %+v", r) })
+		if err != nil {
+			t.Fatalf("OpenLock as %d: %v", as.self, err)
+		}
+		if !os.SameFile(mustStat(t, f), mustStat(t, g)) {
+			t.Error("another file than the held lock's")
+		}
+		if ok, _ := TryLock(f, syscall.LOCK_EX); !ok {
+			t.Fatal("lock")
+		}
+		if ok, _ := TryLock(g, syscall.LOCK_EX); ok {
+			t.Error("a second holder of the lock")
+		}
+		g.Close()
+	}
+	if fi, _ := os.Stat(p); fi.Mode() != 0o640 {
+		t.Errorf("mode %v changed through a file with 2 links", fi.Mode())
+	}
+}
+
+func mustStat(t *testing.T, f *os.File) fs.FileInfo {
+	t.Helper()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi
+}
+
+// TestProtectedHardlinks: a lab needs fs.protected_hardlinks=1; Check
+// says how to turn it on.
+func TestProtectedHardlinks(t *testing.T) {
+	d, _ := newLab(t)
+	d.sysctl = filepath.Join(t.TempDir(), "protected_hardlinks")
+	for v, want := range map[string]string{"0\n": "fs.protected_hardlinks is 0", "": "fs.protected_hardlinks is  (", "1\n": ""} {
+		if err := os.WriteFile(d.sysctl, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := d.Check()
+		if want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", v, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrDir) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "sysctl -w fs.protected_hardlinks=1") || !strings.Contains(err.Error(), "/etc/sysctl.d/") {
+			t.Errorf("%q: %v", v, err)
+		}
+	}
+	os.Remove(d.sysctl)
+	if err := d.Check(); !errors.Is(err, ErrDir) || !strings.Contains(err.Error(), "cannot be read") {
+		t.Errorf("no sysctl: %v", err)
 	}
 }

@@ -26,10 +26,11 @@ import (
 // policy and its hosts.
 const DefaultLabInventory = "/etc/gssh/hosts.yaml"
 
-// ErrNotPassUser means a member of a shared lab queue asked for a pass:
-// only the lab's pass_user runs them (Schedule; Submit, Cancel, Hold,
-// Release and Update only record and leave the rest to that pass).
-var ErrNotPassUser = errors.New("only the lab's pass user runs scheduling passes")
+// ErrNotPassUser means a member of a shared lab queue asked for what
+// only the lab's pass_user does: a pass (Schedule; Submit, Cancel, Hold,
+// Release and Update only record and leave the rest to that pass), or a
+// reap that kills (Reap without DryRun).
+var ErrNotPassUser = errors.New("not the lab's pass user")
 
 // lab is shared-lab mode: the lab inventory's `lab:` block, checked
 // against this host's accounts.
@@ -42,7 +43,8 @@ type lab struct {
 // findLab looks for a lab inventory: the file $GSSH_INVENTORY names, then
 // opt.LabInventory; the first with a `lab:` block is the lab's, and it
 // wins over a personal inventory (--inventory, ~/.config/gssh/hosts.yaml)
-// and over --state / $GSSH_STATE, which are warned about and ignored. It
+// and over --state / $GSSH_STATE and a $GSSH_INVENTORY without a `lab:`
+// block, which are warned about and ignored. It
 // rewrites opt to the lab's inventory and state. Without one, gssh is in
 // personal mode, and a `lab:` block in the personal inventory is warned
 // about and ignored. Nothing happens when opt.LabInventory is "" or the
@@ -94,6 +96,9 @@ func findLab(opt *Options) (*lab, error) {
 	}
 	if p, err := inventory.Locate(opt.Fleet.InventoryPath, "", opt.Fleet.Home); err == nil && p != file && p != opt.LabInventory {
 		warn(fmt.Sprintf("inventory %s is ignored: %s:%d has a `lab:` block, so its hosts, policy and state are the lab's one queue", p, file, lb.Line))
+	}
+	if p := opt.Fleet.InventoryEnv; p != "" && p != file && p != opt.LabInventory && p != opt.Fleet.InventoryPath {
+		warn(fmt.Sprintf("inventory %s ($GSSH_INVENTORY) is ignored: %s:%d has a `lab:` block, so its hosts, policy and state are the lab's one queue", p, file, lb.Line))
 	}
 	if opt.StateExplicit && opt.StatePath != lb.State {
 		warn(fmt.Sprintf("state %s (--state or $GSSH_STATE) is ignored: the lab's queue is %s (%s:%d)", opt.StatePath, lb.State, file, lb.StateLine))
@@ -175,8 +180,15 @@ func (l *Local) member() bool {
 
 // notPassUser is the error of a pass a member asked for.
 func (l *Local) notPassUser() error {
-	return fmt.Errorf("%w: this is the shared queue of %s, whose passes only %s runs (from cron or a systemd timer); you are %s, and your jobs start at its next pass",
+	return fmt.Errorf("only the lab's pass user runs scheduling passes (%w): this is the shared queue of %s, whose passes only %s runs (from cron or a systemd timer); you are %s, and your jobs start at its next pass",
 		ErrNotPassUser, l.lab.file, l.lab.passUser, l.opt.User)
+}
+
+// notPassReaper is the error of a reap (not a dry run) a member asked
+// for.
+func (l *Local) notPassReaper() error {
+	return fmt.Errorf("only the lab's pass user reaps (%w): gssh reap kills processes on the workers, where the lab's jobs run as %s (the queue of %s), so only %s runs it; you are %s: gssh reap --dry-run shows what it would kill",
+		ErrNotPassUser, l.lab.passUser, l.lab.file, l.lab.passUser, l.opt.User)
 }
 
 // ErrNotYours wraps a lab member's action on another member's job.

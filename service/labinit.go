@@ -67,6 +67,9 @@ func LabInit(file string, now func() time.Time) ([]string, error) {
 	gid, _ := strconv.Atoi(g.Gid)
 	dir := filepath.Dir(lb.State)
 	d := labfile.New(dir, lb.PassUser, uid, lb.Group, gid)
+	if err := d.ProtectedHardlinks(); err != nil {
+		return out, err
+	}
 	var replaced []labfile.Replaced
 	note := func(r labfile.Replaced) {
 		replaced = append(replaced, r)
@@ -110,6 +113,10 @@ func LabInit(file string, now func() time.Time) ([]string, error) {
 		var fill labfile.Fill
 		if p == events {
 			fill = labfile.CopyOld // its events
+		} else if f, err := d.Open(p, os.O_RDONLY, labfile.LockFile); err == nil {
+			f.Close() // a lock with a link a member made is kept (labfile.LockFile)
+			say("%s: kept (owner %s or root, group %s, mode 0660)", p, lb.PassUser, lb.Group)
+			continue
 		}
 		r, err := d.Ensure(p, fill)
 		switch {

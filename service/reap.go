@@ -90,7 +90,7 @@ type InvisibleDoc struct {
 // every host, the others reaped.
 func (l *Local) Reap(ctx context.Context, r ReapRequest) (ReapDoc, error) {
 	if l.member() && !r.DryRun {
-		return ReapDoc{}, l.notPassUser()
+		return ReapDoc{}, l.notPassReaper()
 	}
 	f, err := l.hosts()
 	if err != nil {

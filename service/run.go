@@ -591,8 +591,11 @@ func (ss sessions) Alive(s job.Interactive) bool {
 }
 
 // open opens the session lock p to try its lock: never through a
-// symbolic link, never made, a regular file with one link (a member's
-// own file in shared-lab mode: any owner). An entry that is not such a
+// symbolic link, never made, a regular file (a member's own file in
+// shared-lab mode: any owner; any link count: it is only read and
+// flocked, never written or chmodded, so a link a member made to
+// another's lock neither hides that gssh run nor harms its file). An
+// entry that is not such a
 // file is no gssh run's: the pass account or root removes it (nothing
 // it points to is touched) and says so (lab_file_replaced), and it
 // counts as gone (fs.ErrNotExist).
@@ -600,7 +603,7 @@ func (ss sessions) open(p string) (*os.File, error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	var fi fs.FileInfo
 	if err == nil {
-		if fi, err = f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Sys().(*syscall.Stat_t).Nlink == 1 {
+		if fi, err = f.Stat(); err == nil && fi.Mode().IsRegular() {
 			return f, nil
 		}
 		f.Close()

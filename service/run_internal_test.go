@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/labfile"
 )
 
 // A gssh run's session is alive while its lock is held, and gone once
@@ -93,5 +94,40 @@ func TestSessionsPidAndSweep(t *testing.T) {
 		if _, err := os.Stat(p); (err == nil) != want {
 			t.Errorf("%s after the sweep: %v, want kept=%v", filepath.Base(p), err, want)
 		}
+	}
+}
+
+// A link another made to a live gssh run's lock (a member's, in a lab)
+// neither hides the run nor removes its file; once released, the lock
+// is gone and its entry removed, the link keeping the old file.
+func TestSessionLinked(t *testing.T) {
+	dir := t.TempDir()
+	l := New(Options{StatePath: filepath.Join(dir, "state.db")})
+	lab := labfile.New(dir, "root", 0, "root", 0) // as the pass account sees it
+	ss := sessions{dir: l.sessionDir(), lab: &lab, report: func(r labfile.Replaced) { t.Errorf("removed: %+v", r) }}
+	s, err := l.openSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "sessionlink")
+	if err := os.Link(s.lock.Name(), link); err != nil {
+		t.Fatal(err)
+	}
+	in := job.Interactive{Session: s.token, PID: s.pid, StartTicks: s.ticks + 1} // not found by its pid
+	if !ss.Alive(in) {
+		t.Error("a held session with a second link is taken for gone")
+	}
+	if _, err := os.Stat(s.lock.Name()); err != nil {
+		t.Errorf("its lock file: %v", err)
+	}
+	s.close()
+	if ss.Alive(in) {
+		t.Error("a released session is alive")
+	}
+	if _, err := os.Stat(s.lock.Name()); !os.IsNotExist(err) {
+		t.Errorf("a released lock file left: %v", err)
+	}
+	if _, err := os.Stat(link); err != nil {
+		t.Errorf("the link: %v", err)
 	}
 }

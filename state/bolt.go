@@ -292,7 +292,7 @@ func (s *Bolt) openPersonal(noCreate bool) error {
 		return s.fail("open", errors.New("not a regular file"))
 	case fi.Mode().Perm()&0o077 != 0:
 		if err := os.Chmod(path, 0o600); err != nil {
-			return s.fail("open", fmt.Errorf("it may be read by others (mode %04o) and cannot be made private (%w): a state file is its owner's alone; chmod 600 it as its owner, or give your own with --state (one queue shared by a lab comes later)", fi.Mode().Perm(), err))
+			return s.fail("open", fmt.Errorf("it may be read by others (mode %04o) and cannot be made private (%w): a personal state file is its owner's alone; chmod 600 it as its owner, or give your own with --state; to share one queue with a lab, set it up with gssh lab init (docs/lab.md)", fi.Mode().Perm(), err))
 		}
 	}
 	return nil

@@ -29,9 +29,11 @@ var ErrNoLabState = errors.New("the lab's state file is not made yet")
 // file the pass account's (or root's), a regular file with one link. The
 // pass account or root makes a missing file (unless noCreate) and
 // replaces an entry that is not such a file (a member's file keeps its
-// content: it was the queue before the lab was set up so; a symbolic
-// link or another type is replaced by an empty queue, and nothing it
-// points to is touched), telling Shared.Report. A member's gssh refuses
+// content: it was the queue before the lab was set up so; so does the
+// lab's own file with a hard link a member made to it, which is left
+// with the old file; a symbolic link or another type is replaced by an
+// empty queue, and nothing it points to is touched), telling
+// Shared.Report. A member's gssh refuses
 // either: a *FileError wrapping ErrNoLabState (run gssh lab init) or a
 // *labfile.UntrustedError.
 func (s *Bolt) openShared(noCreate bool) error {
@@ -66,15 +68,21 @@ func (s *Bolt) openShared(noCreate bool) error {
 	return nil
 }
 
-// fillState writes a fresh lab state into tmp: the content of old (a
-// member's state file, read under its shared lock) when there is one,
-// else a new queue.
+// fillState writes a fresh lab state into tmp: the content of old when
+// there is one (a member's state file, or the lab's own with a link a
+// member made: see labfile), else a new queue. old is copied under its
+// exclusive lock, which labfile.Dir.Ensure holds till its rename: every
+// operation takes the lock of the file the path names, then checks the
+// path names it still (openLocked: else it opens the path again), and
+// bbolt writes through that descriptor only, so a write either went into
+// old before the copy or goes into the fresh file after the rename; none
+// goes to old afterwards, and none is lost.
 func (s *Bolt) fillState(tmp string, old *os.File) error {
 	if old == nil {
 		return s.writeSchema(tmp, s.openFile)
 	}
 	var lf lockedFile
-	if err := s.waitLock(old, syscall.LOCK_SH, &lf); err != nil {
+	if err := s.waitLock(old, syscall.LOCK_EX, &lf); err != nil {
 		return err
 	}
 	return labfile.CopyOld(tmp, old)

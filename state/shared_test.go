@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/labfile"
@@ -107,11 +108,14 @@ func TestSharedMode(t *testing.T) {
 }
 
 // TestSharedSwaps: a member's entry where the state file should be (a
-// symbolic link to a file of the pass account, a hard link to it, a
-// FIFO, a directory) is refused by a member's gssh, and replaced by the
-// pass account's with an empty queue, saying so; the file it pointed to
-// is unchanged. A member's own state file (made before the lab was set
-// up with gssh lab init) keeps its queue.
+// symbolic link to a file of the pass account, a FIFO, a directory) is
+// refused by a member's gssh, and replaced by the pass account's with an
+// empty queue, saying so; the file it pointed to is unchanged. A
+// member's own state file (made before the lab was set up with gssh lab
+// init) keeps its queue, and so does the lab's state with a hard link a
+// member made to it (ln state.db ~/x), which keeps the old file. (A
+// member cannot link the pass account's private file there:
+// fs.protected_hardlinks, which labfile.Dir.Check requires.)
 func TestSharedSwaps(t *testing.T) {
 	for _, kind := range []string{"symlink", "hardlink", "fifo", "dir", "member file"} {
 		t.Run(kind, func(t *testing.T) {
@@ -123,7 +127,13 @@ func TestSharedSwaps(t *testing.T) {
 			case "symlink":
 				err = os.Symlink(vic, path)
 			case "hardlink":
-				err = os.Link(vic, path)
+				var s *state.Bolt
+				if s, err = state.Open(path, state.Options{Shared: &state.Shared{Lab: d}}); err == nil {
+					_, err = s.Submit(job.Job{User: "alice"})
+				}
+				if err == nil {
+					err = os.Link(path, filepath.Join(filepath.Dir(d.Path), "statelink"))
+				}
 			case "fifo":
 				err = syscall.Mkfifo(path, 0o666)
 			case "dir":
@@ -140,7 +150,7 @@ func TestSharedSwaps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if kind != "member file" {
+			if kind != "member file" { // a member's own file: theirs to use
 				_, err := state.Open(path, state.Options{Shared: &state.Shared{Lab: d.As(memberUID)}})
 				var ue *labfile.UntrustedError
 				if !errors.As(err, &ue) || !strings.Contains(err.Error(), "replaces it at its next pass") {
@@ -161,7 +171,7 @@ func TestSharedSwaps(t *testing.T) {
 				t.Errorf("told %+v", told)
 			}
 			jobs, err := s.List(state.Filter{})
-			if want := map[bool]int{true: 1, false: 0}[kind == "member file"]; err != nil || len(jobs) != want {
+			if want := map[bool]int{true: 1, false: 0}[kind == "member file" || kind == "hardlink"]; err != nil || len(jobs) != want {
 				t.Errorf("jobs after: %d %v, want %d", len(jobs), err, want)
 			}
 		})
@@ -207,5 +217,72 @@ func TestSharedRestore(t *testing.T) {
 	}
 	if _, err := state.Open(path, opt); err != nil {
 		t.Errorf("after the restore: %v", err)
+	}
+}
+
+// TestSharedLinkedWhileWriting: a member's hard link to the lab's state
+// made while the pass account writes loses no write: every Submit that
+// returned an id is in the file the entry names after the next Open
+// replaced it, and the link keeps the old file, which no write reaches
+// afterwards.
+func TestSharedLinkedWhileWriting(t *testing.T) {
+	d := labDir(t)
+	path := filepath.Join(d.Path, "state.db")
+	pass := state.Options{Shared: &state.Shared{Lab: d}}
+	s, err := state.Open(path, pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(filepath.Dir(d.Path), "statelink")
+	stop := make(chan struct{})
+	ids := make(chan job.ID, 1000)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if j, err := s.Submit(job.Job{User: "alice"}); err == nil {
+				ids <- j.ID
+			} else if !strings.Contains(err.Error(), "with 2 links") {
+				t.Errorf("submit: %v", err)
+				return
+			}
+		}
+	}()
+	for i := range 5 {
+		time.Sleep(20 * time.Millisecond)
+		os.Remove(link)
+		if err := os.Link(path, link); err != nil {
+			t.Fatal(err)
+		}
+		var told []labfile.Replaced
+		opt := pass
+		opt.Shared = &state.Shared{Lab: d, Report: func(r labfile.Replaced) { told = append(told, r) }}
+		if _, err := state.Open(path, opt); err != nil {
+			t.Fatalf("pass account's open %d: %v", i, err)
+		}
+		if len(told) != 1 || !strings.Contains(told[0].Found, "with 2 links; its content was kept") {
+			t.Errorf("told %+v", told)
+		}
+	}
+	close(stop)
+	<-done
+	close(ids)
+	if len(ids) == 0 {
+		t.Fatal("no submit went through")
+	}
+	linked, _ := os.ReadFile(link)
+	for id := range ids {
+		if _, err := s.Get(id); err != nil {
+			t.Errorf("job %d, stored, is lost: %v", id, err)
+		}
+	}
+	after, _ := os.ReadFile(link)
+	if string(linked) != string(after) {
+		t.Error("the old file, linked, was written after its replacement")
 	}
 }

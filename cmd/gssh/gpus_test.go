@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gssh/gssh/labfile"
 	"github.com/gssh/gssh/probe"
 	"github.com/gssh/gssh/service"
 )
@@ -58,6 +60,8 @@ func TestExitCodes(t *testing.T) {
 		nil: exitOK,
 		&service.PartialError{Failed: 1, Total: 3}: exitPartial,
 		errors.New("bad flag"):                     exitUsage,
+		// gssh lab init on a host without fs.protected_hardlinks=1.
+		fmt.Errorf("%w: fs.protected_hardlinks is 0", labfile.ErrDir): exitState,
 	} {
 		if got := exitCode(err); got != want {
 			t.Errorf("exitCode(%v) = %d, want %d", err, got, want)

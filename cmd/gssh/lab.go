@@ -37,7 +37,8 @@ missing), the state directory (the pass account's, in the lab group, mode
 3770: setgid and sticky) and in it the state file, the pass lock, the event
 log and its lock (the pass account's, 0660). What is right already is kept;
 an entry that is not gssh's is replaced, and the event log says so. Safe to
-run again. The lab inventory must be root's and writable by no one else.`,
+run again. The lab inventory must be root's and writable by no one else,
+and the host must have fs.protected_hardlinks=1 (else it refuses, exit 3).`,
 		Example: `  sudo gssh lab init
   sudo gssh lab init --inventory /etc/gssh/hosts.yaml
   sudo GSSH_INVENTORY=/srv/lab/hosts.yaml gssh lab init`,

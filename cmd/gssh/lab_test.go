@@ -347,6 +347,12 @@ func TestSharedLab(t *testing.T) {
 	}
 	want("alice's schedule", errs, "only the lab's pass user runs scheduling passes")
 	want("alice's schedule", errs, "you are "+alice.name)
+	_, errs, code = gssh(alice, "reap")
+	if code == 0 {
+		t.Fatal("alice's gssh reap succeeded")
+	}
+	want("alice's reap", errs, "only the lab's pass user reaps")
+	want("alice's reap", errs, "gssh reap --dry-run shows what it would kill")
 
 	// The pass account's pass launches both, as itself.
 	out, errs, code = gssh(pass, "schedule")

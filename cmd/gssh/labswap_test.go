@@ -197,3 +197,73 @@ func TestSharedLabSwaps(t *testing.T) {
 		t.Errorf("the queue after lab init:\n%s", out)
 	}
 }
+
+// TestSharedLabHardLinks: a member's hard link to one of the lab's files
+// (allowed: they are 0660 and fs.protected_hardlinks lets a member link
+// what they may read and write) costs the lab nothing. Members' gssh
+// refuse a state file with two links until the pass account's next pass,
+// which copies it into a fresh file: the queue, its job ids and the
+// event log are kept, and the member's link keeps the old file. A lock
+// with a link is used as it is. No member can link the pass account's
+// private file in (the kernel refuses).
+func TestSharedLabHardLinks(t *testing.T) {
+	l := newSharedLab(t)
+	alice, bob, pass := l.alice, l.bob, l.pass
+	dir := l.stateDir
+	want := func(what, got, sub string) {
+		t.Helper()
+		if !strings.Contains(got, sub) {
+			t.Errorf("%s: want %q in:\n%s", what, sub, got)
+		}
+	}
+	passFile := l.victim(filepath.Join(pass.home, "secret"), int(pass.uid), "the pass account's own")
+	if err := l.asUser(alice, "ln", passFile.path, filepath.Join(dir, "mine")); err == nil {
+		t.Error("alice hard-linked the pass account's private file into the lab's directory")
+	}
+	for range 2 {
+		if _, errs, code := l.gssh(bob, "submit", "--hold", "--host", "w1", "--workdir", l.work, "--", "true"); code != 0 {
+			t.Fatalf("bob's submit: %s", errs)
+		}
+	}
+	links := map[string]string{}
+	for _, name := range []string{"state.db", "events.log", "state.db.pass.lock", "events.log.lock"} {
+		links[name] = filepath.Join(alice.home, name+"-link")
+		if err := l.asUser(alice, "ln", filepath.Join(dir, name), links[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, errs, code := l.gssh(bob, "ps")
+	if code != exitState {
+		t.Errorf("bob's ps beside a linked state: exit %d, want %d", code, exitState)
+	}
+	want("bob's ps", errs, "state.db is not gssh's own file (found a regular file of "+pass.name+" with 2 links): it is not used; the pass account "+pass.name+" replaces it at its next pass")
+	if _, errs, code := l.gssh(pass, "schedule"); code != 0 {
+		t.Fatalf("the pass account's schedule: exit %d: %s", code, errs)
+	}
+	out, errs, code := l.gssh(bob, "ps")
+	if code != 0 {
+		t.Fatalf("bob's ps after the pass: exit %d: %s", code, errs)
+	}
+	for _, id := range []string{"1", "2"} {
+		want("the queue after the pass", out, id+"\t"+bob.name+"\theld")
+	}
+	if out, _, _ := l.gssh(bob, "submit", "--hold", "--host", "w1", "--workdir", l.work, "--", "true"); !strings.Contains(out, "3") {
+		t.Errorf("the next job id: %s", out)
+	}
+	out, _, _ = l.gssh(bob, "events", "--json")
+	want("events", out, `"event":"job_submit","job":1,"user":"`+bob.name+`"`)
+	for _, name := range []string{"state.db", "events.log"} {
+		want("events", out, `"event":"lab_file_replaced","path":"`+filepath.Join(dir, name)+`","found":"a regular file of `+pass.name+` with 2 links; its content was kept"`)
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		li, lerr := os.Lstat(links[name])
+		if err != nil || lerr != nil || os.SameFile(fi, li) || fi.Sys().(*syscall.Stat_t).Nlink != 1 || fi.Mode().Perm() != 0o660 || fi.Sys().(*syscall.Stat_t).Uid != pass.uid {
+			t.Errorf("%s after the pass: %v %v (link: %v)", name, fi, err, lerr)
+		}
+	}
+	for _, name := range []string{"state.db.pass.lock", "events.log.lock"} {
+		if strings.Contains(out, `"path":"`+filepath.Join(dir, name)+`"`) {
+			t.Errorf("%s, linked, was replaced", name)
+		}
+	}
+	passFile.same(t, "the pass")
+}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/labfile"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/sshexec"
 	"github.com/gssh/gssh/state"
@@ -84,7 +85,7 @@ func exitCode(err error) int {
 		return exitPartial
 	case errors.Is(err, errInterrupted), errors.Is(err, context.Canceled):
 		return exitSignal
-	case errors.As(err, &fe), errors.Is(err, state.ErrBusy), errors.Is(err, service.ErrPassBusy):
+	case errors.As(err, &fe), errors.Is(err, state.ErrBusy), errors.Is(err, service.ErrPassBusy), errors.Is(err, labfile.ErrDir):
 		return exitState
 	case errors.Is(err, sshexec.ErrUnreachable), errors.Is(err, sshexec.ErrTimeout), errors.Is(err, sshexec.ErrAuth),
 		errors.Is(err, sshexec.ErrHostKey), errors.Is(err, sshexec.ErrUnknownHostKey), errors.Is(err, sshexec.ErrNoOutcome):
