@@ -505,8 +505,7 @@ logs then says so.`,
   gssh logs -f 7
   gssh logs --attempt 1 7
   gssh logs --tail 50 12_3`,
-		Annotations: exits(exitLineUsage, exitLineJobHost, exitLineState,
-			"     with -f: the job's status, as gssh wait --help says"),
+		Annotations: exitsOr("with -f", exitLineUsage, exitLineJobHost, exitLineState),
 		Args: oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
 			id, err := a.oneJob(c.Context(), args[0], runF != nil)
@@ -785,7 +784,7 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 		}
 	}
 	if skipped > 0 {
-		fmt.Fprintf(a.stdout, "%d tasks of the arrays given had ended already\n", skipped)
+		fmt.Fprintf(a.stdout, "%d %s of the arrays given had ended already\n", skipped, plural(skipped, "task", "tasks"))
 	}
 	if freed && ctx.Err() == nil {
 		// What waited for the freed GPUs starts now, not at the next cron
