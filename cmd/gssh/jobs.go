@@ -506,7 +506,7 @@ logs then says so.`,
   gssh logs --attempt 1 7
   gssh logs --tail 50 12_3`,
 		Annotations: exitsOr("with -f", exitLineUsage, exitLineJobHost, exitLineState),
-		Args: oneJobID,
+		Args:        oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
 			id, err := a.oneJob(c.Context(), args[0], runF != nil)
 			if err != nil {
