@@ -285,6 +285,15 @@ func (a *app) refOf(ctx context.Context, id job.ID) string {
 	return strconv.FormatUint(uint64(id), 10)
 }
 
+// showID is gssh show's id line: the job's id, or for an array task its
+// name and then its id ("4_2 (job 6)").
+func showID(j job.Job) string {
+	if j.Spec.Array == nil {
+		return j.Ref()
+	}
+	return fmt.Sprintf("%s (job %d)", j.Ref(), j.ID)
+}
+
 func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	j, err := a.service().Job(ctx, opts.id)
 	if err != nil {
@@ -307,7 +316,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	}
 	s := j.Spec
 	lines := [][2]string{
-		{"id", strconv.FormatUint(uint64(j.ID), 10)}, {"user", j.User}, {"state", stateWord(j)}, {"reason", j.Reason},
+		{"id", showID(j)}, {"user", j.User}, {"state", stateWord(j)}, {"reason", j.Reason},
 	}
 	if h := j.Hold; h != nil {
 		lines = append(lines, [2]string{"held", fmt.Sprintf("by %s since %s (gssh release %s)", h.By, timeCell(h.At), j.Ref())})
