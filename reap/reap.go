@@ -65,6 +65,7 @@ type Finding struct {
 	// KindOrphan; for KindOtherQueue its id in that queue, Queue naming
 	// the queue), the attempt the process is of, the job's state now.
 	Job     job.ID
+	Array   *job.ArrayTask // the array task Job is (its Spec.Array); nil for a job of its own or another queue's
 	Attempt int
 	State   job.State
 	Queue   string
@@ -209,19 +210,19 @@ func (c classifier) byEnv(p gpuinfo.Proc) Finding {
 	if !ok {
 		return Finding{Kind: KindUnattributed, Job: job.ID(id), Attempt: attempt, Why: fmt.Sprintf("it carries job %d of this queue, which the state file does not hold (or could not read)", id)}
 	}
-	f := Finding{Job: j.ID, Attempt: attempt, State: j.State}
+	f := Finding{Job: j.ID, Array: j.Spec.Array, Attempt: attempt, State: j.State}
 	switch {
 	case live(j) && attempt == j.Attempt:
 		f.Kind, f.Why = KindJob, fmt.Sprintf("job %s (%s)", j.Ref(), j.State)
 	case j.State.Terminal():
 		f.Kind, f.Why = KindOrphan, fmt.Sprintf("job %s %s%s", j.Ref(), j.State, c.ago(j.EndedAt))
 		if attempt != j.Attempt {
-			f.Why = fmt.Sprintf("attempt %d of job %d, which %s%s after attempt %d", attempt, j.ID, j.State, c.ago(j.EndedAt), j.Attempt)
+			f.Why = fmt.Sprintf("attempt %d of job %s, which %s%s after attempt %d", attempt, j.Ref(), j.State, c.ago(j.EndedAt), j.Attempt)
 		}
 	case j.State == job.Queued:
-		f.Kind, f.Why = KindOrphan, fmt.Sprintf("attempt %d of job %d, which is queued again", attempt, j.ID)
+		f.Kind, f.Why = KindOrphan, fmt.Sprintf("attempt %d of job %s, which is queued again", attempt, j.Ref())
 	default:
-		f.Kind, f.Why = KindOrphan, fmt.Sprintf("attempt %d of job %d, which is at attempt %d now (%s)", attempt, j.ID, j.Attempt, j.State)
+		f.Kind, f.Why = KindOrphan, fmt.Sprintf("attempt %d of job %s, which is at attempt %d now (%s)", attempt, j.Ref(), j.Attempt, j.State)
 	}
 	return f
 }
@@ -243,7 +244,7 @@ func (c classifier) bySession(p gpuinfo.Proc) (Finding, bool) {
 			continue
 		}
 		if live(j) {
-			return Finding{Kind: KindJob, Job: j.ID, Attempt: j.Attempt, State: j.State, BySession: true,
+			return Finding{Kind: KindJob, Job: j.ID, Array: j.Spec.Array, Attempt: j.Attempt, State: j.State, BySession: true,
 				Why: fmt.Sprintf("job %s (%s), by its session", j.Ref(), j.State)}, true
 		}
 		if j.State.Terminal() && (ended == nil || j.EndedAt.After(ended.EndedAt)) {
@@ -253,7 +254,7 @@ func (c classifier) bySession(p gpuinfo.Proc) (Finding, bool) {
 	if ended == nil {
 		return Finding{}, false
 	}
-	f := Finding{Job: ended.ID, Attempt: ended.Attempt, State: ended.State, BySession: true}
+	f := Finding{Job: ended.ID, Array: ended.Spec.Array, Attempt: ended.Attempt, State: ended.State, BySession: true}
 	switch {
 	case !p.EnvRead:
 		f.Kind, f.Why = KindUnattributed, fmt.Sprintf("in the session of job %s (%s), but %s", ended.Ref(), ended.State, c.unreadable(p))

@@ -87,14 +87,42 @@ func drainDoc(inv *inventory.Inventory, h inventory.Host, d *sched.Drain, now ti
 
 // GPUJob is one gssh job holding one GPU (or MIG device).
 type GPUJob struct {
-	Index int       `json:"gpu_index"` // the GPU's index, as nvidia-smi numbers it
-	ID    string    `json:"gpu_id"`    // the UUID (GPU or MIG) given in CUDA_VISIBLE_DEVICES, or the index
-	Job   job.ID    `json:"job"`
+	Index int    `json:"gpu_index"` // the GPU's index, as nvidia-smi numbers it
+	ID    string `json:"gpu_id"`    // the UUID (GPU or MIG) given in CUDA_VISIBLE_DEVICES, or the index
+	Job   job.ID `json:"job"`
+	*TaskRef
 	User  string    `json:"user"`
 	State job.State `json:"state"`
 	// BookedBytes is the GPU memory the job booked (--mem); 0 when it
 	// holds the GPU exclusively.
 	BookedBytes uint64 `json:"booked_bytes"`
+}
+
+// Ref names the job as people and commands do ("16_2" for a task).
+func (g GPUJob) Ref() string { return g.TaskRef.of(g.Job) }
+
+// TaskRef is, in a document, the array task a job is: the array's id
+// and the task's index, "array" and "task" as in an event; the job is
+// ARRAY_TASK ("16_2"). Nil (absent) for a job of its own.
+type TaskRef struct {
+	Array job.ID `json:"array"`
+	Task  int    `json:"task"`
+}
+
+// taskRef is the TaskRef of array place a (nil for nil).
+func taskRef(a *job.ArrayTask) *TaskRef {
+	if a == nil {
+		return nil
+	}
+	return &TaskRef{Array: a.Job, Task: a.Task}
+}
+
+// of is job.RefOf of job id with array place t.
+func (t *TaskRef) of(id job.ID) string {
+	if t == nil {
+		return job.RefOf(id, nil)
+	}
+	return job.RefOf(id, &job.ArrayTask{Job: t.Array, Task: t.Task})
 }
 
 // HostsDoc is the document `gssh hosts --json` prints.
@@ -182,7 +210,7 @@ func gpusDoc(now time.Time, reports []fleet.Report, active []job.Job, found []co
 			continue
 		}
 		for i, id := range j.Placement.GPUs {
-			g := GPUJob{ID: id, Job: j.ID, User: j.User, State: j.State, BookedBytes: j.Spec.MemPerGPU}
+			g := GPUJob{ID: id, Job: j.ID, TaskRef: taskRef(j.Spec.Array), User: j.User, State: j.State, BookedBytes: j.Spec.MemPerGPU}
 			if i < len(j.Placement.Indexes) {
 				g.Index = j.Placement.Indexes[i]
 			}

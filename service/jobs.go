@@ -169,8 +169,8 @@ func housekept(j job.Job, p sched.Policy) error {
 		return nil
 	case h.Removed > 0:
 		keep := cmp.Or(p.KeepJobDirs, control.DefaultKeepJobDirs)
-		return fmt.Errorf("job %d has no log any more: housekeeping removed it with the job's directory on %s at %s, keep_job_dirs (%s) after the job ended (the inventory's policy sets keep_job_dirs)",
-			j.ID, j.Placement.Host, h.At.Local().Format(time.RFC3339), sched.FormatAge(keep))
+		return fmt.Errorf("job %s has no log any more: housekeeping removed it with the job's directory on %s at %s, keep_job_dirs (%s) after the job ended (the inventory's policy sets keep_job_dirs)",
+			j.Ref(), j.Placement.Host, h.At.Local().Format(time.RFC3339), sched.FormatAge(keep))
 	case h.Kept == "":
 		return fmt.Errorf("job %s has no log any more: its job directory was gone from %s when housekeeping looked at %s (removed by hand?)", j.Ref(), j.Placement.Host, h.At.Local().Format(time.RFC3339))
 	}
@@ -361,7 +361,7 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 				if r.Mem != nil {
 					next.MemPerGPU = *r.Mem
 					if err := sched.Validate(hosts, sched.RequestOf(next)); err != nil {
-						return fmt.Errorf("job %d: --mem %s: %w", id, sched.FormatMem(*r.Mem), err)
+						return fmt.Errorf("job %s: --mem %s: %w", job.RefOf(id, s.Array), sched.FormatMem(*r.Mem), err)
 					}
 				}
 				if r.CPUs != nil {
@@ -371,7 +371,7 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 					next.HostMem = *r.HostMem
 				}
 				if err := sched.Validate(hosts, sched.RequestOf(next)); err != nil {
-					return fmt.Errorf("job %d: %w", id, err) // names --cpus or --host-mem
+					return fmt.Errorf("job %s: %w", job.RefOf(id, s.Array), err) // names --cpus or --host-mem
 				}
 				s.MemPerGPU, s.CPUs, s.HostMem = next.MemPerGPU, next.CPUs, next.HostMem
 			}

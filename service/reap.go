@@ -58,9 +58,11 @@ type ProcessDoc struct {
 	UsedBytes *uint64   `json:"used_memory_bytes"`
 	Kind      reap.Kind `json:"kind"` // job, orphan, other_queue, foreign, unattributed
 	// Job, Attempt and JobState: the gssh job it is of (for other_queue,
-	// its id in the queue Queue names), the attempt it is of, the job's
-	// state now.
-	Job      job.ID    `json:"job,omitempty"`
+	// its id in the queue Queue names) and the array task it is (nil for
+	// a job of its own or of another queue), the attempt it is of, the
+	// job's state now.
+	Job job.ID `json:"job,omitempty"`
+	*TaskRef
 	Attempt  int       `json:"attempt,omitempty"`
 	JobState job.State `json:"job_state,omitempty"`
 	Queue    string    `json:"queue,omitempty"`
@@ -73,6 +75,10 @@ type ProcessDoc struct {
 	// reap meant to kill (reap.Outcome); "" otherwise.
 	Outcome reap.Outcome `json:"outcome,omitempty"`
 }
+
+// Ref names the process's job as people and commands do ("16_2" for a
+// task).
+func (p ProcessDoc) Ref() string { return p.TaskRef.of(p.Job) }
 
 // InvisibleDoc is GPU memory held by a process no probe can see.
 type InvisibleDoc struct {
@@ -182,7 +188,7 @@ func processDocs(h control.HostReap, dryRun, actions bool) []ProcessDoc {
 	out := []ProcessDoc{}
 	for _, f := range h.Found.Procs {
 		d := ProcessDoc{GPU: f.GPU, GPUID: f.GPUID, PID: f.Proc.PID, User: f.Proc.User, Name: f.Proc.Name, UsedBytes: f.Proc.UsedBytes,
-			Kind: f.Kind, Job: f.Job, Attempt: f.Attempt, JobState: f.State, Queue: f.Queue, Why: f.Why}
+			Kind: f.Kind, Job: f.Job, TaskRef: taskRef(f.Array), Attempt: f.Attempt, JobState: f.State, Queue: f.Queue, Why: f.Why}
 		if actions {
 			d.Action, d.Outcome = action(h, f, dryRun)
 		}

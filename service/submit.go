@@ -251,10 +251,6 @@ func (l *Local) checkPolicy(pol sched.Policy, s job.Spec) error {
 func checkDeps(st control.Store, after []job.Dependency) error {
 	kinds := map[job.ID]job.DepKind{}
 	for _, d := range job.Flatten(after) {
-		if k, ok := kinds[d.Job]; ok && k != d.Kind && k != job.AfterAny && d.Kind != job.AfterAny {
-			return fmt.Errorf("job %d is named by %s and %s: it cannot both succeed and fail; nothing was submitted", d.Job, sched.DependencyFlag(k), sched.DependencyFlag(d.Kind))
-		}
-		kinds[d.Job] = d.Kind
 		dep, err := st.Get(d.Job)
 		switch {
 		case errors.Is(err, state.ErrNotFound):
@@ -262,6 +258,10 @@ func checkDeps(st control.Store, after []job.Dependency) error {
 		case err != nil:
 			return fmt.Errorf("%s %d: %w", sched.DependencyFlag(d.Kind), d.Job, err)
 		}
+		if k, ok := kinds[d.Job]; ok && k != d.Kind && k != job.AfterAny && d.Kind != job.AfterAny {
+			return fmt.Errorf("job %s is named by %s and %s: it cannot both succeed and fail; nothing was submitted", dep.Ref(), sched.DependencyFlag(k), sched.DependencyFlag(d.Kind))
+		}
+		kinds[d.Job] = d.Kind
 		if r, never := sched.DependencyNever(d, dep); never {
 			return fmt.Errorf("%s: it could never start; nothing was submitted", r.Text)
 		}

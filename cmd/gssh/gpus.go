@@ -138,7 +138,7 @@ func otherRows(hosts []service.HostGPUs) [][]string {
 func whose(p service.ProcessDoc) string {
 	switch p.Kind {
 	case reap.KindOrphan:
-		return fmt.Sprintf("orphan of job %d (attempt %d)", p.Job, p.Attempt)
+		return fmt.Sprintf("orphan of job %s (attempt %d)", p.Ref(), p.Attempt)
 	case reap.KindOtherQueue:
 		return fmt.Sprintf("job %d of another gssh queue (%.4s)", p.Job, p.Queue)
 	}
@@ -189,7 +189,8 @@ func gpuRows(hosts []service.HostGPUs, now time.Time) (rows [][]string, warnings
 }
 
 // holdersCell names the gssh jobs holding the GPU (or MIG device) id, as
-// "14 alice excl" or "15 bob 8.0 GiB" (its booking), "-" when none.
+// "14 alice excl" or "16_2 bob 8.0 GiB" (an array task, its booking),
+// "-" when none.
 func holdersCell(jobs []service.GPUJob, id string) string {
 	var out []string
 	for _, j := range jobs {
@@ -200,7 +201,7 @@ func holdersCell(jobs []service.GPUJob, id string) string {
 		if j.BookedBytes > 0 {
 			booked = sched.FormatMem(j.BookedBytes)
 		}
-		out = append(out, fmt.Sprintf("%d %s %s", j.Job, printable(j.User), booked))
+		out = append(out, fmt.Sprintf("%s %s %s", j.Ref(), printable(j.User), booked))
 	}
 	if len(out) == 0 {
 		return "-"

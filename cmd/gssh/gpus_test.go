@@ -11,6 +11,7 @@ import (
 
 	"github.com/gssh/gssh/labfile"
 	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/reap"
 	"github.com/gssh/gssh/service"
 )
 
@@ -66,5 +67,18 @@ func TestExitCodes(t *testing.T) {
 		if got := exitCode(err); got != want {
 			t.Errorf("exitCode(%v) = %d, want %d", err, got, want)
 		}
+	}
+}
+
+// An array task holding a GPU, or leaving an orphan, is named 1_3 in
+// gssh gpus as in gssh ps; a job of its own by its id.
+func TestGPUCellsNameTasks(t *testing.T) {
+	task := &service.TaskRef{Array: 1, Task: 3}
+	jobs := []service.GPUJob{{ID: "GPU-0", Job: 2, TaskRef: task, User: "root", BookedBytes: 2 << 30}, {ID: "GPU-0", Job: 5, User: "ann"}}
+	if got, want := holdersCell(jobs, "GPU-0"), "1_3 root 2.0 GiB, 5 ann excl"; got != want {
+		t.Errorf("GSSH JOBS %q, want %q", got, want)
+	}
+	if got, want := whose(service.ProcessDoc{Kind: reap.KindOrphan, Job: 2, TaskRef: task, Attempt: 1}), "orphan of job 1_3 (attempt 1)"; got != want {
+		t.Errorf("WHOSE %q, want %q", got, want)
 	}
 }

@@ -69,6 +69,16 @@ func exits(lines ...string) map[string]string {
 	return map[string]string{exitsKey: "  " + strings.Join(all, "\n  ")}
 }
 
+// exitsOr is exits, then a last entry of its own for a command that,
+// with the flag named (when "with --wait"), passes its job's status
+// through instead: "with --wait: the job's status instead, as gssh wait
+// --help says".
+func exitsOr(when string, lines ...string) map[string]string {
+	m := exits(lines...)
+	m[exitsKey] += "\n  " + when + ": the job's status instead, as gssh wait --help says"
+	return m
+}
+
 // exitsText is an exit annotation of its own words (gssh wait and run
 // pass a job's status through).
 func exitsText(text string) map[string]string {

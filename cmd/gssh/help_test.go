@@ -125,3 +125,25 @@ func TestVersion(t *testing.T) {
 		t.Errorf("gssh version --json: %s (%v)", out.String(), err)
 	}
 }
+
+// An "Exit status:" entry that holds with a flag ("with --wait: the
+// job's status") is an entry of its own, at the codes' column, not
+// indented under the code above it as if part of it.
+func TestExitsOwnEntry(t *testing.T) {
+	for _, c := range []struct{ cmd, entry string }{{"submit", "with --wait: "}, {"logs", "with -f: "}} {
+		out := helpText(t, c.cmd)
+		_, exits, _ := strings.Cut(out, "\nExit status:\n")
+		if !strings.Contains("\n"+exits, "\n  "+c.entry) {
+			t.Errorf("gssh %s --help: no entry %q of its own:\n%s", c.cmd, c.entry, exits)
+		}
+	}
+	root := testApp().newRootCmd()
+	for _, c := range allCommands(root) {
+		_, exits, _ := strings.Cut(helpText(t, strings.Fields(c.CommandPath())[1:]...), "\nExit status:\n")
+		for l := range strings.Lines(exits) {
+			if strings.HasPrefix(strings.TrimLeft(l, " "), "with -") && strings.HasPrefix(l, "   ") {
+				t.Errorf("gssh %s --help: %q reads as part of the entry above it", c.Name(), l)
+			}
+		}
+	}
+}

@@ -34,7 +34,7 @@ func newHostsCmd(a *app, runF func(*hostsOptions) error) *cobra.Command {
 resolved through the inventory and ~/.ssh/config, whether it is reachable,
 the probe source, the driver, the GPU count, the SSH round trip, and what
 the scheduling passes found lately (PASSES: -, ok, N failed, down). On a
-terminal the table fits 100 columns: errors, and why a host is probed
+terminal the table fits its width: errors, and why a host is probed
 through nvidia-smi, are listed under it; -v puts every cell whole in the
 table (and the connect time), as a pipe and --json (docs/json.md) get it.`,
 		Example: `  gssh hosts
@@ -78,23 +78,28 @@ func hostsRun(ctx context.Context, a *app, opts *hostsOptions) error {
 	} else {
 		t = wholeHostsTable(doc.Hosts, a.now())
 	}
-	cut := a.tty && !opts.verbose && fitColumns(t.header, t.rows, t.cuttable, a.tableWidth())
+	width := a.tableWidth()
+	cut := a.tty && !opts.verbose && fitColumns(t.header, t.rows, t.cuttable, width)
 	if terr := printTable(a.stdout, a.tty, t.header, t.rows); terr != nil {
 		return terr
 	}
-	for _, n := range t.notes {
-		fmt.Fprintln(a.stdout, n)
-	}
+	under := t.notes
 	if cut {
-		fmt.Fprintln(a.stdout, "(cells ending in … are cut to fit the terminal: gssh hosts -v prints them whole)")
+		under = append(under, "(cells ending in … are cut to fit the terminal: gssh hosts -v prints them whole)")
 	}
 	for _, d := range doc.Hosts {
 		if r := d.Record; r != nil {
-			fmt.Fprintf(a.stdout, "%s: %s\n", d.Name, recordText(*r))
+			under = append(under, fmt.Sprintf("%s: %s", d.Name, recordText(*r)))
 		}
 		if note := drainNote(d.Name, d.DrainDoc, a.now()); note != "" {
-			fmt.Fprintln(a.stdout, note)
+			under = append(under, note)
 		}
+	}
+	if a.tty {
+		under = wrapLines(under, width)
+	}
+	for _, l := range under {
+		fmt.Fprintln(a.stdout, l)
 	}
 	return err
 }
@@ -128,7 +133,7 @@ func wholeHostsTable(hosts []service.HostInfo, now time.Time) hostsTable {
 	return t
 }
 
-// shortHostsTable is the table for a terminal, made to fit 100 columns:
+// shortHostsTable is the table for a terminal, made to fit its width:
 // the address without the login when it is user's own, the state without
 // its error, the probe source with a footnote mark for why it is not the
 // helper ("nvidia-smi[1]"), an old driver marked "(old)", no CONNECT

@@ -285,6 +285,15 @@ func (a *app) refOf(ctx context.Context, id job.ID) string {
 	return strconv.FormatUint(uint64(id), 10)
 }
 
+// showID is gssh show's id line: the job's id, or for an array task its
+// name and then its id ("4_2 (job 6)").
+func showID(j job.Job) string {
+	if j.Spec.Array == nil {
+		return j.Ref()
+	}
+	return fmt.Sprintf("%s (job %d)", j.Ref(), j.ID)
+}
+
 func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	j, err := a.service().Job(ctx, opts.id)
 	if err != nil {
@@ -307,7 +316,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	}
 	s := j.Spec
 	lines := [][2]string{
-		{"id", strconv.FormatUint(uint64(j.ID), 10)}, {"user", j.User}, {"state", stateWord(j)}, {"reason", j.Reason},
+		{"id", showID(j)}, {"user", j.User}, {"state", stateWord(j)}, {"reason", j.Reason},
 	}
 	if h := j.Hold; h != nil {
 		lines = append(lines, [2]string{"held", fmt.Sprintf("by %s since %s (gssh release %s)", h.By, timeCell(h.At), j.Ref())})
@@ -505,9 +514,8 @@ logs then says so.`,
   gssh logs -f 7
   gssh logs --attempt 1 7
   gssh logs --tail 50 12_3`,
-		Annotations: exits(exitLineUsage, exitLineJobHost, exitLineState,
-			"     with -f: the job's status, as gssh wait --help says"),
-		Args: oneJobID,
+		Annotations: exitsOr("with -f", exitLineUsage, exitLineJobHost, exitLineState),
+		Args:        oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
 			id, err := a.oneJob(c.Context(), args[0], runF != nil)
 			if err != nil {
@@ -785,7 +793,7 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 		}
 	}
 	if skipped > 0 {
-		fmt.Fprintf(a.stdout, "%d tasks of the arrays given had ended already\n", skipped)
+		fmt.Fprintf(a.stdout, "%d %s of the arrays given had ended already\n", skipped, plural(skipped, "task", "tasks"))
 	}
 	if freed && ctx.Err() == nil {
 		// What waited for the freed GPUs starts now, not at the next cron

@@ -18,9 +18,10 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
-// ptyCmd is the testscript command `pty SESSION CMD [ARGS...]`: it runs
-// CMD on a new pseudo-terminal (stdin, stdout and stderr) in the script's
-// directory and environment and plays SESSION, a file of lines
+// ptyCmd is the testscript command `pty [-cols N] SESSION CMD [ARGS...]`:
+// it runs CMD on a new pseudo-terminal (stdin, stdout and stderr) of 24
+// rows and N columns (80 unless given) in the script's directory and
+// environment and plays SESSION, a file of lines
 //
 //	expect REGEXP   wait (up to 30 s) until the output so far matches
 //	send TEXT       type TEXT (Go escapes: \r, \x03 for Ctrl-C)
@@ -29,8 +30,14 @@ import (
 // "exit N". It fails when an expect times out or CMD does not end within
 // 60 s.
 func ptyCmd(ts *testscript.TestScript, neg bool, args []string) {
+	cols := 80
+	if len(args) > 1 && args[0] == "-cols" {
+		n, err := strconv.Atoi(args[1])
+		ts.Check(err)
+		cols, args = n, args[2:]
+	}
 	if neg || len(args) < 2 {
-		ts.Fatalf("usage: pty SESSION CMD [ARGS...]")
+		ts.Fatalf("usage: pty [-cols N] SESSION CMD [ARGS...]")
 	}
 	session, err := os.ReadFile(ts.MkAbs(args[0]))
 	ts.Check(err)
@@ -42,7 +49,7 @@ func ptyCmd(ts *testscript.TestScript, neg bool, args []string) {
 		c.Env = append(c.Env, k+"="+ts.Getenv(k))
 	}
 	c.Env = append(c.Env, "TERM=xterm")
-	f, err := pty.StartWithSize(c, &pty.Winsize{Rows: 24, Cols: 80})
+	f, err := pty.StartWithSize(c, &pty.Winsize{Rows: 24, Cols: uint16(cols)})
 	ts.Check(err)
 	defer f.Close()
 	var mu sync.Mutex

@@ -378,7 +378,8 @@ func (a *app) printHolds(res []service.HoldResult, arrays map[job.ID]bool, line 
 	skipped := 0
 	defer func() {
 		if skipped > 0 {
-			fmt.Fprintf(a.stderr, "gssh: %d tasks of the arrays given were skipped: they were in no state for it (ended, running, or not held)\n", skipped)
+			fmt.Fprintf(a.stderr, "gssh: %d %s of the arrays given %s skipped: %s in no state for it (ended, running, or not held)\n",
+				skipped, plural(skipped, "task", "tasks"), plural(skipped, "was", "were"), plural(skipped, "it was", "they were"))
 		}
 	}()
 	for _, r := range res {

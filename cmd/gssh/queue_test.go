@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/service"
 )
@@ -115,5 +117,17 @@ func TestPlotTarget(t *testing.T) {
 	}
 	if err := checkPlotPath(filepath.Join(dir, "nodir", "x.svg")); err == nil || !strings.Contains(err.Error(), "cannot write in") {
 		t.Errorf("a missing directory: %v", err)
+	}
+}
+
+// One task of a whole array skipped is "1 task ... was skipped".
+func TestHoldsSkippedOne(t *testing.T) {
+	a := testApp()
+	res := []service.HoldResult{{Job: job.Job{ID: 5}, Err: control.ErrEnded}}
+	if err := a.printHolds(res, map[job.ID]bool{5: true}, func(job.Job) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.stderr.(*bytes.Buffer).String(), "gssh: 1 task of the arrays given was skipped: it was in no state for it"; !strings.HasPrefix(got, want) {
+		t.Errorf("got %q, want %q...", got, want)
 	}
 }

@@ -151,8 +151,8 @@ func stateRestoreRun(ctx context.Context, a *app, r service.RestoreRequest, quie
 	}
 	fmt.Fprintf(a.stdout, "new job ids start at %d (%s; the backup's last id %d)\n", res.JobSeq+1, seen, res.Backup.JobSeq)
 	for _, j := range res.Ran {
-		a.warnf(fmt.Sprintf("job %d (%s, %s in the backup at attempt %d) launched after the backup was taken: the next pass fails it rather than run it twice; its later attempts' logs are in ~/.gssh/jobs/%s-%d.* on the workers",
-			j.ID, j.Spec.Name, j.State, j.Attempt, res.ClusterID, j.ID))
+		a.warnf(fmt.Sprintf("job %s (%s, %s in the backup at attempt %d) launched after the backup was taken: the next pass fails it rather than run it twice; its later attempts' logs are in ~/.gssh/jobs/%s-%d.* on the workers",
+			j.Ref(), j.Spec.Name, j.State, j.Attempt, res.ClusterID, j.ID))
 	}
 	return nil
 }

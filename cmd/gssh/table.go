@@ -11,7 +11,8 @@ import (
 )
 
 // printTable writes rows under header: aligned columns without colour on a
-// terminal, plain tab-separated lines otherwise (for scripts and pipes).
+// terminal (two spaces between columns, none at a line's end), plain
+// tab-separated lines otherwise (for scripts and pipes).
 // The error is a write error (a closed pipe) or tablewriter's.
 func printTable(w io.Writer, tty bool, header []string, rows [][]string) error {
 	if !tty {
@@ -23,7 +24,10 @@ func printTable(w io.Writer, tty bool, header []string, rows [][]string) error {
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
-	t := tablewriter.NewTable(w,
+	// tablewriter pads every cell, the last column's too: its lines are
+	// trimmed of the spaces at their ends before they are written.
+	var b strings.Builder
+	t := tablewriter.NewTable(&b,
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
 			Borders:  tw.BorderNone,
 			Symbols:  tw.NewSymbols(tw.StyleNone),
@@ -44,7 +48,12 @@ func printTable(w io.Writer, tty bool, header []string, rows [][]string) error {
 	if err := t.Render(); err != nil {
 		return fmt.Errorf("table: %w", err)
 	}
-	return nil
+	var out strings.Builder
+	for l := range strings.Lines(b.String()) {
+		out.WriteString(strings.TrimRight(l, " \n") + "\n")
+	}
+	_, err := io.WriteString(w, out.String())
+	return err
 }
 
 func toAny(s []string) []any {
