@@ -26,8 +26,8 @@ func (l *Local) GPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	if serr == nil && !none {
 		active, serr = st.Active()
 	}
-	if serr != nil || none {
-		st = nil
+	if serr != nil && !errors.Is(serr, state.ErrBadRecord) || none {
+		st = nil // a record that cannot be decoded leaves the others: they are shown
 	}
 	f, _ := l.hosts() // probed already: it is open
 	found, cerr := l.classify(ctx, f, st, reports, true)

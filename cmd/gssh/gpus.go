@@ -93,7 +93,11 @@ func gpusRun(ctx context.Context, a *app, opts *gpusOptions) error {
 			return terr
 		}
 		if doc.JobsError != "" && !opts.json && !damaged {
-			fmt.Fprintf(a.stderr, "gssh: warning: gssh jobs not shown: %s\n", doc.JobsError)
+			what := "gssh jobs not shown"
+			if strings.Contains(doc.JobsError, state.ErrBadRecord.Error()) {
+				what = "some gssh jobs not shown" // the others are
+			}
+			fmt.Fprintf(a.stderr, "gssh: warning: %s: %s\n", what, doc.JobsError)
 		}
 		if opts.watch == 0 {
 			return err
