@@ -276,11 +276,12 @@ func (c *Controller) elsewhere(j *job.Job) bool {
 // processes when its connection went), and returns the others.
 func (c *Controller) endedElsewhere(active []job.Job, res *Result) []job.Job {
 	out := active[:0]
-	for _, j := range active {
-		if !c.elsewhere(&j) || !c.ownerGone(&j) {
-			out = append(out, j)
+	for i := range active {
+		if !c.elsewhere(&active[i]) || !c.ownerGone(&active[i]) {
+			out = append(out, active[i]) // in place: len(out) <= i
 			continue
 		}
+		j := active[i]
 		now := c.now()
 		u, err := c.store.Update(j.ID, func(x *job.Job) error {
 			if x.State.Terminal() || x.Remote.By != j.Remote.By || x.Attempt != j.Attempt {
