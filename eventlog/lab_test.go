@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"fmt"
+	"github.com/gssh/gssh/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,9 +20,7 @@ const labPassUID, labMemberUID = 4242, 4243
 // it, whose content and mode no entry may lead a write to change.
 func labLog(t *testing.T) (d labfile.Dir, victim string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the lab event log tests chown files to other uids: run them as root")
-	}
+	testenv.NeedRoot(t, "the lab event log tests chown files to other uids")
 	top := t.TempDir()
 	d = labfile.New(filepath.Join(top, "lab"), "pass", labPassUID, "labgrp", os.Getgid())
 	if _, err := d.EnsureDir(d.Path, false); err != nil {

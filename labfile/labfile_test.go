@@ -2,6 +2,7 @@ package labfile
 
 import (
 	"errors"
+	"github.com/gssh/gssh/testenv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,9 +21,7 @@ const (
 // lead a privileged gssh to.
 func newLab(t *testing.T) (d Dir, victim string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the lab file tests chown files to other uids: run them as root")
-	}
+	testenv.NeedRoot(t, "the lab file tests chown files to other uids")
 	top := t.TempDir()
 	d = New(filepath.Join(top, "lab"), "pass", passUID, "labgrp", os.Getgid())
 	if r, err := d.EnsureDir(d.Path, false); err != nil || !r.Created {

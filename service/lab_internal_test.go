@@ -1,6 +1,7 @@
 package service
 
 import (
+	"github.com/gssh/gssh/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,9 +13,7 @@ import (
 // TestFindLabWarnsPersonalEnv: in lab mode a personal $GSSH_INVENTORY
 // (no `lab:` block) is ignored with a warning, as --inventory is.
 func TestFindLabWarnsPersonalEnv(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the lab inventory must be root's: run it as root")
-	}
+	testenv.NeedRoot(t, "the lab inventory must be root's")
 	dir := t.TempDir()
 	labInv := filepath.Join(dir, "lab.yaml")
 	doc := "hosts:\n  - name: w1\nlab:\n  state: " + filepath.Join(dir, "lab", "state.db") + "\n  pass_user: root\n  group: root\n"

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"errors"
+	"github.com/gssh/gssh/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,9 +15,7 @@ import (
 // and no one else can write, in directories likewise (or sticky, as
 // /tmp), wherever a link to it lies.
 func TestTrustedLabFile(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the lab inventory's checks need root's files: run it as root")
-	}
+	testenv.NeedRoot(t, "the lab inventory's checks need root's files")
 	dir := filepath.Join(t.TempDir(), "etc")
 	os.Mkdir(dir, 0o755)
 	file := filepath.Join(dir, "hosts.yaml")
