@@ -61,7 +61,9 @@ const (
 
 // Policy holds the planner's knobs: every scheduling setting of the
 // inventory's `policy:` block. The zero value means DefaultPolicy's
-// values; a knob left empty takes the default.
+// values; a knob left empty takes the default. It is no JSON document
+// (the inventory's YAML is its form): its durations carry no JSON
+// encoding, so none can reach a document in nanoseconds.
 type Policy struct {
 	Order    Order    `json:"order"`
 	Fit      Fit      `json:"placement"`
@@ -77,10 +79,10 @@ type Policy struct {
 	// BackfillEstimate is the walltime assumed, for reservations only, of
 	// a job without --timeout (0 = DefaultBackfillEstimate). Never
 	// enforced.
-	BackfillEstimate time.Duration `json:"backfill_estimate"`
+	BackfillEstimate time.Duration `json:"-"`
 	// DefaultTimeout is the walltime enforced on a job submitted without
 	// --timeout (0 = none).
-	DefaultTimeout time.Duration `json:"default_timeout,omitempty"`
+	DefaultTimeout time.Duration `json:"-"`
 	// Rebalance lets every pass preempt preemptible running jobs for a
 	// queued job that ranks ahead of them and has waited PreemptAfter
 	// (`rebalance: true`; gssh schedule --rebalance asks it of one pass
@@ -88,23 +90,23 @@ type Policy struct {
 	Rebalance bool `json:"rebalance,omitempty"`
 	// PreemptAfter is how long a job waits before rebalancing may
 	// preempt others for it (0 = DefaultPreemptAfter).
-	PreemptAfter time.Duration `json:"preempt_after,omitempty"`
+	PreemptAfter time.Duration `json:"-"`
 	// MinRuntime is the least a job runs, since its latest start, before
 	// it may be preempted (0 = DefaultMinRuntime): a job preempted once
 	// is not preempted again within MinRuntime of its restart.
-	MinRuntime time.Duration `json:"min_runtime,omitempty"`
+	MinRuntime time.Duration `json:"-"`
 	// DownAfter and LostAfter are the host-failure thresholds the passes
 	// apply (control, health.Rules; the planner never reads them): a host
 	// is down after 3 failed contacts in a row spanning DownAfter (0 =
 	// health.DefaultDownAfter, 60 s), and the jobs of a host down for
 	// LostAfter (0 = health.DefaultLostAfter, 5 min) are recorded lost,
 	// or requeued with --requeue.
-	DownAfter time.Duration `json:"down_after,omitempty"`
-	LostAfter time.Duration `json:"lost_after,omitempty"`
+	DownAfter time.Duration `json:"-"`
+	LostAfter time.Duration `json:"-"`
 	// KeepEvents is how long the event log keeps its rotated files
 	// (service, eventlog.Options.MaxAge; the planner never reads it): 0 =
 	// eventlog.DefaultMaxAge, 30 days.
-	KeepEvents time.Duration `json:"keep_events,omitempty"`
+	KeepEvents time.Duration `json:"-"`
 	// KeepJobs, KeepJobDirs and LogLimit are housekeeping's (control;
 	// the planner never reads them): an ended job's record leaves the
 	// queue's hot structures for its history KeepJobs after it ended (0
@@ -112,8 +114,8 @@ type Policy struct {
 	// (its log with them) are removed KeepJobDirs after it ended (0 =
 	// control.DefaultKeepJobDirs, 14 days), and a job submitted without
 	// --log-limit has its log capped at LogLimit bytes (0: none).
-	KeepJobs    time.Duration `json:"keep_jobs,omitempty"`
-	KeepJobDirs time.Duration `json:"keep_job_dirs,omitempty"`
+	KeepJobs    time.Duration `json:"-"`
+	KeepJobDirs time.Duration `json:"-"`
 	LogLimit    uint64        `json:"log_limit_bytes,omitempty"`
 }
 
@@ -121,8 +123,8 @@ type Policy struct {
 // GPU-second counts half as much HalfLife later), or summed over a sliding
 // Window. Exactly one is set; both zero means HalfLife DefaultHalfLife.
 type FairShare struct {
-	HalfLife time.Duration `json:"half_life,omitempty"`
-	Window   time.Duration `json:"window,omitempty"`
+	HalfLife time.Duration `json:"-"`
+	Window   time.Duration `json:"-"`
 }
 
 // UserShare is one user's share settings.
