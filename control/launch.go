@@ -1,0 +1,200 @@
+package control
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
+)
+
+// carryOut launches the plan's starts in order, then records the pending
+// reasons that changed. queued is sorted by id (input keeps the store's
+// order).
+func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued, running []job.Job, res *Result) {
+	byID := func(id job.ID) job.Job {
+		lo, hi := 0, len(queued) // by index: a job is too big to pass around by value
+		for lo < hi {
+			if m := int(uint(lo+hi) >> 1); queued[m].ID < id {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		return queued[lo]
+	}
+	res.Queued = len(plan.Pending)
+	for _, cn := range plan.Cancels {
+		now := c.now()
+		u, err := c.store.Update(cn.Job, func(x *job.Job) error {
+			if x.State != job.Queued {
+				return errSkip // placed or cancelled meanwhile
+			}
+			x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, cn.Reason.Text, string(cn.Reason.Code)
+			return nil
+		})
+		switch {
+		case err == nil:
+			res.Finished = append(res.Finished, u)
+			c.emit(JobCancel, u)
+		case !errors.Is(err, errSkip):
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: record it cancelled (%s): %w", cn.Job, cn.Reason.Text, err))
+		}
+	}
+	c.preempt(ctx, plan.Preempts, running, res)
+	for _, s := range plan.Starts {
+		j := byID(s.Job)
+		if ctx.Err() != nil {
+			res.Queued++ // the next pass starts it
+			continue
+		}
+		started, err := c.start(ctx, j, s.Placement)
+		switch {
+		case err == nil && started.ID == 0: // cancelled meanwhile
+		case err != nil && started.State.Terminal(): // failed: job.ErrDirExists
+			res.Errors = append(res.Errors, err)
+			res.Finished = append(res.Finished, started)
+		case err != nil && started.ID != 0:
+			res.Errors = append(res.Errors, err)
+			res.Pending = append(res.Pending, started) // back in the queue, with the reason
+			res.Queued++
+		case err != nil:
+			res.Errors = append(res.Errors, err)
+		default:
+			res.Started = append(res.Started, started)
+		}
+	}
+	for _, p := range plan.Pending {
+		j := byID(p.Job)
+		if j.Reason == p.Reason.Text && j.ReasonCode == string(p.Reason.Code) {
+			continue // nothing new to write
+		}
+		updated, err := c.store.Update(j.ID, func(x *job.Job) error {
+			if x.State != job.Queued {
+				return errSkip
+			}
+			x.Reason, x.ReasonCode = p.Reason.Text, string(p.Reason.Code)
+			return nil
+		})
+		switch {
+		case err == nil:
+			res.Pending = append(res.Pending, updated)
+		case !errors.Is(err, errSkip):
+			res.Errors = append(res.Errors, fmt.Errorf("job %s: record the pending reason: %w", j.Ref(), err))
+		}
+	}
+}
+
+// errSkip aborts a store update that no longer applies.
+var errSkip = errors.New("skip")
+
+// start claims j (launching, with its placement), launches it and records
+// where it runs. A failed launch puts the job back in the queue with the
+// reason; it is never left in launching by this function. A job cancelled
+// while it launched is stopped on its worker at once: nothing runs that
+// the queue does not track.
+func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job.Job, error) {
+	claimed, err := c.store.Update(j.ID, func(x *job.Job) error {
+		if x.State != job.Queued {
+			return errSkip
+		}
+		x.State, x.Placement, x.Reason, x.ReasonCode = job.Launching, p, "launching on "+p.Host, ""
+		x.Attempt++ // each attempt has a directory of its own on the worker
+		x.Remote = job.Remote{}
+		for len(x.AttemptHosts) < x.Attempt-1 { // earlier attempts of a gssh that did not record them
+			x.AttemptHosts = append(x.AttemptHosts, "")
+		}
+		x.AttemptHosts = append(x.AttemptHosts[:x.Attempt-1], p.Host) // where housekeeping finds its directory
+		return nil
+	})
+	if errors.Is(err, errSkip) {
+		return job.Job{}, nil // cancelled meanwhile
+	}
+	if err != nil {
+		return job.Job{}, fmt.Errorf("job %s: claim: %w", j.Ref(), err)
+	}
+	if claimed.Spec.Interactive != nil {
+		// Its gssh run launches it in the foreground (launch.Attach): the
+		// claim books the GPUs; run records it running.
+		u, err := c.store.Update(j.ID, func(x *job.Job) error {
+			if x.State != job.Launching || x.Attempt != claimed.Attempt {
+				return errSkip
+			}
+			x.Reason = "placed on " + placementText(p) + ": waiting for its gssh run to start it"
+			return nil
+		})
+		if err != nil {
+			return claimed, nil // cancelled meanwhile, or the reason unwritten: the claim stands
+		}
+		return u, nil
+	}
+	launched := claimed
+	launched.Spec.Timeout = c.walltime(claimed)                               // the worker enforces it too
+	launched.Spec.LogLimit = cmp.Or(claimed.Spec.LogLimit, c.policy.LogLimit) // run.sh caps the log
+	remote, lerr := c.workers.Start(ctx, launched)
+	now := c.now()
+	unknown := errors.Is(lerr, job.ErrOutcomeUnknown)
+	var cancelled bool
+	updated, err := c.store.Update(j.ID, func(x *job.Job) error {
+		switch {
+		case x.State.Terminal():
+			cancelled = true // while it launched
+			if lerr == nil {
+				x.Remote = remote
+			}
+		case unknown:
+			// It may run: the next pass asks the worker, never launches it
+			// again blindly.
+			x.Reason, x.ReasonCode = "launch outcome unknown ("+lerr.Error()+"); the next pass asks "+p.Host, "launch_unknown"
+		case errors.Is(lerr, job.ErrDirExists):
+			// Another attempt would run it twice, if this one is the job's
+			// own (see job.ErrDirExists).
+			x.State, x.EndedAt = job.Failed, now
+			x.Reason, x.ReasonCode = dirExistsReason(x.ID, lerr), codeDirExists
+		case lerr != nil:
+			x.Reason, x.ReasonCode = "launch failed: "+lerr.Error()+"; the job stays queued", "launch_failed"
+			x.EndAttempt(now, job.Status{}, job.AttemptLaunchFailed, x.Reason)
+			x.State, x.Placement = job.Queued, job.Placement{}
+		default:
+			x.State, x.Remote, x.StartedAt, x.Reason = job.Running, remote, now, ""
+		}
+		return nil
+	})
+	if err != nil {
+		return job.Job{}, fmt.Errorf("job %s: record the launch: %w", j.Ref(), err)
+	}
+	if cancelled {
+		if lerr == nil || unknown {
+			// Recorded cancelled while it launched: it may have run for an
+			// instant, never longer.
+			if _, err := c.workers.Stop(ctx, updated, c.grace, job.Cancelled); err != nil {
+				return job.Job{}, fmt.Errorf("job %s was cancelled while it launched; stopping it: %w", j.Ref(), err)
+			}
+		}
+		return job.Job{}, nil
+	}
+	if unknown {
+		return job.Job{}, fmt.Errorf("job %s: %w", j.Ref(), lerr) // neither started nor queued: launching
+	}
+	if lerr != nil && updated.State.Terminal() {
+		c.emit(JobEnded, updated)
+		return updated, fmt.Errorf("job %s: %w", j.Ref(), lerr)
+	}
+	if lerr != nil {
+		c.emit(JobRequeued, updated)
+		return updated, fmt.Errorf("job %s: %w", j.Ref(), lerr)
+	}
+	c.emit(JobStarted, updated)
+	return updated, nil
+}
+
+// codeDirExists is the reason code of a job failed for job.ErrDirExists.
+const codeDirExists = "dir_exists"
+
+// dirExistsReason is why job id failed for job.ErrDirExists (lerr).
+func dirExistsReason(id job.ID, lerr error) string {
+	return fmt.Sprintf("not started: %s: job id %d was handed out before, by a state file this one was copied from (put back from a backup by hand?), or this attempt ran after the copy was taken; "+
+		"it is not run again. Resubmit it; gssh state restore puts a backup back with new ids past the workers' directories", lerr, id)
+}
