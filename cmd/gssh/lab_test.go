@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/gssh/gssh/testenv"
 	"os"
 	"os/exec"
 	"os/user"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gssh/gssh/testenv"
 
 	"github.com/gssh/gssh/sshexec/sshtest"
 )
