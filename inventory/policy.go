@@ -1,0 +1,237 @@
+package inventory
+
+import (
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gssh/gssh/sched"
+)
+
+var (
+	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after", "keep_events", "keep_jobs", "keep_job_dirs", "log_limit"}
+	fairShareKeys = []string{"half_life", "window"}
+	userKeys      = []string{"weight", "admin", "max_gpus", "max_jobs"}
+	capKeys       = []string{"max_gpus", "max_jobs"}
+)
+
+// policy reads the `policy:` block into pol: each knob checked where it
+// is written, so an error names its line.
+func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
+	if m.Kind != yaml.MappingNode {
+		return p.errf(m, "`policy` must be a mapping (such as `order: fairshare`), found %s", kindName(m))
+	}
+	if err := p.unique(m, "`policy`"); err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		switch k.Value {
+		case "order":
+			s, err := oneOf(p, v, "policy order", sched.OrderFIFO, sched.OrderPriority, sched.OrderFair)
+			pol.Order = s
+			if err != nil {
+				return err
+			}
+		case "placement":
+			s, err := oneOf(p, v, "policy placement", sched.FitFirst, sched.FitBest)
+			pol.Fit = s
+			if err != nil {
+				return err
+			}
+		case "backfill":
+			s, err := oneOf(p, v, "policy backfill", sched.BackfillNone, sched.BackfillSkip, sched.BackfillEasy)
+			pol.Backfill = s
+			if err != nil {
+				return err
+			}
+		case "backfill_estimate", "default_timeout", "preempt_after", "min_runtime", "down_after", "lost_after":
+			d, err := p.duration(v, "policy "+k.Value, 0)
+			if err != nil {
+				return err
+			}
+			if (k.Value == "down_after" || k.Value == "lost_after") && d < time.Second {
+				return p.errf(v, "policy %s %q: give at least 1s (passes are seconds apart)", k.Value, v.Value)
+			}
+			if (k.Value == "default_timeout" || k.Value == "backfill_estimate") && d < time.Second {
+				return p.errf(v, "policy %s %q: give at least 1s, the shortest walltime", k.Value, v.Value)
+			}
+			*map[string]*time.Duration{"backfill_estimate": &pol.BackfillEstimate, "default_timeout": &pol.DefaultTimeout,
+				"preempt_after": &pol.PreemptAfter, "min_runtime": &pol.MinRuntime, "down_after": &pol.DownAfter, "lost_after": &pol.LostAfter}[k.Value] = d
+		case "keep_events":
+			d, err := p.age(v, "policy keep_events")
+			if err != nil {
+				return err
+			}
+			if d < 24*time.Hour {
+				return p.errf(v, "policy keep_events %q: give at least a day, such as 30d or 720h (the event log is rotated daily, and its rotated files are removed after this)", v.Value)
+			}
+			pol.KeepEvents = d
+		case "keep_jobs", "keep_job_dirs":
+			d, err := p.age(v, "policy "+k.Value)
+			if err != nil {
+				return err
+			}
+			if k.Value == "keep_jobs" {
+				pol.KeepJobs = d
+			} else {
+				pol.KeepJobDirs = d
+			}
+		case "log_limit":
+			if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+				return p.errf(v, "policy log_limit %s: give a size such as 1G or 500M", kindName(v))
+			}
+			n, err := sched.ParseBytes(v.Value)
+			if err != nil {
+				return p.errf(v, "policy log_limit: %v (leave log_limit out for no cap)", err)
+			}
+			pol.LogLimit = n
+		case "rebalance":
+			b, err := p.boolean(v, "policy rebalance")
+			if err != nil {
+				return err
+			}
+			pol.Rebalance = b
+		case "fairshare":
+			if err := p.fairShare(v, &pol.FairShare); err != nil {
+				return err
+			}
+		case "users":
+			if err := p.users(v, pol); err != nil {
+				return err
+			}
+		case "default_user":
+			if v.Kind != yaml.MappingNode {
+				return p.errf(v, "`policy default_user` must be a mapping (such as `{max_gpus: 8}`), found %s", kindName(v))
+			}
+			if err := p.unique(v, "`policy default_user`"); err != nil {
+				return err
+			}
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				uk, uv := v.Content[j], v.Content[j+1]
+				if !slices.Contains(capKeys, uk.Value) {
+					return p.errf(uk, "unknown key %q in `policy default_user`; it takes %s (a weight and admin are given per user, in `users`)", uk.Value, strings.Join(capKeys, ", "))
+				}
+				if err := p.capValue(uk, uv, "default_user", &pol.DefaultUser); err != nil {
+					return err
+				}
+			}
+		case "half_life", "window":
+			return p.errf(k, "`%s` belongs in the fairshare block: `fairshare: {%s: %s}`", k.Value, k.Value, v.Value)
+		default:
+			return p.errf(k, "unknown key %q in `policy`; it takes %s", k.Value, strings.Join(policyKeys, ", "))
+		}
+	}
+	return nil
+}
+
+func (p parser) fairShare(m *yaml.Node, fs *sched.FairShare) error {
+	if m.Kind != yaml.MappingNode {
+		return p.errf(m, "`policy fairshare` must be a mapping (such as `half_life: 24h`), found %s", kindName(m))
+	}
+	if err := p.unique(m, "`policy fairshare`"); err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		switch k.Value {
+		case "half_life", "window":
+			d, err := p.duration(v, "policy fairshare "+k.Value, time.Minute)
+			if err != nil {
+				return err
+			}
+			if k.Value == "window" {
+				fs.Window = d
+			} else {
+				fs.HalfLife = d
+			}
+			if fs.Window > 0 && fs.HalfLife > 0 {
+				return p.errf(k, "`policy fairshare` has both a half_life and a window; give one: half_life decays usage, window sums it over a sliding period")
+			}
+		default:
+			return p.errf(k, "unknown key %q in `policy fairshare`; it takes %s", k.Value, strings.Join(fairShareKeys, " or "))
+		}
+	}
+	return nil
+}
+
+func (p parser) users(m *yaml.Node, pol *sched.Policy) error {
+	if m.Kind != yaml.MappingNode {
+		return p.errf(m, "`policy users` must map user names to settings (such as `alice: {weight: 2}`), found %s", kindName(m))
+	}
+	if err := p.unique(m, "`policy users`"); err != nil {
+		return err
+	}
+	pol.Users = map[string]sched.UserShare{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		name, err := p.str(k, "user name")
+		if err != nil {
+			return err
+		}
+		if !validUser.MatchString(name) {
+			return p.errf(k, "user name %q: give a login name (letters, digits, '.', '_', '-', '@')", name)
+		}
+		if v.Kind != yaml.MappingNode {
+			return p.errf(v, "user %q: give a mapping such as `{weight: 2}`, found %s", name, kindName(v))
+		}
+		if err := p.unique(v, "user "+strconv.Quote(name)); err != nil {
+			return err
+		}
+		share := sched.UserShare{Weight: 1}
+		for j := 0; j+1 < len(v.Content); j += 2 {
+			uk, uv := v.Content[j], v.Content[j+1]
+			switch uk.Value {
+			case "weight":
+			case "admin":
+				b, err := p.boolean(uv, "user "+strconv.Quote(name)+" admin")
+				if err != nil {
+					return err
+				}
+				share.Admin = b
+				continue
+			case "max_gpus", "max_jobs":
+				if err := p.capValue(uk, uv, "user "+strconv.Quote(name), &share.Caps); err != nil {
+					return err
+				}
+				continue
+			default:
+				return p.errf(uk, "unknown key %q for user %q; a user takes %s", uk.Value, name, strings.Join(userKeys, ", "))
+			}
+			w, err := strconv.ParseFloat(uv.Value, 64)
+			if uv.Kind != yaml.ScalarNode || uv.Tag != "!!int" && uv.Tag != "!!float" || err != nil || !(w >= minWeight && w <= maxWeight) {
+				return p.errf(uv, "user %q: weight %q: give a number from 0.001 to 1000000, such as 1 or 2 (a user of weight 2 may use twice the GPU time of one of weight 1)", name, uv.Value)
+			}
+			share.Weight = w
+		}
+		pol.Users[name] = share
+	}
+	return nil
+}
+
+// capValue reads cap k (max_gpus or max_jobs) of who ("user \"bob\"",
+// "default_user") into c: a whole number more than 0.
+func (p parser) capValue(k, v *yaml.Node, who string, c *sched.Caps) error {
+	n, err := strconv.Atoi(v.Value)
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || err != nil || n < 1 {
+		what := map[string]string{"max_gpus": "GPUs the user's running jobs may hold", "max_jobs": "jobs the user may run"}[k.Value]
+		return p.errf(v, "%s: %s %s: give a whole number more than 0, the most %s at once, such as 4 (leave it out for no cap)", who, k.Value, kindName(v), what)
+	}
+	if k.Value == "max_gpus" {
+		c.MaxGPUs = n
+	} else {
+		c.MaxJobs = n
+	}
+	return nil
+}
+
+// Bounds of a fair-share weight: what a table can print, and far beyond
+// what any lab gives.
+const minWeight, maxWeight = 0.001, 1e6
+
+// validUser accepts a login name (LDAP ones included).
+var validUser = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._@-]*$`)
