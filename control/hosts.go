@@ -264,8 +264,8 @@ func (c *Controller) killStrays(ctx context.Context, host string, record bool, r
 		return false, false
 	}
 	for _, s := range c.health[host].Strays {
-		cur, err := c.store.Get(s.Job.ID)
-		if err == nil && s.Live(cur) {
+		cur, gerr := c.store.Get(s.Job.ID)
+		if gerr == nil && s.Live(cur) {
 			c.dropStray(host, s, res) // a record left by a crash before the attempt was given up
 			continue
 		}
@@ -276,8 +276,8 @@ func (c *Controller) killStrays(ctx context.Context, host string, record bool, r
 		} else if skip {
 			continue
 		}
-		if polled && finished(st) {
-			u, ok, done := c.recoverStray(ctx, host, s, st, res)
+		if polled && finished(st) && gerr == nil { // a job that cannot be read: its stray is killed, as any
+			u, ok, done := c.recoverStray(ctx, host, s, st, cur, res)
 			if ok {
 				changed[u.ID] = u
 			}

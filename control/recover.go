@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/job"
@@ -56,13 +57,12 @@ func finished(st job.Status) bool {
 // cancel) keeps its end. It returns the job as recorded when it changed,
 // and done: false leaves the stray for the next pass (a worker or store
 // error, reported; the job changed meanwhile).
-func (c *Controller) recoverStray(ctx context.Context, host string, s health.Stray, st job.Status, res *Result) (u job.Job, changed, done bool) {
-	cur, err := c.store.Get(s.Job.ID)
-	if err != nil {
-		res.Errors = append(res.Errors, fmt.Errorf("job %s: read it for the result of attempt %d found on %s: %w", s.Job.Ref(), s.Job.Attempt, host, err))
-		return u, false, false
-	}
+func (c *Controller) recoverStray(ctx context.Context, host string, s health.Stray, st job.Status, cur job.Job, res *Result) (u job.Job, changed, done bool) {
+	var err error
 	a := s.Job.Attempt
+	if cur.Attempt == a && cur.ReasonCode == codeRecovered {
+		return u, false, true // recovered by an earlier pass, whose stop of the stray failed
+	}
 	if cur.State.Terminal() || cur.Attempt < a {
 		return c.ignoreStray(host, s, st, cur, res)
 	}
@@ -154,6 +154,10 @@ func (c *Controller) recoverStray(ctx context.Context, host string, s health.Str
 // attempt (no --requeue) gets what was found added to its reason. It
 // returns recoverStray's answer: the job as recorded when it changed.
 func (c *Controller) ignoreStray(host string, s health.Stray, st job.Status, cur job.Job, res *Result) (u job.Job, changed, done bool) {
+	note := fmt.Sprintf("; when %s answered again, this attempt was found to have ended there (%s), after the job was recorded lost: its end stands (--requeue keeps such a result)", host, st.Reason)
+	if strings.HasSuffix(cur.Reason, note) {
+		return u, false, true // said by an earlier pass, whose stop of the stray failed
+	}
 	e := s.Job
 	e.State, e.ExitCode, e.Signal = st.State, st.ExitCode, st.Signal
 	e.Reason = fmt.Sprintf("attempt %d, given up on %s while it did not answer, had ended there (%s); the job's own end stands (%s, attempt %d)", s.Job.Attempt, host, st.Reason, cur.State, cur.Attempt)
@@ -165,7 +169,7 @@ func (c *Controller) ignoreStray(host string, s health.Stray, st job.Status, cur
 		if x.State != job.Lost || x.ReasonCode != codeHostLost || x.Attempt != s.Job.Attempt {
 			return errSkip
 		}
-		x.Reason += fmt.Sprintf("; when %s answered again, this attempt was found to have ended there (%s), after the job was recorded lost: its end stands (--requeue keeps such a result)", host, st.Reason)
+		x.Reason += note
 		return nil
 	})
 	if err != nil && !errors.Is(err, errSkip) {

@@ -118,13 +118,15 @@ func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool
 		if !ok || !p.Exhausted {
 			continue
 		}
-		if tried++; tried > maxWaiters {
-			return nil, holds
-		}
 		if waited := in.Now.Sub(waitingSince(w)); waited < pol.PreemptAfter {
+			// not counted in maxWaiters: a job not due yet takes no
+			// search from those that are
 			holds = append(holds, Hold{Job: w.ID, Ref: w.Ref(), Setting: "preempt_after", Text: fmt.Sprintf("preempt_after: %s to go (it has waited %s of %s)",
 				shortDuration(pol.PreemptAfter-waited), shortDuration(waited), shortDuration(pol.PreemptAfter))})
 			continue
+		}
+		if tried++; tried > maxWaiters {
+			return nil, holds
 		}
 		// The running jobs that rank behind w and may be preempted, by
 		// host, and why each ranks behind.
