@@ -184,6 +184,7 @@ func drainWait(ctx context.Context, a *app, hosts []string, interval, timeout ti
 		if len(jobs) == 0 {
 			if bar != nil {
 				bar.Done()
+				bar = nil // done once: the deferred Done is for the other ends
 			}
 			fmt.Fprintf(a.stdout, "no gssh jobs left on %s\n", where)
 			return nil
@@ -200,11 +201,11 @@ func drainWait(ctx context.Context, a *app, hosts []string, interval, timeout ti
 		}
 		wait := interval
 		if !deadline.IsZero() {
-			left := deadline.Sub(a.now())
-			if left <= 0 {
+			remaining := deadline.Sub(a.now())
+			if remaining <= 0 {
 				return &reported{err: fmt.Errorf("--timeout %s ran out: %s still on %s: %s", timeout, jobCount(len(jobs)), where, jobList(jobs)), code: exitTimedOut, print: true}
 			}
-			wait = min(wait, left)
+			wait = min(wait, remaining)
 		}
 		select {
 		case <-ctx.Done():

@@ -98,23 +98,6 @@ func (opts *eventsOptions) parse(a *app) (eventlog.Filter, error) {
 	return f, nil
 }
 
-// wrap breaks text at spaces into lines of at most width, each indented.
-func wrap(text, indent string, width int) string {
-	var b, line strings.Builder
-	for _, w := range strings.Fields(text) {
-		if line.Len() > 0 && line.Len()+1+len(w) > width-len(indent) {
-			b.WriteString(indent + line.String() + "\n")
-			line.Reset()
-		}
-		if line.Len() > 0 {
-			line.WriteByte(' ')
-		}
-		line.WriteString(w)
-	}
-	b.WriteString(indent + line.String())
-	return b.String()
-}
-
 func kindNames() []string {
 	out := make([]string, len(eventlog.Kinds))
 	for i, k := range eventlog.Kinds {

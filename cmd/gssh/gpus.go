@@ -102,6 +102,9 @@ func gpusRun(ctx context.Context, a *app, opts *gpusOptions) error {
 		if opts.watch == 0 {
 			return err
 		}
+		if damaged {
+			fmt.Fprintf(a.stderr, "gssh: %v\n", err) // each round: the table alone would not say why it has no jobs
+		}
 		select {
 		case <-ctx.Done():
 			return errInterrupted

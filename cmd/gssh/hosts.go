@@ -117,7 +117,7 @@ type hostsTable struct {
 // wholeHostsTable is the table with every cell whole: for a pipe (tab
 // separated, for scripts) and for -v.
 func wholeHostsTable(hosts []service.HostInfo, now time.Time) hostsTable {
-	t := hostsTable{header: []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "CONNECT", "PASSES"}, cuttable: []int{1, 2, 3, 4, 8}}
+	t := hostsTable{header: []string{"HOST", "ADDRESS", "STATE", "SOURCE", "DRIVER", "GPUS", "RTT", "CONNECT", "PASSES"}}
 	for _, d := range hosts {
 		state := d.State
 		if d.Error != "" {

@@ -127,9 +127,8 @@ func psRun(ctx context.Context, a *app, opts *psOptions) error {
 	var rows [][]string
 	for i := 0; i < len(doc.Jobs); i++ {
 		j := doc.Jobs[i]
-		id := strconv.FormatUint(uint64(j.ID), 10)
+		id := j.Ref()
 		if t := j.Spec.Array; t != nil {
-			id = fmt.Sprintf("%d_%d", t.Job, t.Task)
 			// The queued tasks of an array that wait alike are one line,
 			// as squeue folds them: 12[3-31].
 			k := i

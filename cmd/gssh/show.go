@@ -108,7 +108,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		if t.Limit > 0 {
 			limit = fmt.Sprintf(", at most %d at once", t.Limit)
 		}
-		lines = append(lines, [2]string{"array", fmt.Sprintf("%d_%d (task %d of the %d of array %d%s)", t.Job, t.Task, t.Task, t.Tasks, t.Job, limit)})
+		lines = append(lines, [2]string{"array", fmt.Sprintf("%s (task %d of the %d of array %d%s)", j.Ref(), t.Task, t.Tasks, t.Job, limit)})
 	}
 	for _, d := range s.After {
 		what := "job " + a.refOf(ctx, d.Job)

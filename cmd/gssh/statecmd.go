@@ -30,8 +30,10 @@ backup back in place. More: docs/operating.md (Backups and restore).`,
 		RunE:        func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	quiet := new(bool)
-	cmd.PersistentFlags().BoolVarP(quiet, "quiet", "q", false, "no progress on stderr")
 	cmd.AddCommand(newStateBackupCmd(a, quiet), newStateCheckCmd(a, quiet), newStateRestoreCmd(a, quiet))
+	for _, sub := range cmd.Commands() { // each its own flag, so that its --help lists it
+		sub.Flags().BoolVarP(quiet, "quiet", "q", false, "no progress on stderr")
+	}
 	return cmd
 }
 

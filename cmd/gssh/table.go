@@ -48,11 +48,11 @@ func printTable(w io.Writer, tty bool, header []string, rows [][]string) error {
 	if err := t.Render(); err != nil {
 		return fmt.Errorf("table: %w", err)
 	}
-	var out strings.Builder
+	trimmed := make([]byte, 0, b.Len())
 	for l := range strings.Lines(b.String()) {
-		out.WriteString(strings.TrimRight(l, " \n") + "\n")
+		trimmed = append(append(trimmed, strings.TrimRight(l, " \n")...), '\n')
 	}
-	_, err := io.WriteString(w, out.String())
+	_, err := w.Write(trimmed)
 	return err
 }
 
