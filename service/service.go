@@ -323,6 +323,7 @@ type Local struct {
 	lab      *lab  // shared-lab mode; nil in personal mode
 	labErr   error // the lab inventory is broken: every call fails with it
 	ev       events
+	walks    state.Walks // the state file's page walks, shared by every open of this process
 }
 
 var _ Service = (*Local)(nil)
@@ -371,7 +372,7 @@ func (l *Local) store(create bool) (*state.Bolt, error) {
 	if l.labErr != nil {
 		return nil, l.labErr
 	}
-	o := state.Options{Now: l.opt.Now, Timeout: l.opt.StateWait, NoCreate: !create, Trace: l.opt.StateTrace, Cancel: l.opt.StateCancel}
+	o := state.Options{Now: l.opt.Now, Timeout: l.opt.StateWait, NoCreate: !create, Trace: l.opt.StateTrace, Cancel: l.opt.StateCancel, Walks: &l.walks}
 	if l.lab != nil {
 		o.Shared = l.shared()
 	}

@@ -199,7 +199,7 @@ func Check(path string, opt Options) (Report, error) {
 	var r Report
 	// The pages first, from a copy read under the lock db holds: bbolt's
 	// check reads them in a goroutine where a fault is fatal (damage.go).
-	if r.Problems, err = s.walkPages(); err != nil {
+	if r.Problems, _, err = s.walkPages(); err != nil {
 		return Report{}, err
 	}
 	if len(r.Problems) > 0 {

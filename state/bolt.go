@@ -202,6 +202,10 @@ type Options struct {
 	// kept at mode 0660 in the lab's directory (see openShared), instead
 	// of 0600 in a 0700 directory.
 	Shared *Shared
+	// Walks, when set, is shared by the Opens of one process: the page
+	// walk before a store's first use is skipped for a file unchanged
+	// since a walk that passed (see Walks).
+	Walks *Walks
 }
 
 // Bolt is the Store kept in a bbolt file. It holds no open file between
@@ -216,6 +220,7 @@ type Bolt struct {
 	onOp      func(Op)        // Options.Trace; nil: none
 	cancel    <-chan struct{} // Options.Cancel
 	damage    damage          // what an operation found damaged (damage.go): no writes then
+	walks     *Walks          // Options.Walks; nil: none
 }
 
 var _ Store = (*Bolt)(nil)
@@ -238,7 +243,7 @@ func Open(path string, opt Options) (*Bolt, error) {
 	if path == "" {
 		return nil, errors.New("open state: empty path")
 	}
-	s := &Bolt{path: path, timeout: opt.Timeout, now: opt.Now, onOp: opt.Trace, cancel: opt.Cancel}
+	s := &Bolt{path: path, timeout: opt.Timeout, now: opt.Now, onOp: opt.Trace, cancel: opt.Cancel, walks: opt.Walks}
 	if s.timeout == 0 {
 		s.timeout = DefaultTimeout
 	}

@@ -84,7 +84,8 @@ func (s *Bolt) guard(op string, fn func() error) (err error) {
 // anything reads it (a loop of pages would make bbolt's cursors descend
 // forever) or a write carries it on (an element whose size is garbage
 // would be copied, or grow the file by gigabytes). It costs a read of
-// each page's header and elements once per process (one gssh command).
+// each page's header and elements once per store, and with
+// Options.Walks once per change of the file in a process.
 func (s *Bolt) walkOnce() error {
 	s.damage.mu.Lock()
 	walked := s.damage.walked
@@ -92,7 +93,7 @@ func (s *Bolt) walkOnce() error {
 	if walked {
 		return nil
 	}
-	problems, err := s.walkPages()
+	problems, key, err := s.walkPages()
 	if err != nil {
 		return err
 	}
@@ -100,6 +101,7 @@ func (s *Bolt) walkOnce() error {
 	s.damage.walked = true
 	s.damage.mu.Unlock()
 	if len(problems) == 0 {
+		s.walks.record(key)
 		return nil
 	}
 	more := ""
@@ -112,18 +114,23 @@ func (s *Bolt) walkOnce() error {
 }
 
 // walkPages is checkPages of s's file, opened afresh (the caller holds
-// its lock).
-func (s *Bolt) walkPages() ([]string, error) {
+// its lock), with the file's walkKey; nothing is read when s.walks saw
+// the file unchanged pass already.
+func (s *Bolt) walkPages() ([]string, walkKey, error) {
 	f, err := s.openFile(s.path, os.O_RDONLY, 0) // in a lab: not followed, checked (labfile)
 	if err != nil {
-		return nil, s.fail("open", err)
+		return nil, walkKey{}, s.fail("open", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, s.fail("open", err)
+		return nil, walkKey{}, s.fail("open", err)
 	}
-	return checkPages(f, fi.Size()), nil
+	key, ok := keyOf(fi)
+	if ok && s.walks.passed(key) {
+		return nil, key, nil
+	}
+	return checkPages(f, fi.Size()), key, nil
 }
 
 // refuseWrite is the error of a write to a file an earlier operation of
