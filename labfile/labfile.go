@@ -166,7 +166,11 @@ func (d Dir) Open(path string, flag int, w Want) (*os.File, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		if fi, lerr := os.Lstat(path); lerr == nil && (errors.Is(err, syscall.ELOOP) || !fi.Mode().IsRegular()) {
+		// Not gssh's: a link, another type, or a file of an owner w does
+		// not trust that this process may not open (a member's 0600 file:
+		// untrusted, so that the pass account replaces it, never a plain
+		// EACCES that would block it for good).
+		if fi, lerr := os.Lstat(path); lerr == nil && (errors.Is(err, syscall.ELOOP) || !fi.Mode().IsRegular() || !w.owned(d, int(fi.Sys().(*syscall.Stat_t).Uid))) {
 			return nil, &UntrustedError{Path: path, Found: DescribeEntry(path, fi), Dir: d}
 		}
 		return nil, err

@@ -2,13 +2,15 @@ package labfile
 
 import (
 	"errors"
-	"github.com/gssh/gssh/testenv"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/gssh/gssh/testenv"
 )
 
 const (
@@ -300,5 +302,40 @@ func TestProtectedHardlinks(t *testing.T) {
 	os.Remove(d.sysctl)
 	if err := d.Check(); !errors.Is(err, ErrDir) || !strings.Contains(err.Error(), "cannot be read") {
 		t.Errorf("no sysctl: %v", err)
+	}
+}
+
+// TestOpenMemberPrivateFile: a member's file that the pass account may
+// not even open (0600, where gssh expects its own) is untrusted, so that
+// the pass account replaces it, not a plain permission error that would
+// block the lab's file for good.
+func TestOpenMemberPrivateFile(t *testing.T) {
+	d, _ := newLab(t)
+	for _, dir := range []string{filepath.Dir(filepath.Dir(d.Path)), filepath.Dir(d.Path)} { // t.TempDir's are 0700
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(d.Path, "events.log")
+	if err := os.WriteFile(path, []byte("mine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, memberUID, memberUID); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error)
+	go func() {
+		// This thread only, which ends with the goroutine (still locked).
+		runtime.LockOSThread()
+		syscall.Setfsuid(passUID)
+		f, err := d.Open(path, os.O_RDWR|os.O_APPEND, Gssh)
+		if err == nil {
+			f.Close()
+		}
+		got <- err
+	}()
+	var ue *UntrustedError
+	if err := <-got; !errors.As(err, &ue) {
+		t.Errorf("Open of a member's 0600 file as the pass account: %v, want an *UntrustedError", err)
 	}
 }

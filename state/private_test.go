@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gssh/gssh/testenv"
+
 	"github.com/gssh/gssh/state"
 )
 
@@ -15,9 +17,7 @@ import (
 // cannot make private (another's) is refused, saying what to do: chmod
 // it, give one's own, or share one queue as a lab does (gssh lab init).
 func TestLooseStateNotOurs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the test plays another user (setfsuid): run it as root")
-	}
+	testenv.NeedRoot(t, "the test plays another user (setfsuid)")
 	dir := t.TempDir()
 	for _, d := range []string{filepath.Dir(dir), dir} { // t.TempDir's are 0700
 		if err := os.Chmod(d, 0o755); err != nil {
