@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gssh/gssh/testenv"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/gssh/gssh/job"
@@ -793,12 +795,7 @@ func TestNoCreate(t *testing.T) {
 // A write that fails for a full disk is a *FileError (exit 3) saying so
 // and what to do, the job is not stored, and the file stays readable.
 func TestDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root: this test mounts a small tmpfs")
-		}
-		t.Skip("needs root to mount a small tmpfs (CI runs as root)")
-	}
+	testenv.NeedRoot(t, "the test mounts a small tmpfs")
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v %s", err, out)

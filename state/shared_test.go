@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gssh/gssh/testenv"
+
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/labfile"
 	"github.com/gssh/gssh/state"
@@ -24,9 +26,7 @@ const (
 // whose pass account is passUID.
 func labDir(t *testing.T) labfile.Dir {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the shared-lab file tests chown files to other uids: run them as root")
-	}
+	testenv.NeedRoot(t, "the shared-lab file tests chown files to other uids")
 	dir := filepath.Join(t.TempDir(), "lab")
 	d := labfile.New(dir, "pass", passUID, "labgrp", os.Getgid())
 	if err := d.Check(); err == nil || !strings.Contains(err.Error(), "gssh lab init") {
