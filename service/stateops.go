@@ -37,7 +37,17 @@ func (l *Local) StateCheck(ctx context.Context, file string) (state.Report, erro
 	if file == "" {
 		file = l.opt.StatePath
 	}
-	return state.Check(file, l.stateOptions())
+	return state.Check(file, l.liveOptions(file))
+}
+
+// liveOptions are stateOptions for file, with the lab's file handling
+// when file is the lab's own state.
+func (l *Local) liveOptions(file string) state.Options {
+	opt := l.stateOptions()
+	if l.lab != nil && file == l.opt.StatePath {
+		opt.Shared = l.shared()
+	}
+	return opt
 }
 
 // stateOptions are the state.Options of the service's state operations.
@@ -120,7 +130,7 @@ func (l *Local) StateRestore(ctx context.Context, r RestoreRequest) (RestoreResu
 	}
 	// A live file too damaged to read its cluster id (Check stopped at
 	// its pages) is replaced all the same.
-	if live, err := state.Check(l.opt.StatePath, opt); err == nil && live.ClusterID != "" && live.ClusterID != backup.ClusterID {
+	if live, err := state.Check(l.opt.StatePath, l.liveOptions(l.opt.StatePath)); err == nil && live.ClusterID != "" && live.ClusterID != backup.ClusterID {
 		refuse = append(refuse, fmt.Sprintf("the backup is of another queue (cluster id %s; the state file's is %s)", backup.ClusterID, live.ClusterID))
 		todo = append(todo, "check that it is this queue's backup (or that --state names the queue to replace)")
 	} else if err != nil && (errors.Is(err, state.ErrBusy) || errors.Is(err, context.Canceled)) {

@@ -180,7 +180,7 @@ type Report struct {
 // bbolt, or bbolt without gssh's metadata), of a newer schema
 // (ErrNewerSchema), or busy, all as *FileError values naming it.
 func Check(path string, opt Options) (Report, error) {
-	s := &Bolt{path: path, timeout: cmpDuration(opt.Timeout, DefaultTimeout), cancel: opt.Cancel}
+	s := &Bolt{path: path, timeout: cmpDuration(opt.Timeout, DefaultTimeout), cancel: opt.Cancel, shared: opt.Shared} // a lab's file: opened unfollowed, checked (labfile)
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
