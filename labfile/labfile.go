@@ -40,6 +40,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Mode is the state directory's mode: setgid, sticky, 0770 (chmod 3770).
@@ -285,9 +287,10 @@ func (d Dir) Ensure(path string, fill Fill) (Result, error) {
 		return d.Ensure(path, fill)
 	}
 	if missing {
-		// Linked, not renamed: a file another process made meanwhile is
-		// kept (and checked again).
-		switch err := os.Link(tmpName, path); {
+		// Renamed only where no entry is (a file another process made
+		// meanwhile is kept, and checked again), so that the new file
+		// never shows two links, as a link then an unlink would.
+		switch err := renameNoReplace(tmpName, path); {
 		case err == nil:
 			return Result{Created: true}, nil
 		case errors.Is(err, fs.ErrExist):
@@ -477,4 +480,24 @@ func groupName(gid int) string {
 		return g.Name
 	}
 	return strconv.Itoa(gid)
+}
+
+// renameNoReplace renames from to to unless to exists (fs.ErrExist),
+// with renameat2's RENAME_NOREPLACE; where the filesystem has no such
+// rename, it links then unlinks, the new entry then showing two links
+// for that moment.
+func renameNoReplace(from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EEXIST):
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: fs.ErrExist}
+	case !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS):
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+	}
+	if err := os.Link(from, to); err != nil {
+		return err
+	}
+	return os.Remove(from)
 }
