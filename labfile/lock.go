@@ -29,23 +29,27 @@ func Lock(ctx context.Context, f *os.File, how int, poll time.Duration) error {
 	}
 }
 
-// flock is flock(2) of f, taken again when a signal interrupted it.
+// flock is Flock of f's descriptor.
 func flock(f *os.File, how int) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
 	}
 	var ferr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			if ferr = syscall.Flock(int(fd), how); ferr != syscall.EINTR {
-				return
-			}
-		}
-	}); err != nil {
+	if err := rc.Control(func(fd uintptr) { ferr = Flock(fd, how) }); err != nil {
 		return err
 	}
 	return ferr
+}
+
+// Flock is flock(2) of fd (syscall.LOCK_SH, LOCK_EX, with LOCK_NB or
+// not; LOCK_UN), taken again when a signal interrupted it.
+func Flock(fd uintptr, how int) error {
+	for {
+		if err := syscall.Flock(int(fd), how); err != syscall.EINTR {
+			return err
+		}
+	}
 }
 
 // TryLock takes flock how of f if it is free: false when another

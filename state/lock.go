@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gssh/gssh/labfile"
 )
 
 // Op is one operation of a Bolt store as Options.Trace sees it, once
@@ -145,13 +147,7 @@ func (s *Bolt) waitLock(f *os.File, how int, lf *lockedFile) error {
 }
 
 // flock is flock(2) of fd, taken again when a signal interrupted it.
-func flock(fd uintptr, how int) error {
-	for {
-		if err := syscall.Flock(int(fd), how); err != syscall.EINTR {
-			return err
-		}
-	}
-}
+func flock(fd uintptr, how int) error { return labfile.Flock(fd, how) }
 
 // cmpErr is the first error that is not nil.
 func cmpErr(errs ...error) error {
