@@ -103,9 +103,11 @@ type Holder struct {
 	// Job is the job's id; for a job of another queue (Queue set), an id
 	// of otherBase and up, its own id being OtherID.
 	Job job.ID
-	// Ref names the job for people (job.Job.Ref: "16_2" for an array
-	// task); "" for a job of another queue.
-	Ref      string
+	// Array is the job's array place (nil: a job of its own, or of
+	// another queue): Ref names it for people. Kept as the pointer, not
+	// the name, so that booking a job formats nothing (a pass books
+	// every job; only a reason shown reads the name).
+	Array    *job.ArrayTask
 	User     string
 	Priority int
 	Mem      uint64 // bytes booked on this GPU; 0 = the job holds it exclusively
@@ -209,9 +211,13 @@ func isIndex(id string, index int) bool {
 	return n == index
 }
 
+// Ref names h's job for people (job.Job.Ref: "16_2" for an array
+// task).
+func (h Holder) Ref() string { return job.RefOf(h.Job, h.Array) }
+
 // HolderOf is the Holder record of job j.
 func HolderOf(j job.Job) Holder {
-	return Holder{Job: j.ID, Ref: j.Ref(), User: j.User, Priority: j.Spec.Priority, Mem: j.Spec.MemPerGPU, Session: j.Remote.PID,
+	return Holder{Job: j.ID, Array: j.Spec.Array, User: j.User, Priority: j.Spec.Priority, Mem: j.Spec.MemPerGPU, Session: j.Remote.PID,
 		CPUs: j.Spec.CPUs, CPUIDs: j.Placement.CPUs, HostMem: j.Spec.HostMem, Attempt: j.Attempt}
 }
 

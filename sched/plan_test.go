@@ -673,11 +673,11 @@ func TestBookings(t *testing.T) {
 		{ID: 4, State: job.Succeeded, Placement: job.Placement{Host: "gpu02", GPUs: []string{"GPU-01"}, Indexes: []int{1}}},
 		{ID: 5, State: job.Queued},
 	}
-	ann := Holder{Job: 1, Ref: "1", User: "ann", Priority: 5, Mem: 10 * GiB}
-	bob := Holder{Job: 2, Ref: "2", User: "bob", Priority: 1, Mem: 5 * GiB}
+	ann := Holder{Job: 1, User: "ann", Priority: 5, Mem: 10 * GiB}
+	bob := Holder{Job: 2, User: "bob", Priority: 1, Mem: 5 * GiB}
 	want := map[string]map[string]Booking{
 		"gpu01": {"GPU-00": {Holders: []Holder{ann, bob}}, "idx:3": {Holders: []Holder{bob}}},
-		"gpu02": {"MIG-00-1": {Holders: []Holder{{Job: 3, Ref: "3", User: "ann"}}}},
+		"gpu02": {"MIG-00-1": {Holders: []Holder{{Job: 3, User: "ann"}}}},
 	}
 	got := Bookings(jobs)
 	if !reflect.DeepEqual(got, want) {

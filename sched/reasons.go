@@ -177,7 +177,7 @@ func holders(n *node, us []*unit) string {
 			if !slices.Contains(jobs[h.User], h.Job) {
 				jobs[h.User] = append(jobs[h.User], h.Job)
 			}
-			refs[h.Job] = h.Ref
+			refs[h.Job] = h.Ref()
 		}
 	}
 	var parts []string
