@@ -151,7 +151,7 @@ func OfJob(t time.Time, k Kind, j job.Job) Event {
 			e.Extra = append(e.Extra, slog.String("signal", j.Signal))
 		}
 		if !j.StartedAt.IsZero() && !j.EndedAt.IsZero() {
-			e.Extra = append(e.Extra, slog.Float64("runtime_s", round(j.EndedAt.Sub(j.StartedAt).Seconds(), 3)))
+			e.Extra = append(e.Extra, slog.Float64("runtime_s", job.SecondsTo(j.EndedAt.Sub(j.StartedAt), time.Millisecond)))
 		}
 		if !j.StartedAt.IsZero() || len(j.Runs) > 0 {
 			e.Extra = append(e.Extra, slog.Float64("gpu_hours", round(GPUHours(j), 4)))

@@ -24,6 +24,12 @@ func Seconds(d time.Duration) json.Number {
 	return json.Number(s)
 }
 
+// SecondsTo is a measured d as a JSON number of seconds, rounded to unit
+// (time.Microsecond for SSH and probe times, time.Millisecond for run and
+// simulated times): how every measured duration of gssh's JSON is
+// written; given ones (a walltime) are Seconds, exact.
+func SecondsTo(d, unit time.Duration) float64 { return d.Round(unit).Seconds() }
+
 // ParseSeconds reads a JSON number of seconds (Seconds' output, or any
 // decimal number such as 1e3) as a duration, rounded to the nanosecond;
 // "" is 0. It fails on what is not a number or does not fit a

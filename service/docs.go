@@ -248,4 +248,4 @@ func hostsDoc(reports []fleet.Report) HostsDoc {
 }
 
 // seconds is d in seconds, to the microsecond: a measured time's JSON.
-func seconds(d time.Duration) float64 { return float64(d.Microseconds()) / 1e6 }
+func seconds(d time.Duration) float64 { return job.SecondsTo(d, time.Microsecond) }

@@ -2,8 +2,9 @@ package sim
 
 import (
 	"encoding/json"
-	"math"
 	"time"
+
+	"github.com/gssh/gssh/job"
 )
 
 // The JSON of a report (gssh sim --json, schema ComparisonSchema) gives
@@ -57,4 +58,4 @@ func (z SizeRow) MarshalJSON() ([]byte, error) {
 }
 
 // secondsMS is d in seconds, rounded to the millisecond.
-func secondsMS(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
+func secondsMS(d time.Duration) float64 { return job.SecondsTo(d, time.Millisecond) }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/labfile"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/sshexec"
@@ -318,7 +319,7 @@ func stateTrace(path string) func(state.Op) {
 			Waited float64 `json:"waited_s"`
 			Held   float64 `json:"held_s"`
 			Err    string  `json:"error,omitempty"`
-		}{pid, op.Name, op.Write, op.Waited.Round(time.Microsecond).Seconds(), op.Held.Round(time.Microsecond).Seconds(), ""}
+		}{pid, op.Name, op.Write, job.SecondsTo(op.Waited, time.Microsecond), job.SecondsTo(op.Held, time.Microsecond), ""}
 		if op.Err != nil {
 			line.Err = op.Err.Error()
 		}
