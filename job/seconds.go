@@ -28,7 +28,12 @@ func Seconds(d time.Duration) json.Number {
 // (time.Microsecond for SSH and probe times, time.Millisecond for run and
 // simulated times): how every measured duration of gssh's JSON is
 // written; given ones (a walltime) are Seconds, exact.
-func SecondsTo(d, unit time.Duration) float64 { return d.Round(unit).Seconds() }
+// unit divides a second (a decimal fraction of it): the count of units
+// over the units in a second is the float nearest the decimal, as JSON
+// prints it ("1.235", not Duration.Seconds' "1.2349999999999999").
+func SecondsTo(d, unit time.Duration) float64 {
+	return float64(d.Round(unit)/unit) / float64(time.Second/unit)
+}
 
 // ParseSeconds reads a JSON number of seconds (Seconds' output, or any
 // decimal number such as 1e3) as a duration, rounded to the nanosecond;
