@@ -40,10 +40,13 @@ tidy-check:
 	$(GO) mod tidy -diff
 
 # Benchmarks: Go benchmarks (parser, placement, probe sources over sshd), the
-# fan-out comparison with pdsh and an ssh loop, and submit-to-running.
+# simulator's whole-trace replays (their figures and digests checked: too
+# long for `make test`, which replays excerpts), the fan-out comparison with
+# pdsh and an ssh loop, and submit-to-running.
 # Needs openssh-server, pdsh and hyperfine.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./probe/ ./sched/
+	$(GO) test -count=1 -tags longreplay -run 'Long$$' ./sim/
 	$(GO) test -run '^$$' -bench Replay -benchtime 3x ./sim/
 	bash bench/probe.sh
 	bash bench/gpus.sh

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"os"
-	"reflect"
 	"runtime/debug"
 	"syscall"
 	"testing"
@@ -87,32 +86,5 @@ func BenchmarkReplay(b *testing.B) {
 				b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MiB") // Linux: KiB
 			}
 		})
-	}
-}
-
-// TestReplayExcerpts replays the 300-job excerpts of ITP and Philly (the
-// tests use excerpts only; the whole traces are the benchmark's and the
-// README's) under the gssh policy and strict FIFO, at load 1.0: every job
-// placeable runs, and a second replay reports the same.
-func TestReplayExcerpts(t *testing.T) {
-	excerpts := []replay{
-		{name: "itp", trace: "trace/testdata/itp-cluster05-300.norm.csv", lab: "1x8xV100-32G", users: 5},
-		{name: "philly", trace: "trace/testdata/philly-pollux-20171021-7d-300.norm.csv", lab: "2x8xV100-32G", teams: "trace/testdata/philly-pollux-20171021-7d-300.csv"},
-	}
-	for _, r := range excerpts {
-		s := r.setup(t)
-		s.Policies = []Policy{Policies[0], Policies[1]}
-		c, err := Compare(context.Background(), s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, fifo := c.Reports[0], c.Reports[1]
-		if g.NeverStarted != 0 || g.Started != fifo.Started || g.Started+g.Unplaceable != c.Jobs || g.Started == 0 {
-			t.Errorf("%s: %d jobs run, %d never placeable, %d never started, of %d", r.name, g.Started, g.Unplaceable, g.NeverStarted, c.Jobs)
-		}
-		again, err := Compare(context.Background(), s)
-		if err != nil || !reflect.DeepEqual(again.Reports, c.Reports) {
-			t.Errorf("%s: a second replay differs (%v)", r.name, err)
-		}
 	}
 }

@@ -86,43 +86,65 @@ var policies = map[string]sched.Policy{
 // The simulator decides as the controller does: the same run through the
 // simulator's store and through state.Mem (the state file's semantics,
 // JSON copies and the ledger read back each pass) gives every job the
-// same start, end and host, under every policy.
+// same start, end and host, under every policy. 60 jobs here; `make
+// bench` runs 300 (TestSimulatorDecidesAsTheControllerLong, build tag
+// longreplay: state.Mem's copies make it quadratic). The digests pin the
+// simulator's decisions, per policy (outcomesDigest).
 func TestSimulatorDecidesAsTheController(t *testing.T) {
+	decidesAsTheController(t, 60, map[string]string{
+		"gssh":          "dcc8aadbefb7d597",
+		"fifo":          "a7973c3dd5adcd69",
+		"fifo-backfill": "9bbe3fe1fc5f5daf",
+		"firstfit":      "2a1abe7e60b03c08",
+	})
+}
+
+// decidesAsTheController runs mixed(n, 7) on 2 × 4 A100s and 2 T4s under
+// every policy through the simulator's store and through state.Mem, and
+// compares the outcomes, and each policy's outcomes with its pinned
+// digest; the policies run in parallel.
+func decidesAsTheController(t *testing.T, n int, digests map[string]string) {
 	hosts, err := ParseLab("2x4xA100-80G,1x2xT4-16G", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := mixed(300, 7)
+	jobs := mixed(n, 7)
 	for name, pol := range policies {
-		cfg := Config{Hosts: hosts, Jobs: jobs, Policy: pol}
-		fast, err := Run(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mem, err := run(context.Background(), cfg, state.NewMem())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(fast.Jobs, mem.Jobs) {
-			for i := range fast.Jobs {
-				if fast.Jobs[i] != mem.Jobs[i] {
-					t.Errorf("%s: job %d: simulator %+v, controller over state.Mem %+v", name, i, fast.Jobs[i], mem.Jobs[i])
-					break
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Hosts: hosts, Jobs: jobs, Policy: pol}
+			fast, err := Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem, err := run(context.Background(), cfg, state.NewMem())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(fast.Jobs, mem.Jobs) {
+				for i := range fast.Jobs {
+					if fast.Jobs[i] != mem.Jobs[i] {
+						t.Errorf("job %d: simulator %+v, controller over state.Mem %+v", i, fast.Jobs[i], mem.Jobs[i])
+						break
+					}
 				}
 			}
-		}
-		started, stopped := 0, 0
-		for i, o := range fast.Jobs {
-			if o.Started {
-				started++
-				if o.End-o.Start < jobs[i].Runtime {
-					stopped++
+			started, stopped := 0, 0
+			for i, o := range fast.Jobs {
+				if o.Started {
+					started++
+					if o.End-o.Start < jobs[i].Runtime {
+						stopped++
+					}
 				}
 			}
-		}
-		if fast.Jobs[150].Placeable || started != 299 || stopped == 0 || fast.Passes != mem.Passes {
-			t.Errorf("%s: %d started, %d stopped at their walltime, job 150 placeable %v; passes %d vs %d", name, started, stopped, fast.Jobs[150].Placeable, fast.Passes, mem.Passes)
-		}
+			if fast.Jobs[n/2].Placeable || started != n-1 || stopped == 0 || fast.Passes != mem.Passes {
+				t.Errorf("%d started, %d stopped at their walltime, job %d placeable %v; passes %d vs %d", started, stopped, n/2, fast.Jobs[n/2].Placeable, fast.Passes, mem.Passes)
+			}
+			if got := outcomesDigest(fast.Jobs); got != digests[name] {
+				t.Errorf("the outcomes' digest is %s, pinned %s: a decision changed", got, digests[name])
+			}
+		})
 	}
 }
 
