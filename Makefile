@@ -1,4 +1,5 @@
-# gssh: `make` builds bin/gssh; `make test` runs everything CI runs.
+# gssh: `make` builds bin/gssh, bin/gssh-helper and bin/gssh-plot; `make test`
+# runs everything CI runs.
 GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
@@ -9,9 +10,9 @@ PKGS     := ./...
 CGO_CFLAGS ?= -Wno-deprecated-declarations
 export CGO_CFLAGS
 
-.PHONY: all build helper test vet fmt-check tidy-check unit bench fuzz gpu-test clean
+.PHONY: all build helper plot test vet fmt-check tidy-check unit bench fuzz gpu-test clean
 
-all: build helper
+all: build helper plot
 
 # gssh itself: static, no cgo, starts on any Linux machine.
 build:
@@ -21,6 +22,11 @@ build:
 # both break on hosts without a driver). gssh finds it beside itself.
 helper:
 	CGO_ENABLED=1 $(GO) build -trimpath -ldflags "-s -w" -o bin/gssh-helper ./cmd/gssh-helper
+
+# gssh-plot: draws gssh sim --plot's SVG (gonum.org/v1/plot, its fonts and
+# back ends stay out of gssh). gssh finds it beside itself.
+plot:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/gssh-plot ./cmd/gssh-plot
 
 # Everything CI runs. Tests start real OpenSSH sshd on loopback: with CI=true a
 # missing sshd fails the run instead of skipping (.ci/run installs it).

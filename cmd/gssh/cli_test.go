@@ -72,6 +72,7 @@ func TestScripts(t *testing.T) {
 	// serving the same fixtures (scripts opt in with GSSH_HELPER=$HELPERBIN).
 	lib := nvmlfake.Build(t)
 	helperBin := nvmlfake.BuildHelper(t)
+	plotBin := buildPlotter(t) // gssh sim --plot runs it ($GSSH_PLOT)
 	key := sshtest.NewKey(t, dir, "")
 	stranger := sshtest.NewKey(t, "", "")
 	encrypted := sshtest.NewKey(t, "", "passphrase")
@@ -108,6 +109,7 @@ func TestScripts(t *testing.T) {
 			e.Setenv("FIXTURES", fixtures)
 			e.Setenv("ENCKEY", encrypted.Path)
 			e.Setenv("HELPERBIN", helperBin)
+			e.Setenv("GSSH_PLOT", plotBin)
 			e.Setenv("LD_LIBRARY_PATH", lib)
 			return nil
 		},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -15,14 +14,12 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"gonum.org/v1/plot/vg"
 
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/inventory"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/sim"
-	"github.com/gssh/gssh/sim/simplot"
 	"github.com/gssh/gssh/sim/trace"
 )
 
@@ -126,10 +123,16 @@ func fillIgnores(c *cobra.Command) string {
 }
 
 func simRun(ctx context.Context, a *app, opts *simOptions) error {
+	var plotter string
 	if opts.plot != "" {
 		if err := checkPlotPath(opts.plot); err != nil {
 			return err
 		}
+		p, err := a.findPlotter()
+		if err != nil {
+			return err
+		}
+		plotter = p
 	}
 	hosts, own, err := a.simLab(opts)
 	if err != nil {
@@ -198,7 +201,7 @@ func simRun(ctx context.Context, a *app, opts *simOptions) error {
 		fmt.Fprintln(a.stderr, "gssh: warning:", w)
 	}
 	if opts.plot != "" {
-		if err := writePlot(opts.plot, res); err != nil {
+		if err := writePlot(ctx, plotter, opts.plot, res); err != nil {
 			return err
 		}
 	}
@@ -208,11 +211,11 @@ func simRun(ctx context.Context, a *app, opts *simOptions) error {
 	return a.printComparison(res)
 }
 
-// writePlot writes c's SVG plot to path, whole or not at all (a temporary
-// file renamed into place).
-func writePlot(path string, c *sim.Comparison) error {
-	var buf bytes.Buffer
-	if err := simplot.SVG(&buf, c, 9*vg.Inch, 6*vg.Inch); err != nil {
+// writePlot writes c's SVG plot, drawn by plotter (gssh-plot), to path,
+// whole or not at all (a temporary file renamed into place).
+func writePlot(ctx context.Context, plotter, path string, c *sim.Comparison) error {
+	svg, err := drawPlot(ctx, plotter, c)
+	if err != nil {
 		return fmt.Errorf("--plot %s: %w", path, err)
 	}
 	target, mode, err := plotTarget(path)
@@ -224,7 +227,7 @@ func writePlot(path string, c *sim.Comparison) error {
 		return fmt.Errorf("--plot %s: cannot write in %s: %w", path, filepath.Dir(target), errors.Unwrap(err))
 	}
 	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(buf.Bytes())
+	_, err = tmp.Write(svg)
 	if err == nil {
 		err = tmp.Chmod(mode)
 	}

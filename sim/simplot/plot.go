@@ -1,55 +1,71 @@
-// Package simplot draws a comparison of gssh sim as an SVG (gonum.org/v1/plot):
-// the queue length and the GPUs in use over time, one line per policy.
+// Package simplot is the plot of a gssh sim replay as data: the jobs
+// waiting and the GPUs booked over time, one series per policy, in the
+// document (Schema) that `gssh sim --plot` gives gssh-plot on its stdin.
+// gssh-plot draws it (gonum.org/v1/plot); this package links no plotting
+// library, so the gssh binary carries none.
 package simplot
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"time"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
-
-	"github.com/gssh/gssh/sim"
 )
+
+// Schema names the plot document (Doc).
+const Schema = "gssh.sim.plot/v1"
 
 // Buckets is how many points a line has: the run is cut into this many
 // spans of equal length, and each point is its span's time-weighted mean.
 const Buckets = 600
+
+// Doc is what the plot draws: a comparison's trace, lab and load for the
+// titles, and one series per policy over [0, end_s).
+type Doc struct {
+	Schema string   `json:"schema"` // Schema
+	Trace  string   `json:"trace"`
+	Lab    string   `json:"lab"`
+	GPUs   int      `json:"gpus"`  // the lab's: the GPUs axis ends there
+	Load   float64  `json:"load"`  // as replayed
+	End    float64  `json:"end_s"` // the longest makespan, seconds after the first arrival
+	Series []Series `json:"policies"`
+}
 
 // Series is one policy's lab over time, as the plot draws it: at the
 // middle of each of Buckets spans of the run, the time-weighted mean
 // number of jobs waiting and of GPUs booked (whole GPUs, and the booked
 // part of shared ones).
 type Series struct {
-	Policy string
-	At     []time.Duration // the middle of each span, after the first arrival
-	Queued []float64
-	Booked []float64
+	Policy string    `json:"policy"`
+	At     []float64 `json:"at_s"` // the middle of each span, seconds after the first arrival
+	Queued []float64 `json:"queued"`
+	Booked []float64 `json:"booked"`
 }
 
-// SeriesOf makes res's series over [0, end) (a sample holds from its After
-// until the next one's, the last until end). An end of 0 or less gives
-// no points.
-func SeriesOf(policy string, res *sim.Result, end time.Duration) Series {
+// Step is the lab from After until the next step (sim.Sample's fields the
+// plot reads).
+type Step struct {
+	After  time.Duration
+	Queued int     // jobs waiting
+	Booked float64 // GPUs booked
+}
+
+// SeriesOf makes a series of steps over [0, end) (a step holds from its
+// After until the next one's, the last until end). An end of 0 or less
+// gives no points.
+func SeriesOf(policy string, steps []Step, end time.Duration) Series {
 	s := Series{Policy: policy}
 	if end <= 0 {
 		return s
 	}
 	width := float64(end) / Buckets
-	s.At, s.Queued, s.Booked = make([]time.Duration, Buckets), make([]float64, Buckets), make([]float64, Buckets)
+	s.At, s.Queued, s.Booked = make([]float64, Buckets), make([]float64, Buckets), make([]float64, Buckets)
 	for k := range s.At {
-		s.At[k] = time.Duration((float64(k) + 0.5) * width)
+		s.At[k] = time.Duration((float64(k) + 0.5) * width).Seconds()
 	}
-	for i, smp := range res.Samples {
+	for i, smp := range steps {
 		from, to := smp.After, end
-		if i+1 < len(res.Samples) {
-			to = min(res.Samples[i+1].After, end)
+		if i+1 < len(steps) {
+			to = min(steps[i+1].After, end)
 		}
 		// Spread [from, to) over the spans it covers, by overlap.
 		a, b := float64(max(from, 0)), float64(to)
@@ -71,78 +87,22 @@ func SeriesOf(policy string, res *sim.Result, end time.Duration) Series {
 	return s
 }
 
-// SVG writes c's plot to w: the jobs waiting (top) and the GPUs booked
-// (bottom) over the longest makespan of its policies, in days, one line
-// per policy; width × height in points.
-func SVG(w io.Writer, c *sim.Comparison, width, height vg.Length) error {
-	panels, err := Panels(c)
-	if err != nil {
-		return err
+// Check says what makes d undrawable: another schema, no series, no job
+// ended (end_s 0), or a series whose points are not one at, queued and
+// booked each.
+func (d *Doc) Check() error {
+	switch {
+	case d.Schema != Schema:
+		return fmt.Errorf("plot: schema %q, want %q (gssh and gssh-plot of different releases?)", d.Schema, Schema)
+	case len(d.Series) == 0:
+		return errors.New("plot: no policy results to draw")
+	case !(d.End > 0):
+		return errors.New("plot: no job ended, nothing to draw")
 	}
-	canvas := vgsvg.New(width, height)
-	drawPanels(draw.New(canvas), panels...)
-	_, err = canvas.WriteTo(w)
-	return err
-}
-
-// Panels are c's two plots, jobs waiting and GPUs booked over time, for a
-// canvas of any format.
-func Panels(c *sim.Comparison) ([]*plot.Plot, error) {
-	if len(c.Results) == 0 || len(c.Results) != len(c.Reports) {
-		return nil, errors.New("plot: no policy results to draw")
-	}
-	var end time.Duration
-	for _, r := range c.Results {
-		end = max(end, r.Makespan)
-	}
-	if end <= 0 {
-		return nil, errors.New("plot: no job ended, nothing to draw")
-	}
-	queue, gpus := plot.New(), plot.New()
-	queue.Title.Text = fmt.Sprintf("%s on %s (load %.2f): jobs waiting", c.Trace, c.Lab, c.Load)
-	queue.Y.Label.Text = "jobs waiting"
-	gpus.Title.Text = fmt.Sprintf("GPUs booked (of %d)", c.GPUs)
-	gpus.Y.Label.Text = "GPUs"
-	gpus.X.Label.Text = "days after the first arrival"
-	gpus.Y.Min, gpus.Y.Max = 0, float64(c.GPUs)
-	for _, p := range []*plot.Plot{queue, gpus} {
-		p.X.Min, p.X.Max = 0, end.Hours()/24
-		p.Legend.Top = true
-		p.Add(plotter.NewGrid())
-	}
-	for i, r := range c.Results {
-		s := SeriesOf(c.Reports[i].Policy, r, end)
-		for _, panel := range []struct {
-			p *plot.Plot
-			y []float64
-		}{{queue, s.Queued}, {gpus, s.Booked}} {
-			xys := make(plotter.XYs, len(s.At))
-			for k := range xys {
-				xys[k].X, xys[k].Y = s.At[k].Hours()/24, panel.y[k]
-			}
-			l, err := plotter.NewLine(xys)
-			if err != nil {
-				return nil, fmt.Errorf("plot %s: %w", s.Policy, err)
-			}
-			l.Color = plotutil.Color(i)
-			l.Dashes = plotutil.Dashes(i)
-			l.Width = vg.Points(1)
-			panel.p.Add(l)
-			panel.p.Legend.Add(s.Policy, l)
+	for _, s := range d.Series {
+		if len(s.Queued) != len(s.At) || len(s.Booked) != len(s.At) {
+			return fmt.Errorf("plot: policy %s has %d times, %d queue lengths and %d GPU counts: want as many of each", s.Policy, len(s.At), len(s.Queued), len(s.Booked))
 		}
 	}
-	return []*plot.Plot{queue, gpus}, nil
-}
-
-// drawPanels draws the plots one above the other on dc, their axes
-// aligned.
-func drawPanels(dc draw.Canvas, panels ...*plot.Plot) {
-	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadY: vg.Points(12), PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(12)}
-	plots := make([][]*plot.Plot, len(panels))
-	for i, p := range panels {
-		plots[i] = []*plot.Plot{p}
-	}
-	for row, cs := range plot.Align(plots, tiles, dc) {
-		plots[row][0].Draw(cs[0])
-	}
+	return nil
 }
