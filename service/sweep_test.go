@@ -77,8 +77,26 @@ func ours(t *testing.T, cluster string) map[string]int {
 	return out
 }
 
+// sweepRounds is how many cut points TestInterruptSweep tries in each
+// sweep: $GSSH_SWEEP_ROUNDS (make bench runs 20), else 8, the short
+// version make test runs (cuts at quarters of a launch's time, from none
+// of it to almost twice it).
+func sweepRounds(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv("GSSH_SWEEP_ROUNDS")
+	if s == "" {
+		return 8
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 5 {
+		t.Fatalf("GSSH_SWEEP_ROUNDS=%q: want a number of rounds of at least 5", s)
+	}
+	return n
+}
+
 // SIGINT of gssh submit, and of gssh schedule, swept across the launch:
-// the call's context is cancelled at every fraction of a launch's time.
+// the call's context is cancelled at every fraction of a launch's time
+// (sweepRounds of them).
 // Afterwards (two passes to resolve what was cut) every process on the
 // worker is a running job of the queue, in its current attempt, every
 // running job has its processes, no GPU is booked past its room, and
@@ -94,7 +112,7 @@ func TestInterruptSweep(t *testing.T) {
 	took := time.Since(start)
 	cluster := clusterOf(t, l)
 	t.Cleanup(func() { killOurs(cluster) }) // a failing run leaves nothing behind
-	rounds := 20
+	rounds := sweepRounds(t)
 	for i := range rounds {
 		cut, cancel := context.WithTimeout(ctx, took*time.Duration(i)/time.Duration(rounds-4))
 		l.svc.Submit(cut, service.SubmitRequest{Spec: spec})
