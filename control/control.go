@@ -21,6 +21,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
@@ -83,32 +84,36 @@ type Sessions interface {
 	Alive(s job.Interactive) bool
 }
 
-// EventKind names what happened to a job.
-type EventKind string
-
-// Event kinds.
-const (
-	JobStarted  EventKind = "job_start"   // launched: running on its GPUs
-	JobEnded    EventKind = "job_end"     // reached an end state (Job.State says which)
-	JobRequeued EventKind = "job_requeue" // back in the queue: a failed launch, a claim that never arrived
-	JobCancel   EventKind = "job_cancel"  // cancelled (Job.Reason says by whom)
-	JobPreempt  EventKind = "job_preempt" // signalled for a preemption: preempting (Job.Preempt says for whom)
-)
-
-// Event is one change a pass made to a job (or a host).
+// Event is one change a pass (or a job operation: Cancel, Requeue) made
+// to a job or a host. Its kind is one of the event log's
+// (eventlog.Kinds), and says which fields are set:
+//
+//	job_start, job_end, job_requeue, job_preempt, job_unknown,
+//	job_adopted, job_gpu_failed
+//	                      Job (a job recorded cancelled is a job_end of
+//	                      state cancelled, Job.Reason saying by whom)
+//	job_result_recovered  Job (its attempt is the one whose result was
+//	                      found on Host; a job_end follows)
+//	stray_result_ignored  Job: the stray attempt, with how it ended
+//	                      (state, exit code); Host its host
+//	stray_killed          Job: the stray attempt; Host
+//	orphan_reaped         Reaped, Host; Job: the job the process was of
+//	foreign_killed        Reaped, Host
+//	host_down, host_up    Host, Record
+//	gpu_failed            Host, GPU (its record: index, health, since)
+//	gpu_healthy           Host, GPU (the record that went)
 type Event struct {
 	Time time.Time
-	Kind EventKind
-	Job  job.Job // as recorded after the change; a stray's attempt for StrayKilled; zero for host events
-	Host string  // the host, for host events, StrayKilled and the reaper's
-	// Reaped is the process of OrphanReaped and ForeignKilled (see
+	Kind eventlog.Kind
+	Job  job.Job // as recorded after the change (see above); zero for host events
+	Host string
+	// Reaped is the process of orphan_reaped and foreign_killed (see
 	// reap.go); nil for the others.
 	Reaped *Reaped
-	// Record is the host's record after HostDown and HostUp (its last
+	// Record is the host's record after host_down and host_up (its last
 	// error, since when it failed); nil for the others.
 	Record *health.Host
-	// GPU is the GPU of GPUFailed (its record: index, health, since) and
-	// of GPUHealthy (the record that went); nil for the others.
+	// GPU is the GPU of gpu_failed and gpu_healthy; nil for the others.
 	GPU *health.GPU
 }
 
@@ -487,6 +492,7 @@ func partition(js []job.Job, keep func(*job.Job) bool) int {
 	return n
 }
 
-func (c *Controller) emit(k EventKind, j job.Job) {
+// emit reports event k of j, as recorded after the change, at now.
+func (c *Controller) emit(k eventlog.Kind, j job.Job) {
 	c.events.Emit(Event{Time: c.now(), Kind: k, Job: j})
 }

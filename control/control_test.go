@@ -700,7 +700,7 @@ func TestCancel(t *testing.T) {
 	if _, err := r.ctl.Cancel(context.Background(), 99, time.Second, "ann"); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("cancel of no job: %v", err)
 	}
-	if !slices.Contains(r.events.seen, fmt.Sprintf("job_cancel %d cancelled", run.ID)) {
+	if !slices.Contains(r.events.seen, fmt.Sprintf("job_end %d cancelled", run.ID)) {
 		t.Errorf("events %q", r.events.seen)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/job"
@@ -21,17 +22,6 @@ type HostLedger interface {
 	Hosts() (map[string]health.Host, error)
 	UpdateHost(name string, fn func(*health.Host) error) (health.Host, error)
 }
-
-// Host failure events.
-const (
-	JobUnknown  EventKind = "job_unknown"  // its host is down: it may still run (Job.Reason says since when)
-	JobAdopted  EventKind = "job_adopted"  // unknown, then found running when its host answered again
-	StrayKilled EventKind = "stray_killed" // an attempt given up on a failed host, found running there and killed
-	HostDown    EventKind = "host_down"    // a host was called down (Event.Host)
-	HostUp      EventKind = "host_up"      // a down host answered again (Event.Host)
-	GPUFailed   EventKind = "gpu_failed"   // a GPU read unhealthy: no job is placed on it (Event.Host, Event.GPU)
-	GPUHealthy  EventKind = "gpu_healthy"  // a failed GPU read healthy in health.HealthyProbes probes in a row (Event.Host, Event.GPU)
-)
 
 // HostNote is what a pass says of a host whose contacts fail, or that
 // came back: for the pass's output, not an error of the pass.
@@ -68,11 +58,11 @@ func (c *Controller) observe(host string, why string, now time.Time, res *Result
 	switch {
 	case why == "" && prev.Down():
 		res.Hosts = append(res.Hosts, HostNote{Host: h, Change: "up"})
-		c.events.Emit(Event{Time: now, Kind: HostUp, Host: host, Record: &h})
+		c.events.Emit(Event{Time: now, Kind: eventlog.HostUp, Host: host, Record: &h})
 	case why == "":
 	case h.Down() && !prev.Down():
 		res.Hosts = append(res.Hosts, HostNote{Host: h, Change: "down"})
-		c.events.Emit(Event{Time: now, Kind: HostDown, Host: host, Record: &h})
+		c.events.Emit(Event{Time: now, Kind: eventlog.HostDown, Host: host, Record: &h})
 	case h.Down():
 		res.Hosts = append(res.Hosts, HostNote{Host: h, Change: "still down"})
 	}
@@ -134,7 +124,7 @@ func (c *Controller) noAnswer(ctx context.Context, host string, err error, jobs 
 		case uerr == nil:
 			changed[j.ID] = u
 			res.Unknown = append(res.Unknown, u)
-			c.emit(JobUnknown, u)
+			c.emit(eventlog.JobUnknown, u)
 		case !errors.Is(uerr, errSkip):
 			res.Errors = append(res.Errors, fmt.Errorf("job %s: record it unknown: %w", j.Ref(), uerr))
 		}
@@ -177,10 +167,10 @@ func (c *Controller) giveUp(j job.Job, h health.Host, now time.Time, res *Result
 	case err == nil:
 		if u.State == job.Queued {
 			res.Requeued = append(res.Requeued, u)
-			c.emit(JobRequeued, u)
+			c.emit(eventlog.JobRequeue, u)
 		} else {
 			res.Finished = append(res.Finished, u)
-			c.emit(JobEnded, u)
+			c.emit(eventlog.JobEnd, u)
 		}
 		return u, true
 	case !errors.Is(err, errSkip):
@@ -299,7 +289,7 @@ func (c *Controller) killStrays(ctx context.Context, host string, record bool, r
 		}
 		if n > 0 {
 			res.Strays = append(res.Strays, s)
-			c.events.Emit(Event{Time: c.now(), Kind: StrayKilled, Job: s.Job, Host: host})
+			c.events.Emit(Event{Time: c.now(), Kind: eventlog.StrayKilled, Job: s.Job, Host: host})
 		}
 		c.dropStray(host, s, res)
 	}
@@ -408,7 +398,7 @@ func (c *Controller) ForceCancel(id job.ID, who string) (job.Job, error) {
 		return nil
 	})
 	if err == nil {
-		c.emit(JobCancel, u)
+		c.emit(eventlog.JobEnd, u)
 	}
 	return u, err
 }
@@ -423,9 +413,6 @@ func clock(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") 
 type HostsOf interface {
 	HostsOf(ctx context.Context, names []string) ([]sched.Host, error)
 }
-
-// JobGPUFailed is the event of a running job whose GPU read unhealthy.
-const JobGPUFailed EventKind = "job_gpu_failed"
 
 // codeGPUFailed is the reason code of a running job whose GPU failed.
 const codeGPUFailed = "gpu_failed"
@@ -531,18 +518,18 @@ func (c *Controller) gpuHealth(hosts []sched.Host, running []job.Job, now time.T
 	}
 }
 
-// emitGPUs reports the GPUs of host whose record came (GPUFailed) or
-// went (GPUHealthy) from before to after, by index.
+// emitGPUs reports the GPUs of host whose record came (gpu_failed) or
+// went (gpu_healthy) from before to after, by index.
 func (c *Controller) emitGPUs(host string, before, after health.Host, now time.Time) {
 	var evs []Event
 	for k, g := range after.GPUs {
 		if _, had := before.GPUs[k]; !had {
-			evs = append(evs, Event{Time: now, Kind: GPUFailed, Host: host, GPU: &g})
+			evs = append(evs, Event{Time: now, Kind: eventlog.GPUFailed, Host: host, GPU: &g})
 		}
 	}
 	for k, g := range before.GPUs {
 		if _, has := after.GPUs[k]; !has {
-			evs = append(evs, Event{Time: now, Kind: GPUHealthy, Host: host, GPU: &g})
+			evs = append(evs, Event{Time: now, Kind: eventlog.GPUHealthy, Host: host, GPU: &g})
 		}
 	}
 	slices.SortFunc(evs, func(a, b Event) int { return cmp.Compare(a.GPU.Index, b.GPU.Index) })
@@ -571,7 +558,7 @@ func (c *Controller) markGPUFailed(j job.Job, why string, res *Result) {
 	switch {
 	case err == nil:
 		res.GPUFailed = append(res.GPUFailed, u)
-		c.emit(JobGPUFailed, u)
+		c.emit(eventlog.JobGPUFailed, u)
 	case !errors.Is(err, errSkip):
 		res.Errors = append(res.Errors, fmt.Errorf("job %s: %w", j.Ref(), err))
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 )
@@ -124,7 +125,7 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 		case moved:
 			continue
 		case ended && err == nil:
-			c.emit(JobEnded, u)
+			c.emit(eventlog.JobEnd, u)
 			return u, fmt.Errorf("job %s %w before the requeue (%s: %s): it is not queued again", u.Ref(), ErrEnded, u.State, u.Reason)
 		case ended:
 			got, err := c.store.Get(id)
@@ -133,7 +134,7 @@ func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration
 			}
 			return got, fmt.Errorf("job %s %w (it %s meanwhile)", got.Ref(), ErrEnded, got.State)
 		case err == nil:
-			c.emit(JobRequeued, u)
+			c.emit(eventlog.JobRequeue, u)
 		}
 		return u, err
 	}
@@ -239,10 +240,8 @@ func (c *Controller) Cancel(ctx context.Context, id job.ID, grace time.Duration,
 		switch {
 		case moved:
 			continue
-		case err == nil && !ended && stopped.Ended != nil:
-			c.emit(JobEnded, u)
 		case err == nil && !ended:
-			c.emit(JobCancel, u)
+			c.emit(eventlog.JobEnd, u) // cancelled, or the end it had reached before
 		}
 		return u, err
 	}
@@ -278,7 +277,7 @@ func (c *Controller) RequestCancel(id job.ID, grace time.Duration, who string) (
 		return u, false, err
 	}
 	if !recorded {
-		c.emit(JobCancel, u)
+		c.emit(eventlog.JobEnd, u)
 	}
 	return u, recorded, nil
 }

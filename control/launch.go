@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 )
@@ -38,7 +39,7 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued,
 		switch {
 		case err == nil:
 			res.Finished = append(res.Finished, u)
-			c.emit(JobCancel, u)
+			c.emit(eventlog.JobEnd, u)
 		case !errors.Is(err, errSkip):
 			res.Errors = append(res.Errors, fmt.Errorf("job %d: record it cancelled (%s): %w", cn.Job, cn.Reason.Text, err))
 		}
@@ -179,14 +180,14 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 		return job.Job{}, fmt.Errorf("job %s: %w", j.Ref(), lerr) // neither started nor queued: launching
 	}
 	if lerr != nil && updated.State.Terminal() {
-		c.emit(JobEnded, updated)
+		c.emit(eventlog.JobEnd, updated)
 		return updated, fmt.Errorf("job %s: %w", j.Ref(), lerr)
 	}
 	if lerr != nil {
-		c.emit(JobRequeued, updated)
+		c.emit(eventlog.JobRequeue, updated)
 		return updated, fmt.Errorf("job %s: %w", j.Ref(), lerr)
 	}
-	c.emit(JobStarted, updated)
+	c.emit(eventlog.JobStart, updated)
 	return updated, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/state"
@@ -43,7 +44,7 @@ func (c *Controller) preempt(ctx context.Context, ps []sched.Preempt, running []
 			continue
 		}
 		res.Preempted = append(res.Preempted, u)
-		c.emit(JobPreempt, u)
+		c.emit(eventlog.JobPreempt, u)
 		stopped, err := c.workers.Stop(ctx, u, 0, job.Preempting)
 		switch {
 		case err != nil:
@@ -79,7 +80,7 @@ func (c *Controller) endedFirst(j job.Job, st job.Status, leftovers int, res *Re
 		return j, false
 	}
 	res.Finished = append(res.Finished, u)
-	c.emit(JobEnded, u)
+	c.emit(eventlog.JobEnd, u)
 	return u, true
 }
 
@@ -145,7 +146,7 @@ func (c *Controller) preempted(ctx context.Context, j job.Job, st job.Status, no
 		return j, false
 	}
 	res.Requeued = append(res.Requeued, u)
-	c.emit(JobRequeued, u)
+	c.emit(eventlog.JobRequeue, u)
 	return u, true
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
 )
 
@@ -191,9 +192,9 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		switch {
 		case u.State.Terminal():
 			res.Finished = append(res.Finished, u)
-			c.emit(JobEnded, u)
+			c.emit(eventlog.JobEnd, u)
 		case u.State == job.Queued:
-			c.emit(JobRequeued, u)
+			c.emit(eventlog.JobRequeue, u)
 		}
 		return u, true
 	}
@@ -238,7 +239,7 @@ func (c *Controller) apply(ctx context.Context, j job.Job, st job.Status, now ti
 		// was (its GPUs stayed booked).
 		u, ok := update(func(x *job.Job) { x.State, x.Reason, x.ReasonCode = job.Running, "", "" })
 		if ok {
-			c.emit(JobAdopted, u)
+			c.emit(eventlog.JobAdopted, u)
 		}
 		return u, ok
 	case st.State == job.Running && j.State == job.Launching:
