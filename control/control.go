@@ -4,13 +4,14 @@
 // and carry the plan out: claim, launch, record, and write the pending
 // reason of every job left queued.
 //
-// A pass talks to its surroundings only through the small interfaces below
-// (Store, Snapshots, Workers, Events and a clock), so the same code runs
-// from the CLI over SSH, and from a test or a simulator with an in-memory
-// store, simulated workers and a virtual clock. The caller holds the pass
-// lock (LockPass), so a cron pass, a submit-triggered pass and the daemon
-// never double-book a GPU. Store writes are one short transaction each and
-// never span a worker call.
+// A pass talks to its surroundings only through the small interfaces of
+// Options (Store, Snapshots, Workers, Events, a clock, and the optional
+// capabilities, each a field of its own: nil when absent), so the same
+// code runs from the CLI over SSH, and from a test or a simulator with an
+// in-memory store, simulated workers and a virtual clock. The caller
+// holds the pass lock (LockPass), so a cron pass, a submit-triggered pass
+// and the daemon never double-book a GPU. Store writes are one short
+// transaction each and never span a worker call.
 package control
 
 import (
@@ -123,7 +124,11 @@ type Events interface {
 	Emit(Event)
 }
 
-// Options are what New needs. Store, Snapshots and Workers are required.
+// Options are what New needs. Store, Snapshots and Workers are required;
+// every other seam is optional, nil when the controller has none (each
+// field says what is done without it), and only the field gives it: New
+// never looks for one in another (a Store that is also a Keeper does no
+// housekeeping unless it is Options.Keeper too).
 type Options struct {
 	Store     Store
 	Snapshots Snapshots
@@ -169,18 +174,34 @@ type Options struct {
 	// The jobs of a host that is not are neither polled nor an error of
 	// each pass: their reason says so, and gssh cancel --force ends them.
 	Known func(host string) bool
-	// Reaper kills orphans (and foreign processes where the inventory
-	// says so) on the hosts a pass probes; nil: Workers, when it is a
-	// Reaper too (launch.Workers is), else none are killed.
-	Reaper Reaper
 	// Drains are the hosts drained with gssh drain, which every plan
 	// reads with the hosts (sched.Host.Drained); nil: none is.
 	Drains DrainBook
+	// HostsOf probes only the hosts named: a pass with running jobs and
+	// nothing queued reads the health of their GPUs through it; nil: such
+	// a pass probes nothing. fleet.Snapshots is one.
+	HostsOf HostsOf
+	// Usage works the fair-share usage of the ended jobs out itself (the
+	// simulator's store); nil: sched.Usage over Store.Uses.
+	Usage UsageStore
+	// Reaper kills orphans (and foreign processes where the inventory
+	// says so) on the hosts a pass probes, and for Reap; nil: none are
+	// killed (Reap only says whose each process is). launch.Workers is
+	// one.
+	Reaper Reaper
+	// Jobs lists the store's jobs, ended ones included: a reap reads the
+	// newest for the sessions of jobs that ended (reap.SessionWindow);
+	// nil: only the ended jobs a pass has in hand are weighed.
+	// *state.Bolt and *state.Mem are ones.
+	Jobs JobLister
+	// Keeper trims the store at the end of each pass (housekeeping: the
+	// records of jobs that ended keep_jobs ago, the usage ledger, the job
+	// directories Remover removes); nil: no housekeeping. *state.Bolt and
+	// *state.Mem are ones.
+	Keeper Keeper
 	// Remover removes ended jobs' directories on the hosts a pass
-	// reaches (housekeeping: the policy's keep_job_dirs); nil: Workers,
-	// when it is a DirRemover too (launch.Workers is), else none are
-	// removed. The store's records are trimmed when it is a
-	// state.Keeper (keep_jobs), whatever Remover is.
+	// reaches (housekeeping: the policy's keep_job_dirs; with a Keeper
+	// only); nil: none are removed. launch.Workers is one.
 	Remover DirRemover
 }
 
@@ -213,8 +234,12 @@ type Controller struct {
 	ledger  HostLedger
 	rules   health.Rules
 	known   func(string) bool
-	reaper  Reaper
 	drains  DrainBook
+	hostsOf HostsOf
+	usage   UsageStore
+	reaper  Reaper
+	jobs    JobLister
+	keeper  Keeper
 	remover DirRemover
 	// Per pass (Pass is not run concurrently on one Controller):
 	health    map[string]health.Host // the host records, as this pass knows them
@@ -238,15 +263,10 @@ func New(opt Options) (*Controller, error) {
 	}
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events, owners: opt.Sessions, self: opt.Self,
 		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially, rebal: opt.Rebalance,
-		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), known: opt.Known, drains: opt.Drains}
+		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), known: opt.Known, drains: opt.Drains,
+		hostsOf: opt.HostsOf, usage: opt.Usage, reaper: opt.Reaper, jobs: opt.Jobs, keeper: opt.Keeper, remover: opt.Remover}
 	if c.now == nil {
 		c.now = time.Now
-	}
-	if c.reaper = opt.Reaper; c.reaper == nil {
-		c.reaper, _ = opt.Workers.(Reaper)
-	}
-	if c.remover = opt.Remover; c.remover == nil {
-		c.remover, _ = opt.Workers.(DirRemover)
 	}
 	if c.events == nil {
 		c.events = noEvents{}
@@ -422,12 +442,12 @@ func (c *Controller) deps(in *sched.Input) error {
 
 // Usage is each user's fair-share usage at now (sched.Usage under the
 // policy's FairShare), from the uses of the jobs that ended within
-// sched.Horizon (the store's ledger) and of the active ones (running up to
+// sched.Horizon (the store's ledger, or Options.Usage) and of the active ones (running up to
 // now). With an error wrapping state.ErrBadRecord it is the usage of what
 // could be read.
 func (c *Controller) Usage(active []job.Job, now time.Time) (map[string]float64, error) {
-	if u, ok := c.store.(UsageStore); ok {
-		usage, err := u.UsageAt(now, c.policy.FairShare)
+	if c.usage != nil {
+		usage, err := c.usage.UsageAt(now, c.policy.FairShare)
 		if err != nil && !errors.Is(err, state.ErrBadRecord) {
 			return nil, err
 		}
@@ -443,12 +463,12 @@ func (c *Controller) Usage(active []job.Job, now time.Time) (map[string]float64,
 	return sched.Usage(append(slices.Clip(ended), sched.Uses(active)...), now, c.policy.FairShare), err
 }
 
-// UsageStore is a Store that works the fair-share usage of its ended jobs
-// out itself, as sched.Usage would from Uses (the simulator's keeps it up
-// to date as jobs end, so that a simulated week of passes does not read
-// its whole ledger every pass). The map returned is the caller's.
+// UsageStore works the fair-share usage of the store's ended jobs out
+// itself, as sched.Usage would from Store.Uses (Options.Usage: the
+// simulator's store keeps it up to date as jobs end, so that a simulated
+// week of passes does not read its whole ledger every pass). The map
+// returned is the caller's.
 type UsageStore interface {
-	Store
 	UsageAt(now time.Time, fs sched.FairShare) (map[string]float64, error)
 }
 

@@ -406,10 +406,10 @@ func (c *Controller) ForceCancel(id job.ID, who string) (job.Job, error) {
 // clock is t as the pass reasons write it: local time, to the second.
 func clock(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") }
 
-// HostsOf is what a Snapshots may also do: probe only the hosts named
-// (fleet.Snapshots does). A pass with running jobs and nothing queued
-// uses it to read the health of the GPUs those jobs hold; with a
-// Snapshots that cannot, such a pass probes nothing.
+// HostsOf probes only the hosts named (Options.HostsOf; fleet.Snapshots
+// is one). A pass with running jobs and nothing queued uses it to read
+// the health of the GPUs those jobs hold; without one, such a pass probes
+// nothing.
 type HostsOf interface {
 	HostsOf(ctx context.Context, names []string) ([]sched.Host, error)
 }
@@ -421,8 +421,7 @@ const codeGPUFailed = "gpu_failed"
 // queued (a pass that plans probes every host anyway), and applies
 // gpuHealth to them.
 func (c *Controller) watchGPUs(ctx context.Context, running []job.Job, res *Result) {
-	of, ok := c.snaps.(HostsOf)
-	if !ok || len(running) == 0 {
+	if c.hostsOf == nil || len(running) == 0 {
 		return
 	}
 	var names []string
@@ -435,7 +434,7 @@ func (c *Controller) watchGPUs(ctx context.Context, running []job.Job, res *Resu
 		return
 	}
 	slices.Sort(names)
-	hosts, err := of.HostsOf(ctx, names)
+	hosts, err := c.hostsOf.HostsOf(ctx, names)
 	if err != nil || ctx.Err() != nil {
 		return // the next pass looks again
 	}

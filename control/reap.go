@@ -24,6 +24,15 @@ type Reaper interface {
 	Reap(ctx context.Context, host string, targets []reap.Target, grace time.Duration) (map[int]reap.Outcome, error)
 }
 
+// JobLister lists the store's jobs, ended ones included, newest first
+// (Options.Jobs; *state.Bolt and *state.Mem are ones): a reap reads the
+// newest (state.Filter.Limit) for the sessions of jobs that ended. Like
+// Store.Active, it may return what it could read with an error wrapping
+// state.ErrBadRecord.
+type JobLister interface {
+	List(f state.Filter) ([]job.Job, error)
+}
+
 // Reaped is one GPU process the reaper meant to kill, and what became of
 // it.
 type Reaped struct {
@@ -220,10 +229,8 @@ func (c *Controller) reapJobs(hosts []sched.Host, active, ended []job.Job) (map[
 		}
 	}
 	if sessions {
-		if l, ok := c.store.(interface {
-			List(state.Filter) ([]job.Job, error)
-		}); ok {
-			recent, err := l.List(state.Filter{Limit: recentJobs})
+		if c.jobs != nil {
+			recent, err := c.jobs.List(state.Filter{Limit: recentJobs})
 			if err != nil && !errors.Is(err, state.ErrBadRecord) {
 				errs = append(errs, fmt.Errorf("the newest jobs (for the sessions of ended ones): %w", err))
 			}

@@ -99,7 +99,8 @@ func TestSimulatorDecidesAsTheController(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mem, err := run(context.Background(), cfg, state.NewMem())
+		m := state.NewMem()
+		mem, err := run(context.Background(), cfg, m, nil, m)
 		if err != nil {
 			t.Fatal(err)
 		}
