@@ -256,7 +256,7 @@ type rig struct {
 func newRig(t *testing.T, policy sched.Policy, hosts ...sched.Host) *rig {
 	t.Helper()
 	r := &rig{store: state.NewMem(), lab: &lab{hosts: hosts}, workers: newWorkers(), events: &events{}}
-	ctl, err := control.New(control.Options{Store: r.store, Snapshots: r.lab, Workers: r.workers, Events: r.events, Policy: policy})
+	ctl, err := control.New(control.Options{Store: r.store, Keeper: r.store, Jobs: r.store, Snapshots: r.lab, Workers: r.workers, Events: r.events, Policy: policy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestPassPendingReasonWrittenOnce(t *testing.T) {
 	r.pass(t)
 	first := r.get(t, j.ID)
 	counting := &countingStore{Mem: r.store}
-	ctl, _ := control.New(control.Options{Store: counting, Snapshots: r.lab, Workers: r.workers})
+	ctl, _ := control.New(control.Options{Store: counting, Keeper: counting, Jobs: counting, Snapshots: r.lab, Workers: r.workers})
 	res, err := ctl.Pass(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +380,8 @@ func (s *countingStore) Update(id job.ID, fn func(*job.Job) error) (job.Job, err
 func TestPassReportsReasonWriteError(t *testing.T) {
 	r := newRig(t, sched.Policy{}, sched.Host{Name: "down", Snapshot: gpuinfo.Snapshot{State: gpuinfo.HostUnreachable}})
 	j := r.submit(t, 5, "true")
-	ctl, _ := control.New(control.Options{Store: &countingStore{Mem: r.store, failReason: true}, Snapshots: r.lab, Workers: r.workers})
+	failing := &countingStore{Mem: r.store, failReason: true}
+	ctl, _ := control.New(control.Options{Store: failing, Keeper: failing, Jobs: failing, Snapshots: r.lab, Workers: r.workers})
 	res, err := ctl.Pass(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -603,7 +604,8 @@ func (s badRecords) Active() ([]job.Job, error) {
 func TestPassGoesOnPastABadRecord(t *testing.T) {
 	r := newRig(t, sched.Policy{}, a100x4("ctl"))
 	j := r.submit(t, 5, "sleep", "10")
-	ctl, _ := control.New(control.Options{Store: badRecords{r.store}, Snapshots: r.lab, Workers: r.workers})
+	bad := badRecords{r.store}
+	ctl, _ := control.New(control.Options{Store: bad, Keeper: bad, Jobs: bad, Snapshots: r.lab, Workers: r.workers})
 	res, err := ctl.Pass(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -700,7 +702,7 @@ func TestCancel(t *testing.T) {
 	if _, err := r.ctl.Cancel(context.Background(), 99, time.Second, "ann"); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("cancel of no job: %v", err)
 	}
-	if !slices.Contains(r.events.seen, fmt.Sprintf("job_cancel %d cancelled", run.ID)) {
+	if !slices.Contains(r.events.seen, fmt.Sprintf("job_end %d cancelled", run.ID)) {
 		t.Errorf("events %q", r.events.seen)
 	}
 }
@@ -1027,7 +1029,7 @@ func (o *owners) set(session string, alive bool) {
 func TestInteractiveJobs(t *testing.T) {
 	r := newRig(t, sched.Policy{}, a100x4("ctl"))
 	own := &owners{alive: map[string]bool{"a": true, "b": true, "c": true}}
-	ctl, err := control.New(control.Options{Store: r.store, Snapshots: r.lab, Workers: r.workers, Events: r.events, Sessions: own})
+	ctl, err := control.New(control.Options{Store: r.store, Keeper: r.store, Jobs: r.store, Snapshots: r.lab, Workers: r.workers, Events: r.events, Sessions: own})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1134,7 +1136,7 @@ func TestInteractiveJobs(t *testing.T) {
 func TestJobsLaunchedElsewhere(t *testing.T) {
 	r := newRig(t, sched.Policy{}, a100x4("ctl"))
 	own := &owners{alive: map[string]bool{"m": true, "n": true}}
-	ctl, err := control.New(control.Options{Store: r.store, Snapshots: r.lab, Workers: r.workers, Sessions: own, Self: "pass"})
+	ctl, err := control.New(control.Options{Store: r.store, Keeper: r.store, Jobs: r.store, Snapshots: r.lab, Workers: r.workers, Sessions: own, Self: "pass"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func (b brokenBook) Drains() (map[string]sched.Drain, error) {
 func TestPassReadsDrains(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, sched.Policy{}, a100x4("ctl"))
-		ctl, err := control.New(control.Options{Store: r.store, Snapshots: r.lab, Workers: r.workers, Drains: r.store})
+		ctl, err := control.New(control.Options{Store: r.store, Keeper: r.store, Jobs: r.store, Snapshots: r.lab, Workers: r.workers, Drains: r.store})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestPassReadsDrains(t *testing.T) {
 			err    error
 			starts bool
 		}{{errors.New("disk on fire"), false}, {state.ErrBadRecord, false}} {
-			c, _ := control.New(control.Options{Store: r.store, Snapshots: r.lab, Workers: r.workers, Drains: brokenBook{tt.err}})
+			c, _ := control.New(control.Options{Store: r.store, Keeper: r.store, Jobs: r.store, Snapshots: r.lab, Workers: r.workers, Drains: brokenBook{tt.err}})
 			res, err := c.Pass(context.Background())
 			if err != nil || len(res.Started) != 0 || len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), "host drains: ") {
 				t.Errorf("book %v: %+v, %v", tt.err, res, err)

@@ -91,3 +91,30 @@ func (c *Controller) trial(ctx context.Context, active []job.Job, id job.ID) (Tr
 	}
 	return Trial{}, fmt.Errorf("job %d is not in the plan", id)
 }
+
+// Preempts plans the queue as a rebalancing pass would now (sched.Input
+// .Rebalance set, whatever the policy says) and returns the preemptions
+// it would make, with the plan's other decisions: gssh schedule
+// --rebalance --dry-run. Like DryRun it polls no worker (the jobs are as
+// the last pass recorded them) and writes nothing.
+func (c *Controller) Preempts(ctx context.Context) (sched.Decisions, error) {
+	active, err := c.store.Active()
+	if err != nil && !errors.Is(err, state.ErrBadRecord) {
+		return sched.Decisions{}, err
+	}
+	in := c.input(active)
+	in.Rebalance = true
+	if len(in.Queue) == 0 {
+		return sched.Decisions{Starts: []sched.Start{}, Pending: []sched.Pending{}}, nil
+	}
+	if err := c.deps(&in); err != nil {
+		return sched.Decisions{}, err
+	}
+	if in.Usage, err = c.Usage(in.Running, in.Now); err != nil && !errors.Is(err, state.ErrBadRecord) {
+		return sched.Decisions{}, fmt.Errorf("fair-share usage: %w", err)
+	}
+	if in.Hosts, err = c.hosts(ctx); err != nil && !errors.Is(err, state.ErrBadRecord) {
+		return sched.Decisions{}, err
+	}
+	return sched.Plan(in), nil
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
 )
 
@@ -42,7 +43,7 @@ func (c *Controller) endedElsewhere(active []job.Job, res *Result) []job.Job {
 		switch {
 		case err == nil:
 			res.Finished = append(res.Finished, u)
-			c.emit(JobEnded, u)
+			c.emit(eventlog.JobEnd, u)
 			continue
 		case !errors.Is(err, errSkip):
 			res.Errors = append(res.Errors, fmt.Errorf("job %s: %w", j.Ref(), err))
@@ -77,7 +78,7 @@ func (c *Controller) dropOrphanedRuns(active []job.Job, res *Result) []job.Job {
 		switch {
 		case err == nil:
 			res.Finished = append(res.Finished, u)
-			c.emit(JobCancel, u)
+			c.emit(eventlog.JobEnd, u)
 			continue
 		case !errors.Is(err, errSkip):
 			res.Errors = append(res.Errors, fmt.Errorf("job %s: record it cancelled (%s): %w", j.Ref(), ownerGoneReason, err))

@@ -167,7 +167,7 @@ type hostRig struct {
 func newHostRig(t *testing.T, known func(string) bool, hosts ...sched.Host) *hostRig {
 	t.Helper()
 	r := &hostRig{rig: &rig{store: state.NewMem(), events: &events{}}, fleet: newFleetSim(hosts...)}
-	ctl, err := control.New(control.Options{Store: r.store, Snapshots: r.fleet, Workers: r.fleet, Events: r.events,
+	ctl, err := control.New(control.Options{Store: r.store, Keeper: r.store, Jobs: r.store, Snapshots: r.fleet, HostsOf: r.fleet, Workers: r.fleet, Events: r.events,
 		Ledger: r.store, Known: known, Policy: sched.Policy{Fit: sched.FitFirst}})
 	if err != nil {
 		t.Fatal(err)

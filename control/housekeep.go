@@ -32,12 +32,23 @@ const (
 )
 
 // DirRemover removes the directories of ended jobs' attempts on a host
-// (housekeeping); launch.Workers is one.
+// (housekeeping: Options.Remover); launch.Workers is one.
 type DirRemover interface {
 	// RemoveDirs removes dirs, all on host, in one call and says what
 	// became of each, in their order. An error wrapping job.ErrNoContact
 	// means the host did not answer: nothing is known of any of them.
 	RemoveDirs(ctx context.Context, host string, dirs []job.WorkerDir) ([]job.DirRemoval, error)
+}
+
+// Keeper keeps the store's history (Options.Keeper; *state.Bolt and
+// *state.Mem are ones: see state.Keeper for each method's contract):
+// housekeeping moves the records of jobs long ended to the history, prunes
+// the usage ledger, and marks the jobs whose worker directories it dealt
+// with.
+type Keeper interface {
+	Trim(b state.TrimBefore) (state.Trimmed, error)
+	DirsDue(before time.Time, limit int) ([]job.Job, error)
+	MarkHousekept(marks map[job.ID]job.Housekept) ([]job.Job, error)
 }
 
 // Housekeeping is what a pass's housekeeping did (Result.Housekeeping).
@@ -81,11 +92,11 @@ func (c *Controller) keepJobDirs() time.Duration {
 // reached (one command per host, at most MaxDirsPerHost directories),
 // and recorded in the jobs (one transaction); then the records of jobs
 // that ended keep_jobs ago move to the history and the usage ledger
-// forgets what fair-share no longer counts (state.Keeper.Trim: short
-// transactions). Nothing is done with a store that keeps no history.
+// forgets what fair-share no longer counts (Keeper.Trim: short
+// transactions). Nothing is done without a Keeper (Options.Keeper).
 func (c *Controller) housekeep(ctx context.Context, res *Result) {
-	k, ok := c.store.(state.Keeper)
-	if !ok {
+	k := c.keeper
+	if k == nil {
 		return
 	}
 	hk := Housekeeping{KeepJobs: c.keepJobs(), KeepJobDirs: c.keepJobDirs()}
@@ -111,7 +122,7 @@ type dirJob struct {
 // removeDirs removes the directories of the jobs due (ended keep_job_dirs
 // ago, not housekept yet) whose hosts all answered this pass, and
 // records what it did in each.
-func (c *Controller) removeDirs(ctx context.Context, k state.Keeper, hk *Housekeeping, res *Result) {
+func (c *Controller) removeDirs(ctx context.Context, k Keeper, hk *Housekeeping, res *Result) {
 	now := c.now()
 	due, err := k.DirsDue(now.Add(-hk.KeepJobDirs), dirsScan)
 	if err != nil {

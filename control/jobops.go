@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 )
@@ -85,59 +84,79 @@ var ErrNotRunning = errors.New("is not running")
 // job neither launching nor running is an error wrapping ErrNotRunning;
 // one that ended meanwhile keeps how it ended.
 func (c *Controller) Requeue(ctx context.Context, id job.ID, grace time.Duration, who string) (job.Job, error) {
+	return c.untilSettled(id, "changed state ten times while being requeued", func(j job.Job) (job.Job, bool, error) {
+		return c.requeueOnce(ctx, j, grace, who)
+	})
+}
+
+// requeueOnce is one try of Requeue on j as the store had it; moved says
+// a pass changed the job meanwhile: nothing was recorded, Requeue looks
+// again.
+func (c *Controller) requeueOnce(ctx context.Context, j job.Job, grace time.Duration, who string) (u job.Job, moved bool, err error) {
+	if !j.State.Active() {
+		return j, false, fmt.Errorf("job %s %w (it is %s; requeue takes launching and running jobs)", j.Ref(), ErrNotRunning, j.State)
+	}
+	if j.Spec.Interactive != nil {
+		return j, false, fmt.Errorf("job %s is interactive (gssh run): it cannot go back to the queue; gssh cancel %s ends it", j.Ref(), j.Ref())
+	}
+	stop, stopped, err := c.stopOnWorker(ctx, j, grace)
+	if err != nil {
+		return j, false, err
+	}
+	now := c.now()
+	var ended bool
+	u, err = c.store.Update(j.ID, func(x *job.Job) error {
+		switch {
+		case x.State.Terminal():
+			ended = true
+			return errSkip // ended meanwhile: keep how
+		case x.State != j.State || x.Attempt != j.Attempt:
+			moved = true
+			return errSkip
+		case stopped.Ended != nil:
+			// It had ended on its worker before the requeue: that
+			// outcome stands, and nothing runs it again.
+			ended = true
+			c.recordEnd(x, j, *stopped.Ended, stopped.Signalled, now)
+			return nil
+		}
+		requeue(x, now, stop, fmt.Sprintf("requeued by %s (it ran on %s)", who, placementText(x.Placement)), "requeued", job.Status{State: job.Cancelled}, job.AttemptRequeued)
+		return nil
+	})
+	switch {
+	case moved:
+		return u, true, nil
+	case ended && err == nil:
+		c.emit(eventlog.JobEnd, u)
+		return u, false, fmt.Errorf("job %s %w before the requeue (%s: %s): it is not queued again", u.Ref(), ErrEnded, u.State, u.Reason)
+	case ended:
+		got, err := c.store.Get(j.ID)
+		if err != nil {
+			return j, false, err
+		}
+		return got, false, fmt.Errorf("job %s %w (it %s meanwhile)", got.Ref(), ErrEnded, got.State)
+	case err == nil:
+		c.emit(eventlog.JobRequeue, u)
+	}
+	return u, false, err
+}
+
+// untilSettled calls once with job id as the store has it, and again
+// while once says the job moved (a pass changed its state or attempt
+// between once's read and its write: Cancel and Requeue do not hold the
+// pass lock), ten times at most; then the error says what the job kept
+// doing. It returns once's answer, or the store's error reading the job.
+func (c *Controller) untilSettled(id job.ID, kept string, once func(job.Job) (job.Job, bool, error)) (job.Job, error) {
 	for range 10 {
 		j, err := c.store.Get(id)
 		if err != nil {
 			return job.Job{}, err
 		}
-		if !j.State.Active() {
-			return j, fmt.Errorf("job %s %w (it is %s; requeue takes launching and running jobs)", j.Ref(), ErrNotRunning, j.State)
+		if u, moved, err := once(j); !moved {
+			return u, err
 		}
-		if j.Spec.Interactive != nil {
-			return j, fmt.Errorf("job %s is interactive (gssh run): it cannot go back to the queue; gssh cancel %s ends it", j.Ref(), j.Ref())
-		}
-		stop, stopped, err := c.stopOnWorker(ctx, j, grace)
-		if err != nil {
-			return j, err
-		}
-		now := c.now()
-		var ended, moved bool
-		u, err := c.store.Update(j.ID, func(x *job.Job) error {
-			switch {
-			case x.State.Terminal():
-				ended = true
-				return errSkip // ended meanwhile: keep how
-			case x.State != j.State || x.Attempt != j.Attempt:
-				moved = true
-				return errSkip
-			case stopped.Ended != nil:
-				// It had ended on its worker before the requeue: that
-				// outcome stands, and nothing runs it again.
-				ended = true
-				c.recordEnd(x, j, *stopped.Ended, stopped.Signalled, now)
-				return nil
-			}
-			requeue(x, now, stop, fmt.Sprintf("requeued by %s (it ran on %s)", who, placementText(x.Placement)), "requeued", job.Status{State: job.Cancelled}, job.AttemptRequeued)
-			return nil
-		})
-		switch {
-		case moved:
-			continue
-		case ended && err == nil:
-			c.emit(JobEnded, u)
-			return u, fmt.Errorf("job %s %w before the requeue (%s: %s): it is not queued again", u.Ref(), ErrEnded, u.State, u.Reason)
-		case ended:
-			got, err := c.store.Get(id)
-			if err != nil {
-				return j, err
-			}
-			return got, fmt.Errorf("job %s %w (it %s meanwhile)", got.Ref(), ErrEnded, got.State)
-		case err == nil:
-			c.emit(JobRequeued, u)
-		}
-		return u, err
 	}
-	return job.Job{}, fmt.Errorf("job %d: it changed state ten times while being requeued; try again", id)
+	return job.Job{}, fmt.Errorf("job %d: it %s; try again", id, kept)
 }
 
 // stopOnWorker ends what j runs on its worker (SIGTERM, grace, SIGKILL),
@@ -180,15 +199,6 @@ func unreached(j job.Job, err error) error {
 	return fmt.Errorf("job %s: %w", j.Ref(), err)
 }
 
-// placementText is "host:0,1".
-func placementText(p job.Placement) string {
-	idx := make([]string, len(p.Indexes))
-	for i, n := range p.Indexes {
-		idx[i] = strconv.Itoa(n)
-	}
-	return p.Host + ":" + strings.Join(idx, ",")
-}
-
 // ErrEnded means a job asked to be cancelled has ended already.
 var ErrEnded = errors.New("has already ended")
 
@@ -208,45 +218,45 @@ var ErrEnded = errors.New("has already ended")
 // Cancel looks again and acts on what the job is now. A job cancelled
 // while a pass launches it is stopped by that pass (see start).
 func (c *Controller) Cancel(ctx context.Context, id job.ID, grace time.Duration, who string) (job.Job, error) {
-	for range 10 {
-		j, err := c.store.Get(id)
-		if err != nil {
-			return job.Job{}, err
-		}
-		if j.State.Terminal() {
-			return j, fmt.Errorf("job %s %w (%s)", j.Ref(), ErrEnded, j.State)
-		}
-		_, stopped, err := c.stopOnWorker(ctx, j, grace)
-		if err != nil {
-			return j, err
-		}
-		now := c.now()
-		var ended, moved bool
-		u, err := c.store.Update(j.ID, func(x *job.Job) error {
-			switch {
-			case x.State.Terminal():
-				ended = true // ended meanwhile: keep how
-			case x.State != j.State || x.Attempt != j.Attempt:
-				moved = true // a pass acted on it meanwhile: look again
-				return errSkip
-			case stopped.Ended != nil:
-				c.recordEnd(x, j, *stopped.Ended, stopped.Signalled, now) // it had ended before the cancel
-			default:
-				x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, "cancelled by "+who, ""
-			}
-			return nil
-		})
-		switch {
-		case moved:
-			continue
-		case err == nil && !ended && stopped.Ended != nil:
-			c.emit(JobEnded, u)
-		case err == nil && !ended:
-			c.emit(JobCancel, u)
-		}
-		return u, err
+	return c.untilSettled(id, "kept changing while being cancelled", func(j job.Job) (job.Job, bool, error) {
+		return c.cancelOnce(ctx, j, grace, who)
+	})
+}
+
+// cancelOnce is one try of Cancel on j as the store had it; moved says a
+// pass changed the job meanwhile: nothing was recorded, Cancel looks
+// again.
+func (c *Controller) cancelOnce(ctx context.Context, j job.Job, grace time.Duration, who string) (u job.Job, moved bool, err error) {
+	if j.State.Terminal() {
+		return j, false, fmt.Errorf("job %s %w (%s)", j.Ref(), ErrEnded, j.State)
 	}
-	return job.Job{}, fmt.Errorf("job %d: it kept changing while being cancelled; try again", id)
+	_, stopped, err := c.stopOnWorker(ctx, j, grace)
+	if err != nil {
+		return j, false, err
+	}
+	now := c.now()
+	var ended bool
+	u, err = c.store.Update(j.ID, func(x *job.Job) error {
+		switch {
+		case x.State.Terminal():
+			ended = true // ended meanwhile: keep how
+		case x.State != j.State || x.Attempt != j.Attempt:
+			moved = true // a pass acted on it meanwhile: look again
+			return errSkip
+		case stopped.Ended != nil:
+			c.recordEnd(x, j, *stopped.Ended, stopped.Signalled, now) // it had ended before the cancel
+		default:
+			x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, "cancelled by "+who, ""
+		}
+		return nil
+	})
+	switch {
+	case moved:
+		return u, true, nil
+	case err == nil && !ended:
+		c.emit(eventlog.JobEnd, u) // cancelled, or the end it had reached before
+	}
+	return u, false, err
 }
 
 // RequestCancel is Cancel without SSH (shared-lab mode, a member's gssh
@@ -278,7 +288,7 @@ func (c *Controller) RequestCancel(id job.ID, grace time.Duration, who string) (
 		return u, false, err
 	}
 	if !recorded {
-		c.emit(JobCancel, u)
+		c.emit(eventlog.JobEnd, u)
 	}
 	return u, recorded, nil
 }
@@ -308,4 +318,39 @@ func (c *Controller) cancelRequested(ctx context.Context, active []job.Job, res 
 		out = append(out, j)
 	}
 	return out
+}
+
+// ForceCancel records j cancelled without reaching its worker (gssh
+// cancel --force): for a job whose host is down or no longer in the
+// inventory. Its attempt is recorded as a stray of the host, killed if
+// the host answers again. who is who asked.
+func (c *Controller) ForceCancel(id job.ID, who string) (job.Job, error) {
+	j, err := c.store.Get(id)
+	if err != nil {
+		return job.Job{}, err
+	}
+	if j.State.Terminal() {
+		return j, fmt.Errorf("job %s %w (%s)", j.Ref(), ErrEnded, j.State)
+	}
+	now := c.now()
+	if j.State != job.Queued && j.Placement.Host != "" {
+		if _, err := c.addStray(j, now, "cancelled with --force"); err != nil {
+			return j, fmt.Errorf("job %s: %w", j.Ref(), err)
+		}
+	}
+	u, err := c.store.Update(id, func(x *job.Job) error {
+		if x.State.Terminal() {
+			return fmt.Errorf("job %s %w (%s)", x.Ref(), ErrEnded, x.State)
+		}
+		x.State, x.EndedAt, x.ReasonCode = job.Cancelled, now, ""
+		x.Reason = "cancelled with --force by " + who
+		if j.State != job.Queued && j.Placement.Host != "" {
+			x.Reason += "; its processes on " + j.Placement.Host + " may still run (gssh did not reach the host; they are killed if a pass reaches it again)"
+		}
+		return nil
+	})
+	if err == nil {
+		c.emit(eventlog.JobEnd, u)
+	}
+	return u, err
 }

@@ -6,89 +6,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
-	"github.com/gssh/gssh/sched"
 )
-
-// carryOut launches the plan's starts in order, then records the pending
-// reasons that changed. queued is sorted by id (input keeps the store's
-// order).
-func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued, running []job.Job, res *Result) {
-	byID := func(id job.ID) job.Job {
-		lo, hi := 0, len(queued) // by index: a job is too big to pass around by value
-		for lo < hi {
-			if m := int(uint(lo+hi) >> 1); queued[m].ID < id {
-				lo = m + 1
-			} else {
-				hi = m
-			}
-		}
-		return queued[lo]
-	}
-	res.Queued = len(plan.Pending)
-	for _, cn := range plan.Cancels {
-		now := c.now()
-		u, err := c.store.Update(cn.Job, func(x *job.Job) error {
-			if x.State != job.Queued {
-				return errSkip // placed or cancelled meanwhile
-			}
-			x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, cn.Reason.Text, string(cn.Reason.Code)
-			return nil
-		})
-		switch {
-		case err == nil:
-			res.Finished = append(res.Finished, u)
-			c.emit(JobCancel, u)
-		case !errors.Is(err, errSkip):
-			res.Errors = append(res.Errors, fmt.Errorf("job %d: record it cancelled (%s): %w", cn.Job, cn.Reason.Text, err))
-		}
-	}
-	c.preempt(ctx, plan.Preempts, running, res)
-	for _, s := range plan.Starts {
-		j := byID(s.Job)
-		if ctx.Err() != nil {
-			res.Queued++ // the next pass starts it
-			continue
-		}
-		started, err := c.start(ctx, j, s.Placement)
-		switch {
-		case err == nil && started.ID == 0: // cancelled meanwhile
-		case err != nil && started.State.Terminal(): // failed: job.ErrDirExists
-			res.Errors = append(res.Errors, err)
-			res.Finished = append(res.Finished, started)
-		case err != nil && started.ID != 0:
-			res.Errors = append(res.Errors, err)
-			res.Pending = append(res.Pending, started) // back in the queue, with the reason
-			res.Queued++
-		case err != nil:
-			res.Errors = append(res.Errors, err)
-		default:
-			res.Started = append(res.Started, started)
-		}
-	}
-	for _, p := range plan.Pending {
-		j := byID(p.Job)
-		if j.Reason == p.Reason.Text && j.ReasonCode == string(p.Reason.Code) {
-			continue // nothing new to write
-		}
-		updated, err := c.store.Update(j.ID, func(x *job.Job) error {
-			if x.State != job.Queued {
-				return errSkip
-			}
-			x.Reason, x.ReasonCode = p.Reason.Text, string(p.Reason.Code)
-			return nil
-		})
-		switch {
-		case err == nil:
-			res.Pending = append(res.Pending, updated)
-		case !errors.Is(err, errSkip):
-			res.Errors = append(res.Errors, fmt.Errorf("job %s: record the pending reason: %w", j.Ref(), err))
-		}
-	}
-}
-
-// errSkip aborts a store update that no longer applies.
-var errSkip = errors.New("skip")
 
 // start claims j (launching, with its placement), launches it and records
 // where it runs. A failed launch puts the job back in the queue with the
@@ -179,14 +99,14 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 		return job.Job{}, fmt.Errorf("job %s: %w", j.Ref(), lerr) // neither started nor queued: launching
 	}
 	if lerr != nil && updated.State.Terminal() {
-		c.emit(JobEnded, updated)
+		c.emit(eventlog.JobEnd, updated)
 		return updated, fmt.Errorf("job %s: %w", j.Ref(), lerr)
 	}
 	if lerr != nil {
-		c.emit(JobRequeued, updated)
+		c.emit(eventlog.JobRequeue, updated)
 		return updated, fmt.Errorf("job %s: %w", j.Ref(), lerr)
 	}
-	c.emit(JobStarted, updated)
+	c.emit(eventlog.JobStart, updated)
 	return updated, nil
 }
 

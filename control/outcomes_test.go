@@ -17,8 +17,9 @@ import (
 
 // A cancel of a job whose command ended on its worker before any pass
 // recorded it keeps how it really ended: its exit status, its end at its
-// start + its run time, and a job_end event, not a cancel. So does a
-// member's cancel carried out by a pass (shared-lab mode).
+// start + its run time, and a job_end event of that end, not of a
+// cancel. So does a member's cancel carried out by a pass (shared-lab
+// mode).
 func TestCancelAfterEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, sched.Policy{}, a100x4("ctl"))
@@ -32,7 +33,7 @@ func TestCancelAfterEnd(t *testing.T) {
 		if !got.EndedAt.Equal(got.StartedAt.Add(time.Second)) {
 			t.Errorf("ended %v, started %v: want the worker's run time", got.EndedAt, got.StartedAt)
 		}
-		if !slices.Contains(r.events.seen, fmt.Sprintf("job_end %d succeeded", a.ID)) || slices.Contains(r.events.seen, fmt.Sprintf("job_cancel %d cancelled", a.ID)) {
+		if !slices.Contains(r.events.seen, fmt.Sprintf("job_end %d succeeded", a.ID)) || slices.Contains(r.events.seen, fmt.Sprintf("job_end %d cancelled", a.ID)) {
 			t.Errorf("events %q", r.events.seen)
 		}
 

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
-	"github.com/gssh/gssh/state"
 )
 
 // preempt carries out the plan's preemptions: each victim is recorded
@@ -43,7 +43,7 @@ func (c *Controller) preempt(ctx context.Context, ps []sched.Preempt, running []
 			continue
 		}
 		res.Preempted = append(res.Preempted, u)
-		c.emit(JobPreempt, u)
+		c.emit(eventlog.JobPreempt, u)
 		stopped, err := c.workers.Stop(ctx, u, 0, job.Preempting)
 		switch {
 		case err != nil:
@@ -79,7 +79,7 @@ func (c *Controller) endedFirst(j job.Job, st job.Status, leftovers int, res *Re
 		return j, false
 	}
 	res.Finished = append(res.Finished, u)
-	c.emit(JobEnded, u)
+	c.emit(eventlog.JobEnd, u)
 	return u, true
 }
 
@@ -145,33 +145,6 @@ func (c *Controller) preempted(ctx context.Context, j job.Job, st job.Status, no
 		return j, false
 	}
 	res.Requeued = append(res.Requeued, u)
-	c.emit(JobRequeued, u)
+	c.emit(eventlog.JobRequeue, u)
 	return u, true
-}
-
-// Preempts plans the queue as a rebalancing pass would now (sched.Input
-// .Rebalance set, whatever the policy says) and returns the preemptions
-// it would make, with the plan's other decisions: gssh schedule
-// --rebalance --dry-run. Like DryRun it polls no worker (the jobs are as
-// the last pass recorded them) and writes nothing.
-func (c *Controller) Preempts(ctx context.Context) (sched.Decisions, error) {
-	active, err := c.store.Active()
-	if err != nil && !errors.Is(err, state.ErrBadRecord) {
-		return sched.Decisions{}, err
-	}
-	in := c.input(active)
-	in.Rebalance = true
-	if len(in.Queue) == 0 {
-		return sched.Decisions{Starts: []sched.Start{}, Pending: []sched.Pending{}}, nil
-	}
-	if err := c.deps(&in); err != nil {
-		return sched.Decisions{}, err
-	}
-	if in.Usage, err = c.Usage(in.Running, in.Now); err != nil && !errors.Is(err, state.ErrBadRecord) {
-		return sched.Decisions{}, fmt.Errorf("fair-share usage: %w", err)
-	}
-	if in.Hosts, err = c.hosts(ctx); err != nil && !errors.Is(err, state.ErrBadRecord) {
-		return sched.Decisions{}, err
-	}
-	return sched.Plan(in), nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/reap"
@@ -23,11 +24,14 @@ type Reaper interface {
 	Reap(ctx context.Context, host string, targets []reap.Target, grace time.Duration) (map[int]reap.Outcome, error)
 }
 
-// Event kinds of the reaper.
-const (
-	OrphanReaped  EventKind = "orphan_reaped"  // a GPU process of an ended job (or a stale attempt) killed; Event.Job is the job
-	ForeignKilled EventKind = "foreign_killed" // a GPU process of no gssh job killed, on a host with reap_foreign: kill
-)
+// JobLister lists the store's jobs, ended ones included, newest first
+// (Options.Jobs; *state.Bolt and *state.Mem are ones): a reap reads the
+// newest (state.Filter.Limit) for the sessions of jobs that ended. Like
+// Store.Active, it may return what it could read with an error wrapping
+// state.ErrBadRecord.
+type JobLister interface {
+	List(f state.Filter) ([]job.Job, error)
+}
 
 // Reaped is one GPU process the reaper meant to kill, and what became of
 // it.
@@ -160,9 +164,9 @@ func (c *Controller) emitReaped(hosts []HostReap, jobs map[string][]job.Job) {
 			if x.Outcome != reap.Terminated && x.Outcome != reap.Killed {
 				continue
 			}
-			ev := Event{Time: c.now(), Kind: ForeignKilled, Host: h.Host.Name, Reaped: x}
+			ev := Event{Time: c.now(), Kind: eventlog.ForeignKilled, Host: h.Host.Name, Reaped: x}
 			if x.Finding.Kind == reap.KindOrphan {
-				ev.Kind = OrphanReaped
+				ev.Kind = eventlog.OrphanReaped
 				if i := slices.IndexFunc(jobs[h.Host.Name], func(j job.Job) bool { return j.ID == x.Finding.Job }); i >= 0 {
 					ev.Job = jobs[h.Host.Name][i]
 				}
@@ -225,10 +229,8 @@ func (c *Controller) reapJobs(hosts []sched.Host, active, ended []job.Job) (map[
 		}
 	}
 	if sessions {
-		if l, ok := c.store.(interface {
-			List(state.Filter) ([]job.Job, error)
-		}); ok {
-			recent, err := l.List(state.Filter{Limit: recentJobs})
+		if c.jobs != nil {
+			recent, err := c.jobs.List(state.Filter{Limit: recentJobs})
 			if err != nil && !errors.Is(err, state.ErrBadRecord) {
 				errs = append(errs, fmt.Errorf("the newest jobs (for the sessions of ended ones): %w", err))
 			}

@@ -103,7 +103,7 @@ func newReapRig(t *testing.T, hosts ...sched.Host) *reapRig {
 	t.Helper()
 	r := &reapRig{rig: &rig{store: state.NewMem(), lab: &lab{hosts: hosts}, workers: newWorkers(), events: &events{}}, ev: &reapEvents{}}
 	r.reaper = &reaper{lab: r.lab, targets: map[string][]reap.Target{}, fail: map[string]error{}}
-	ctl, err := control.New(control.Options{Store: r.store, Snapshots: r.lab, Workers: r.workers, Events: r.ev, Reaper: r.reaper, Cluster: clusterID})
+	ctl, err := control.New(control.Options{Store: r.store, Keeper: r.store, Jobs: r.store, Snapshots: r.lab, Workers: r.workers, Events: r.ev, Reaper: r.reaper, Cluster: clusterID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func (l labOf) HostsOf(ctx context.Context, names []string) ([]sched.Host, error
 // A pass with only running jobs probes their hosts, and reaps there too.
 func TestPassReapsWithOnlyRunningJobs(t *testing.T) {
 	r := newReapRig(t, a100x4("ctl"), a100x4("idle"))
-	ctl, err := control.New(control.Options{Store: r.store, Snapshots: labOf{r.lab}, Workers: r.workers, Events: r.ev, Reaper: r.reaper, Cluster: clusterID})
+	ctl, err := control.New(control.Options{Store: r.store, Keeper: r.store, Jobs: r.store, Snapshots: labOf{r.lab}, HostsOf: labOf{r.lab}, Workers: r.workers, Events: r.ev, Reaper: r.reaper, Cluster: clusterID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,23 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/job"
-)
-
-// Events of a result recovered from a host that answered again.
-const (
-	// JobRecovered: an attempt given up on a host that stopped answering
-	// had finished there (an exit status, or its worker's walltime stop)
-	// and its result is recorded as the job's (Event.Job as recorded: its
-	// attempt is that one; a later attempt queued or started meanwhile was
-	// dropped or stopped, Job.Reason says which). A job_end follows.
-	JobRecovered EventKind = "job_result_recovered"
-	// StrayResultIgnored: such an attempt had finished, but its job had
-	// an end of its own by then (a later attempt's, which finished first,
-	// or a cancel): that end stands. Event.Job is the stray attempt with
-	// how it ended (state, exit code), Event.Host its host.
-	StrayResultIgnored EventKind = "stray_result_ignored"
 )
 
 // codeRecovered is the reason code of a job whose result was recovered
@@ -143,8 +129,8 @@ func (c *Controller) recoverStray(ctx context.Context, host string, s health.Str
 		return u, false, false
 	}
 	res.Finished = append(res.Finished, u)
-	c.events.Emit(Event{Time: now, Kind: JobRecovered, Job: u, Host: host})
-	c.emit(JobEnded, u)
+	c.events.Emit(Event{Time: now, Kind: eventlog.JobRecovered, Job: u, Host: host})
+	c.emit(eventlog.JobEnd, u)
 	return u, true, true
 }
 
@@ -161,7 +147,7 @@ func (c *Controller) ignoreStray(host string, s health.Stray, st job.Status, cur
 	e := s.Job
 	e.State, e.ExitCode, e.Signal = st.State, st.ExitCode, st.Signal
 	e.Reason = fmt.Sprintf("attempt %d, given up on %s while it did not answer, had ended there (%s); the job's own end stands (%s, attempt %d)", s.Job.Attempt, host, st.Reason, cur.State, cur.Attempt)
-	c.events.Emit(Event{Time: c.now(), Kind: StrayResultIgnored, Job: e, Host: host})
+	c.events.Emit(Event{Time: c.now(), Kind: eventlog.StrayIgnored, Job: e, Host: host})
 	if cur.State != job.Lost || cur.ReasonCode != codeHostLost || cur.Attempt != s.Job.Attempt {
 		return u, false, true
 	}

@@ -61,7 +61,9 @@ import (
 	"github.com/gssh/gssh/job"
 )
 
-// Kind names what happened.
+// Kind names what happened. These are gssh's only event kinds: the
+// controller's events (control.Event) carry them too, and each is written
+// as its line here under the same name.
 type Kind string
 
 // Job events.

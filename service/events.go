@@ -99,37 +99,35 @@ type eventSink struct{ log *eventlog.Log }
 func (s eventSink) Emit(ev control.Event) { s.log.Write(logLine(ev)) }
 
 // logLine is the event log's line of a change a pass (or a cancel, a
-// requeue) made. A job the controller reports cancelled has ended: its
-// line is the job_end of state cancelled, so that every end is one
-// job_end.
+// requeue) made: an event of the kind the controller reports (a job it
+// cancelled is a job_end of state cancelled, so that every end is one
+// job_end).
 func logLine(ev control.Event) eventlog.Event {
 	switch ev.Kind {
-	case control.JobCancel:
-		return eventlog.OfJob(ev.Time, eventlog.JobEnd, ev.Job)
-	case control.StrayKilled:
+	case eventlog.StrayKilled:
 		e := eventlog.OfJob(ev.Time, eventlog.StrayKilled, ev.Job)
 		e.Host, e.State = ev.Host, ""
 		e.Reason = fmt.Sprintf("attempt %d, given up on %s while it did not answer, ran there still: killed", ev.Job.Attempt, ev.Host)
 		return e
-	case control.HostDown, control.HostUp:
-		e := eventlog.Event{Time: ev.Time, Kind: eventlog.Kind(ev.Kind), Host: ev.Host}
-		if r := ev.Record; r != nil && ev.Kind == control.HostDown {
+	case eventlog.HostDown, eventlog.HostUp:
+		e := eventlog.Event{Time: ev.Time, Kind: ev.Kind, Host: ev.Host}
+		if r := ev.Record; r != nil && ev.Kind == eventlog.HostDown {
 			e.Reason = r.LastError
 			e.Extra = []slog.Attr{slog.String("since", eventlog.Stamp(r.FailingSince))}
 		}
 		return e
-	case control.GPUFailed, control.GPUHealthy:
-		e := eventlog.Event{Time: ev.Time, Kind: eventlog.Kind(ev.Kind), Host: ev.Host}
+	case eventlog.GPUFailed, eventlog.GPUHealthy:
+		e := eventlog.Event{Time: ev.Time, Kind: ev.Kind, Host: ev.Host}
 		if g := ev.GPU; g != nil {
 			e.GPUs, e.Reason = []int{g.Index}, g.Why
-			if ev.Kind == control.GPUHealthy {
+			if ev.Kind == eventlog.GPUHealthy {
 				e.Reason = "healthy in the probes in a row it needs, after it read " + g.Why
 			}
 			e.Extra = []slog.Attr{slog.String("since", eventlog.Stamp(g.Since))}
 		}
 		return e
-	case control.OrphanReaped, control.ForeignKilled:
-		e := eventlog.Event{Time: ev.Time, Kind: eventlog.Kind(ev.Kind), Host: ev.Host}
+	case eventlog.OrphanReaped, eventlog.ForeignKilled:
+		e := eventlog.Event{Time: ev.Time, Kind: ev.Kind, Host: ev.Host}
 		if x := ev.Reaped; x != nil {
 			f := x.Finding
 			e.GPUs, e.Reason, e.Job, e.Attempt = []int{f.GPU}, f.Why, f.Job, f.Attempt
@@ -144,5 +142,5 @@ func logLine(ev control.Event) eventlog.Event {
 		}
 		return e
 	}
-	return eventlog.OfJob(ev.Time, eventlog.Kind(ev.Kind), ev.Job)
+	return eventlog.OfJob(ev.Time, ev.Kind, ev.Job)
 }

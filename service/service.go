@@ -420,10 +420,17 @@ func (l *Local) rebalancer(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 			return nil, err
 		}
 	}
+	snaps := otherQueues{Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports}, fleet: f, cluster: cluster, timeout: l.opt.ProbeTimeout}
+	w := workers(f, cluster)
 	return control.New(control.Options{
 		Store:     st,
-		Snapshots: otherQueues{Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports}, fleet: f, cluster: cluster, timeout: l.opt.ProbeTimeout},
-		Workers:   workers(f, cluster),
+		Snapshots: snaps,
+		HostsOf:   snaps,
+		Workers:   w,
+		Reaper:    w,
+		Remover:   w,
+		Jobs:      listerOf(st),
+		Keeper:    keeperOf(st),
 		Events:    eventSink{l.eventLog()},
 		Sessions:  l.sessions(),
 		Self:      l.opt.User,
@@ -442,6 +449,24 @@ func (l *Local) rebalancer(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 // dry run's store without a file does not).
 func ledgerOf(st control.Store) control.HostLedger {
 	if l, ok := st.(control.HostLedger); ok {
+		return l
+	}
+	return nil
+}
+
+// keeperOf is st's history keeper (housekeeping), when it keeps one (a
+// state file does, and so does a dry run's store without a file).
+func keeperOf(st control.Store) control.Keeper {
+	if k, ok := st.(control.Keeper); ok {
+		return k
+	}
+	return nil
+}
+
+// listerOf is st's listing of every job, ended ones included, when it has
+// one (a state file does, and so does a dry run's store without a file).
+func listerOf(st control.Store) control.JobLister {
+	if l, ok := st.(control.JobLister); ok {
 		return l
 	}
 	return nil

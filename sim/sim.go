@@ -82,12 +82,16 @@ type queue interface {
 }
 
 // Run replays cfg. The error is a pass's that stopped the run.
-func Run(ctx context.Context, cfg Config) (*Result, error) { return run(ctx, cfg, newStore()) }
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	st := newStore()
+	return run(ctx, cfg, st, st, nil)
+}
 
 // run replays cfg through st (a test runs it over state.Mem, whose
 // semantics are the state file's, to show the simulator's store decides
-// nothing differently).
-func run(ctx context.Context, cfg Config, st queue) (*Result, error) {
+// nothing differently), with st's fair-share usage from usage and its
+// housekeeping by keeper, when not nil (control.Options.Usage, Keeper).
+func run(ctx context.Context, cfg Config, st queue, usage control.UsageStore, keeper control.Keeper) (*Result, error) {
 	order := make([]int, len(cfg.Jobs))
 	for i := range order {
 		order[i] = i
@@ -100,7 +104,7 @@ func run(ctx context.Context, cfg Config, st queue) (*Result, error) {
 	hosts := slices.Clone(cfg.Hosts)
 	sched.Prepare(hosts) // the lab never changes: its GPUs are listed once
 	ctl, err := control.New(control.Options{Store: st, Snapshots: staticHosts(hosts), Workers: w, Now: clock, Policy: cfg.Policy,
-		Terse: true, PollSerially: true})
+		Terse: true, PollSerially: true, Usage: usage, Keeper: keeper})
 	if err != nil {
 		return nil, err
 	}

@@ -117,7 +117,8 @@ func decidesAsTheController(t *testing.T, n int, digests map[string]string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mem, err := run(context.Background(), cfg, state.NewMem())
+			m := state.NewMem()
+			mem, err := run(context.Background(), cfg, m, nil, m)
 			if err != nil {
 				t.Fatal(err)
 			}

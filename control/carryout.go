@@ -1,0 +1,109 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gssh/gssh/eventlog"
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
+)
+
+// carryOut carries a plan out, one outcome after the other: the jobs it
+// cancels (a dependency that can never be met), its preemptions
+// (preempt.go), its starts in order (launch.go), then the pending reasons
+// that changed. queued is sorted by id (input keeps the store's order).
+func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued, running []job.Job, res *Result) {
+	res.Queued = len(plan.Pending)
+	for _, cn := range plan.Cancels {
+		c.cancelQueued(cn, res)
+	}
+	c.preempt(ctx, plan.Preempts, running, res)
+	for _, s := range plan.Starts {
+		if ctx.Err() != nil {
+			res.Queued++ // the next pass starts it
+			continue
+		}
+		c.startPlanned(ctx, byID(queued, s.Job), s.Placement, res)
+	}
+	for _, p := range plan.Pending {
+		c.leavePending(byID(queued, p.Job), p, res)
+	}
+}
+
+// byID is the job of queued (sorted by id) with id, which is there.
+func byID(queued []job.Job, id job.ID) job.Job {
+	lo, hi := 0, len(queued) // by index: a job is too big to pass around by value
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); queued[m].ID < id {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return queued[lo]
+}
+
+// cancelQueued records the queued job the plan cancels cancelled, with
+// the plan's reason; one placed or cancelled meanwhile is left as it is.
+func (c *Controller) cancelQueued(cn sched.Cancel, res *Result) {
+	now := c.now()
+	u, err := c.store.Update(cn.Job, func(x *job.Job) error {
+		if x.State != job.Queued {
+			return errSkip // placed or cancelled meanwhile
+		}
+		x.State, x.EndedAt, x.Reason, x.ReasonCode = job.Cancelled, now, cn.Reason.Text, string(cn.Reason.Code)
+		return nil
+	})
+	switch {
+	case err == nil:
+		res.Finished = append(res.Finished, u)
+		c.emit(eventlog.JobEnd, u)
+	case !errors.Is(err, errSkip):
+		res.Errors = append(res.Errors, fmt.Errorf("job %d: record it cancelled (%s): %w", cn.Job, cn.Reason.Text, err))
+	}
+}
+
+// startPlanned starts j on p (start) and adds its outcome to res: started;
+// failed for good (job.ErrDirExists); back in the queue with the reason
+// (a failed launch); still launching (an outcome unknown: an error); or
+// nothing, for a job cancelled meanwhile.
+func (c *Controller) startPlanned(ctx context.Context, j job.Job, p job.Placement, res *Result) {
+	started, err := c.start(ctx, j, p)
+	switch {
+	case err == nil && started.ID == 0: // cancelled meanwhile
+	case err != nil && started.State.Terminal(): // failed: job.ErrDirExists
+		res.Errors = append(res.Errors, err)
+		res.Finished = append(res.Finished, started)
+	case err != nil && started.ID != 0:
+		res.Errors = append(res.Errors, err)
+		res.Pending = append(res.Pending, started) // back in the queue, with the reason
+		res.Queued++
+	case err != nil:
+		res.Errors = append(res.Errors, err)
+	default:
+		res.Started = append(res.Started, started)
+	}
+}
+
+// leavePending records the plan's pending reason p of queued job j when
+// it is not j's already; a job no longer queued is left as it is.
+func (c *Controller) leavePending(j job.Job, p sched.Pending, res *Result) {
+	if j.Reason == p.Reason.Text && j.ReasonCode == string(p.Reason.Code) {
+		return // nothing new to write
+	}
+	updated, err := c.store.Update(j.ID, func(x *job.Job) error {
+		if x.State != job.Queued {
+			return errSkip
+		}
+		x.Reason, x.ReasonCode = p.Reason.Text, string(p.Reason.Code)
+		return nil
+	})
+	switch {
+	case err == nil:
+		res.Pending = append(res.Pending, updated)
+	case !errors.Is(err, errSkip):
+		res.Errors = append(res.Errors, fmt.Errorf("job %s: record the pending reason: %w", j.Ref(), err))
+	}
+}
