@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/units"
 )
 
 var (
@@ -85,7 +86,7 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 			if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
 				return p.errf(v, "policy log_limit %s: give a size such as 1G or 500M", kindName(v))
 			}
-			n, err := sched.ParseBytes(v.Value)
+			n, err := units.ParseBytes(v.Value)
 			if err != nil {
 				return p.errf(v, "policy log_limit: %v (leave log_limit out for no cap)", err)
 			}

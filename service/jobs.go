@@ -15,6 +15,7 @@ import (
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/state"
+	"github.com/gssh/gssh/units"
 )
 
 // Jobs implements Service. It reads the state file only (a pass changes
@@ -170,7 +171,7 @@ func housekept(j job.Job, p sched.Policy) error {
 	case h.Removed > 0:
 		keep := cmp.Or(p.KeepJobDirs, control.DefaultKeepJobDirs)
 		return fmt.Errorf("job %s has no log any more: housekeeping removed it with the job's directory on %s at %s, keep_job_dirs (%s) after the job ended (the inventory's policy sets keep_job_dirs)",
-			j.Ref(), j.Placement.Host, h.At.Local().Format(time.RFC3339), sched.FormatAge(keep))
+			j.Ref(), j.Placement.Host, h.At.Local().Format(time.RFC3339), units.FormatAge(keep))
 	case h.Kept == "":
 		return fmt.Errorf("job %s has no log any more: its job directory was gone from %s when housekeeping looked at %s (removed by hand?)", j.Ref(), j.Placement.Host, h.At.Local().Format(time.RFC3339))
 	}
@@ -361,7 +362,7 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 				if r.Mem != nil {
 					next.MemPerGPU = *r.Mem
 					if err := sched.Validate(hosts, sched.RequestOf(next)); err != nil {
-						return fmt.Errorf("job %s: --mem %s: %w", job.RefOf(id, s.Array), sched.FormatMem(*r.Mem), err)
+						return fmt.Errorf("job %s: --mem %s: %w", job.RefOf(id, s.Array), units.FormatMem(*r.Mem), err)
 					}
 				}
 				if r.CPUs != nil {

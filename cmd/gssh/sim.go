@@ -24,6 +24,7 @@ import (
 	"github.com/gssh/gssh/sim"
 	"github.com/gssh/gssh/sim/simplot"
 	"github.com/gssh/gssh/sim/trace"
+	"github.com/gssh/gssh/units"
 )
 
 type simOptions struct {
@@ -159,7 +160,7 @@ func simRun(ctx context.Context, a *app, opts *simOptions) error {
 	}
 	conv := sim.Convert{FracOf: sim.SmallestGPU(hosts)}
 	if opts.fracOf != "" {
-		if conv.FracOf, err = sched.ParseMem(opts.fracOf); err != nil {
+		if conv.FracOf, err = units.ParseMem(opts.fracOf); err != nil {
 			return fmt.Errorf("--frac-of: %w", err)
 		}
 	}
