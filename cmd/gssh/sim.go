@@ -182,8 +182,8 @@ func simRun(ctx context.Context, a *app, opts *simOptions) error {
 	if own != nil {
 		for i := range policies {
 			if policies[i].Name == "gssh" {
-				policies[i].Policy, policies[i].About = own.Policy, "the policy: block of "+own.File
-				if d := own.Policy.DefaultTimeout; d > 0 {
+				policies[i].Policy, policies[i].About = own.Policy.Plan, "the policy: block of "+own.File
+				if d := own.Policy.Plan.DefaultTimeout; d > 0 {
 					policies[i].About += fmt.Sprintf(" (its default_timeout %s stops a job without --timeout; --walltime %s sets the others)", d, opts.walltime)
 				}
 			}
