@@ -37,3 +37,24 @@ func TestPlural(t *testing.T) {
 		t.Errorf("Plural(3, entry, entries) = %q", got)
 	}
 }
+
+func TestRuns(t *testing.T) {
+	type run struct{ first, last uint64 }
+	var got []run
+	for first, last := range Runs([]uint64{0, 1, 2, 5, 5, 7, 8, 1<<64 - 1}) {
+		got = append(got, run{first, last})
+	}
+	want := []run{{0, 2}, {5, 5}, {5, 5}, {7, 8}, {1<<64 - 1, 1<<64 - 1}}
+	if len(got) != len(want) {
+		t.Fatalf("Runs = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("Runs = %v, want %v", got, want)
+			break
+		}
+	}
+	for range Runs([]int{1, 2, 4}) {
+		break // stopping early must not panic
+	}
+}
