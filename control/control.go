@@ -82,6 +82,13 @@ type Options struct {
 	// Rules say when a host is down and its jobs lost (the policy's
 	// down_after and lost_after; the zero value: health's defaults).
 	Rules health.Rules
+	// Keep is how long housekeeping keeps ended jobs' records and
+	// directories (the policy's keep_jobs and keep_job_dirs; the zero
+	// value: the defaults).
+	Keep Keep
+	// LogLimit caps, in bytes, the log of a job launched without its own
+	// cap (the policy's log_limit, for Spec.LogLimit; 0: none).
+	LogLimit uint64
 	// Known tells whether a host is in the inventory; nil: every host is.
 	// The jobs of a host that is not are neither polled nor an error of
 	// each pass: their reason says so, and gssh cancel --force ends them.
@@ -153,6 +160,9 @@ type Controller struct {
 	jobs    JobLister
 	keeper  Keeper
 	remover DirRemover
+	// The policy's settings other than the planner's (Options.Keep, Options.LogLimit):
+	keep            Keep
+	defaultLogLimit uint64
 	// Per pass (Pass is not run concurrently on one Controller):
 	health    map[string]health.Host // the host records, as this pass knows them
 	contacted map[string]bool        // the hosts this pass polled (or reached for strays)
@@ -160,7 +170,7 @@ type Controller struct {
 }
 
 // New returns a controller, or an error naming a missing seam or a policy
-// knob the planner does not know.
+// knob the planner does not know (or a Keep age below 0).
 func New(opt Options) (*Controller, error) {
 	switch {
 	case opt.Store == nil:
@@ -173,9 +183,12 @@ func New(opt Options) (*Controller, error) {
 	if err := opt.Policy.Check(); err != nil {
 		return nil, err
 	}
+	if err := opt.Keep.Check(); err != nil {
+		return nil, err
+	}
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events, owners: opt.Sessions, self: opt.Self,
 		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially, rebal: opt.Rebalance,
-		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), known: opt.Known, drains: opt.Drains,
+		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), keep: opt.Keep.WithDefaults(), defaultLogLimit: opt.LogLimit, known: opt.Known, drains: opt.Drains,
 		hostsOf: opt.HostsOf, usage: opt.Usage, reaper: opt.Reaper, jobs: opt.Jobs, keeper: opt.Keeper, remover: opt.Remover}
 	if c.now == nil {
 		c.now = time.Now

@@ -31,6 +31,34 @@ const (
 	dirsScan = 1000
 )
 
+// Keep is how long housekeeping keeps what an ended job leaves behind:
+// the inventory's policy keep_jobs and keep_job_dirs (Options.Keep). The
+// zero value means the defaults. It lives here, with the housekeeping
+// that reads it, rather than in sched, whose planner never does; the
+// inventory imports control for it (control imports no inventory).
+type Keep struct {
+	// Jobs is how long after its end a job's record stays in the queue's
+	// hot structures before it moves to the history (0 =
+	// DefaultKeepJobs).
+	Jobs time.Duration
+	// JobDirs is how long after its end a job's directories on its
+	// workers (its log with them) are kept (0 = DefaultKeepJobDirs).
+	JobDirs time.Duration
+}
+
+// WithDefaults fills the zero ages of k.
+func (k Keep) WithDefaults() Keep {
+	return Keep{Jobs: cmp.Or(k.Jobs, DefaultKeepJobs), JobDirs: cmp.Or(k.JobDirs, DefaultKeepJobDirs)}
+}
+
+// Check reports an age below 0.
+func (k Keep) Check() error {
+	if k.Jobs < 0 || k.JobDirs < 0 {
+		return errors.New("policy: keep_jobs and keep_job_dirs take a duration more than 0, such as 90d")
+	}
+	return nil
+}
+
 // DirRemover removes the directories of ended jobs' attempts on a host
 // (housekeeping: Options.Remover); launch.Workers is one.
 type DirRemover interface {
@@ -81,12 +109,6 @@ type HostDirs struct {
 	Bytes   uint64 // what they held (du -sk on the worker)
 }
 
-// keepJobs and keepJobDirs are the policy's ages, or the defaults.
-func (c *Controller) keepJobs() time.Duration { return cmp.Or(c.policy.KeepJobs, DefaultKeepJobs) }
-func (c *Controller) keepJobDirs() time.Duration {
-	return cmp.Or(c.policy.KeepJobDirs, DefaultKeepJobDirs)
-}
-
 // housekeep trims what grows, at the end of a pass: the directories of
 // jobs that ended keep_job_dirs ago are removed on the hosts this pass
 // reached (one command per host, at most MaxDirsPerHost directories),
@@ -99,7 +121,7 @@ func (c *Controller) housekeep(ctx context.Context, res *Result) {
 	if k == nil {
 		return
 	}
-	hk := Housekeeping{KeepJobs: c.keepJobs(), KeepJobDirs: c.keepJobDirs()}
+	hk := Housekeeping{KeepJobs: c.keep.Jobs, KeepJobDirs: c.keep.JobDirs}
 	if c.remover != nil {
 		c.removeDirs(ctx, k, &hk, res)
 	}

@@ -52,7 +52,7 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 	}
 	launched := claimed
 	launched.Spec.Timeout = c.walltime(claimed)                               // the worker enforces it too
-	launched.Spec.LogLimit = cmp.Or(claimed.Spec.LogLimit, c.policy.LogLimit) // run.sh caps the log
+	launched.Spec.LogLimit = cmp.Or(claimed.Spec.LogLimit, c.defaultLogLimit) // run.sh caps the log
 	remote, lerr := c.workers.Start(ctx, launched)
 	now := c.now()
 	unknown := errors.Is(lerr, job.ErrOutcomeUnknown)

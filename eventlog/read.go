@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/gssh/gssh/job"
-	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/units"
 )
 
 // Record is one event as read back from the log.
@@ -282,7 +282,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	// A time ago as keep_jobs reads an age (90m, 7d, 2w); a bare number
 	// (minutes, to ParseAge) is too likely a year or a typo here.
 	if strings.Trim(s, "0123456789") != "" {
-		if d, err := sched.ParseAge(s); err == nil {
+		if d, err := units.ParseAge(s); err == nil {
 			return now.Add(-d), nil
 		}
 	}

@@ -162,28 +162,6 @@ func cpuID(s string) (int, error) {
 	return n, nil
 }
 
-// FormatCPUList writes CPU ids as a Linux CPU list, runs of two or more
-// shortened ("0-3,8"): what `taskset -c` takes. The ids must be ascending.
-func FormatCPUList(ids []int) string {
-	var b strings.Builder
-	for i := 0; i < len(ids); {
-		j := i
-		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(ids[i]))
-		if j > i {
-			b.WriteByte('-')
-			b.WriteString(strconv.Itoa(ids[j]))
-		}
-		i = j + 1
-	}
-	return b.String()
-}
-
 // clipText shortens s for a message.
 func clipText(s string) string {
 	if len(s) > 40 {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/units"
 )
 
 // Defaults of Rules.
@@ -236,16 +237,9 @@ func (h Host) Summary() string {
 	case h.Down():
 		return fmt.Sprintf("down since %s (%d failed contacts since %s)", clock(h.DownSince), h.Failures, clock(h.FailingSince))
 	case h.Failures > 0:
-		return fmt.Sprintf("%d failed %s since %s", h.Failures, plural(h.Failures, "contact"), clock(h.FailingSince))
+		return fmt.Sprintf("%d failed %s since %s", h.Failures, units.Plural(h.Failures, "contact", "contacts"), clock(h.FailingSince))
 	}
 	return ""
 }
 
 func clock(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") }
-
-func plural(n int, w string) string {
-	if n == 1 {
-		return w
-	}
-	return w + "s"
-}

@@ -20,7 +20,7 @@
 //	    reap_foreign: kill # kill GPU processes no gssh job's (default: report)
 //	  - name: ctl
 //	    local: true      # the controller itself: no SSH
-//	policy:              # optional; how the queue is scheduled (sched.Policy)
+//	policy:              # optional; how the queue is scheduled and kept (Policy)
 //	  order: fairshare   # fifo | priority | fairshare
 //	  placement: bestfit # firstfit | bestfit
 //	  backfill: easy     # none | skip | easy
@@ -63,7 +63,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/sshconfig"
 )
 
@@ -103,10 +102,11 @@ func (h Host) Overrides() sshconfig.Overrides {
 type Inventory struct {
 	File  string // where it was read from; "" for the implicit local-only inventory
 	Hosts []Host // in file order
-	// Policy is the `policy:` block: every scheduling setting. Knobs the
-	// file leaves out are zero, which the planner reads as
-	// sched.DefaultPolicy's.
-	Policy sched.Policy
+	// Policy is the `policy:` block, in the parts their readers own
+	// (the planner's, host health's, housekeeping's, the event log's,
+	// the launch's log cap). Settings the file leaves out are zero, which
+	// each reads as its default.
+	Policy Policy
 	// Lab is the `lab:` block (nil without one): the file describes a
 	// lab's one shared queue. gssh honours it only in the lab inventory
 	// (/etc/gssh/hosts.yaml or $GSSH_INVENTORY; see service.Options).
@@ -271,7 +271,7 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 		return nil, err
 	}
 	defaults := Host{ReservePct: DefaultReservePct}
-	var pol sched.Policy
+	var pol Policy
 	var hostsNode *yaml.Node
 	var lab *Lab
 	for i := 0; i+1 < len(root.Content); i += 2 {

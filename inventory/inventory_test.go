@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gssh/gssh/control"
+	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/sched"
 )
 
@@ -240,14 +242,17 @@ func TestParsePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sched.Policy{Order: sched.OrderPriority, Fit: sched.FitFirst, Backfill: sched.BackfillSkip,
-		FairShare: sched.FairShare{Window: 7 * 24 * time.Hour},
-		Users: map[string]sched.UserShare{"alice": {Weight: 2, Admin: true}, "bob": {Weight: 0.5, Caps: sched.Caps{MaxGPUs: 4, MaxJobs: 2}},
-			"carol": {Weight: 1, Caps: sched.Caps{MaxJobs: 1}}},
-		DefaultUser:      sched.Caps{MaxGPUs: 8},
-		BackfillEstimate: 12 * time.Hour, DefaultTimeout: 24 * time.Hour,
-		Rebalance: true, PreemptAfter: time.Second, MinRuntime: 20 * time.Minute, DownAfter: 30 * time.Second, LostAfter: 10 * time.Minute,
-		KeepEvents: 90 * 24 * time.Hour, KeepJobs: 30 * 24 * time.Hour, KeepJobDirs: 36 * time.Hour, LogLimit: 2 << 30}
+	want := Policy{
+		Plan: sched.Policy{Order: sched.OrderPriority, Fit: sched.FitFirst, Backfill: sched.BackfillSkip,
+			FairShare: sched.FairShare{Window: 7 * 24 * time.Hour},
+			Users: map[string]sched.UserShare{"alice": {Weight: 2, Admin: true}, "bob": {Weight: 0.5, Caps: sched.Caps{MaxGPUs: 4, MaxJobs: 2}},
+				"carol": {Weight: 1, Caps: sched.Caps{MaxJobs: 1}}},
+			DefaultUser:      sched.Caps{MaxGPUs: 8},
+			BackfillEstimate: 12 * time.Hour, DefaultTimeout: 24 * time.Hour,
+			Rebalance: true, PreemptAfter: time.Second, MinRuntime: 20 * time.Minute},
+		Health:     health.Rules{DownAfter: 30 * time.Second, LostAfter: 10 * time.Minute},
+		Keep:       control.Keep{Jobs: 30 * 24 * time.Hour, JobDirs: 36 * time.Hour},
+		KeepEvents: 90 * 24 * time.Hour, LogLimit: 2 << 30}
 	if !reflect.DeepEqual(inv.Policy, want) {
 		t.Errorf("policy:\n got %+v\nwant %+v", inv.Policy, want)
 	}
@@ -256,7 +261,7 @@ func TestParsePolicy(t *testing.T) {
 	}
 	// No block: the zero policy, which the planner reads as the default.
 	inv, err = Parse("h.yaml", strings.NewReader("hosts:\n  - name: a\n"))
-	if err != nil || !reflect.DeepEqual(inv.Policy, sched.Policy{}) {
+	if err != nil || !reflect.DeepEqual(inv.Policy, Policy{}) {
 		t.Errorf("no policy block: %+v, %v", inv.Policy, err)
 	}
 }

@@ -9,7 +9,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gssh/gssh/control"
+	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/units"
 )
 
 var (
@@ -19,9 +22,42 @@ var (
 	capKeys       = []string{"max_gpus", "max_jobs"}
 )
 
+// Policy is the `policy:` block: one block for people, decoded into the
+// parts their readers own. Settings the file leaves out are zero, which
+// each reader takes as its default.
+type Policy struct {
+	// Plan is what the planner reads (sched.Plan): order, placement,
+	// backfill, fairshare, users, default_user, backfill_estimate,
+	// default_timeout, rebalance, preempt_after and min_runtime.
+	Plan sched.Policy
+	// Health is when a host is down and its jobs lost (down_after,
+	// lost_after): control.Options.Rules.
+	Health health.Rules
+	// Keep is housekeeping's ages (keep_jobs, keep_job_dirs):
+	// control.Options.Keep. The inventory imports control for it;
+	// control imports no inventory.
+	Keep control.Keep
+	// KeepEvents is how long the event log keeps its rotated files
+	// (keep_events, at least a day): eventlog.Options.MaxAge (0 =
+	// eventlog.DefaultMaxAge, 30 days).
+	KeepEvents time.Duration
+	// LogLimit is the log cap, in bytes, of a job submitted without
+	// --log-limit (log_limit; 0: none): control.Options.LogLimit, which
+	// the pass puts in the job's Spec.LogLimit when it launches it.
+	LogLimit uint64
+}
+
+// Check reports a setting out of range, as each part's reader checks it.
+func (p Policy) Check() error {
+	if err := p.Plan.Check(); err != nil {
+		return err
+	}
+	return p.Keep.Check()
+}
+
 // policy reads the `policy:` block into pol: each knob checked where it
 // is written, so an error names its line.
-func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
+func (p parser) policy(m *yaml.Node, pol *Policy) error {
 	if m.Kind != yaml.MappingNode {
 		return p.errf(m, "`policy` must be a mapping (such as `order: fairshare`), found %s", kindName(m))
 	}
@@ -33,19 +69,19 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 		switch k.Value {
 		case "order":
 			s, err := oneOf(p, v, "policy order", sched.OrderFIFO, sched.OrderPriority, sched.OrderFair)
-			pol.Order = s
+			pol.Plan.Order = s
 			if err != nil {
 				return err
 			}
 		case "placement":
 			s, err := oneOf(p, v, "policy placement", sched.FitFirst, sched.FitBest)
-			pol.Fit = s
+			pol.Plan.Fit = s
 			if err != nil {
 				return err
 			}
 		case "backfill":
 			s, err := oneOf(p, v, "policy backfill", sched.BackfillNone, sched.BackfillSkip, sched.BackfillEasy)
-			pol.Backfill = s
+			pol.Plan.Backfill = s
 			if err != nil {
 				return err
 			}
@@ -60,8 +96,8 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 			if (k.Value == "default_timeout" || k.Value == "backfill_estimate") && d < time.Second {
 				return p.errf(v, "policy %s %q: give at least 1s, the shortest walltime", k.Value, v.Value)
 			}
-			*map[string]*time.Duration{"backfill_estimate": &pol.BackfillEstimate, "default_timeout": &pol.DefaultTimeout,
-				"preempt_after": &pol.PreemptAfter, "min_runtime": &pol.MinRuntime, "down_after": &pol.DownAfter, "lost_after": &pol.LostAfter}[k.Value] = d
+			*map[string]*time.Duration{"backfill_estimate": &pol.Plan.BackfillEstimate, "default_timeout": &pol.Plan.DefaultTimeout,
+				"preempt_after": &pol.Plan.PreemptAfter, "min_runtime": &pol.Plan.MinRuntime, "down_after": &pol.Health.DownAfter, "lost_after": &pol.Health.LostAfter}[k.Value] = d
 		case "keep_events":
 			d, err := p.age(v, "policy keep_events")
 			if err != nil {
@@ -77,15 +113,15 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 				return err
 			}
 			if k.Value == "keep_jobs" {
-				pol.KeepJobs = d
+				pol.Keep.Jobs = d
 			} else {
-				pol.KeepJobDirs = d
+				pol.Keep.JobDirs = d
 			}
 		case "log_limit":
 			if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
 				return p.errf(v, "policy log_limit %s: give a size such as 1G or 500M", kindName(v))
 			}
-			n, err := sched.ParseBytes(v.Value)
+			n, err := units.ParseBytes(v.Value)
 			if err != nil {
 				return p.errf(v, "policy log_limit: %v (leave log_limit out for no cap)", err)
 			}
@@ -95,13 +131,13 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 			if err != nil {
 				return err
 			}
-			pol.Rebalance = b
+			pol.Plan.Rebalance = b
 		case "fairshare":
-			if err := p.fairShare(v, &pol.FairShare); err != nil {
+			if err := p.fairShare(v, &pol.Plan.FairShare); err != nil {
 				return err
 			}
 		case "users":
-			if err := p.users(v, pol); err != nil {
+			if err := p.users(v, &pol.Plan); err != nil {
 				return err
 			}
 		case "default_user":
@@ -116,7 +152,7 @@ func (p parser) policy(m *yaml.Node, pol *sched.Policy) error {
 				if !slices.Contains(capKeys, uk.Value) {
 					return p.errf(uk, "unknown key %q in `policy default_user`; it takes %s (a weight and admin are given per user, in `users`)", uk.Value, strings.Join(capKeys, ", "))
 				}
-				if err := p.capValue(uk, uv, "default_user", &pol.DefaultUser); err != nil {
+				if err := p.capValue(uk, uv, "default_user", &pol.Plan.DefaultUser); err != nil {
 					return err
 				}
 			}

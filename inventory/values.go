@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gssh/gssh/units"
 	"go.yaml.in/yaml/v3"
-
-	"github.com/gssh/gssh/sched"
 )
 
 // oneOf reads a scalar that must be one of known.
@@ -33,7 +32,7 @@ func (p parser) duration(v *yaml.Node, what string, least time.Duration) (time.D
 	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
 		return 0, p.errf(v, "%s %s: %s", what, kindName(v), help)
 	}
-	d, err := sched.ParseDuration(v.Value)
+	d, err := units.ParseDuration(v.Value)
 	if err != nil {
 		if g, gerr := time.ParseDuration(v.Value); gerr == nil && g <= 0 || strings.Trim(v.Value, "0") == "" || strings.HasPrefix(v.Value, "-") {
 			return 0, p.errf(v, "%s %q: give a duration more than 0, such as 24h, 90m or 7-00:00:00", what, v.Value)
@@ -50,14 +49,14 @@ func (p parser) duration(v *yaml.Node, what string, least time.Duration) (time.D
 // p.duration takes it, at least 1s (passes are seconds apart).
 func (p parser) age(v *yaml.Node, what string) (time.Duration, error) {
 	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
-		return 0, p.errf(v, "%s %s: %s", what, kindName(v), sched.AgeHelp)
+		return 0, p.errf(v, "%s %s: %s", what, kindName(v), units.AgeHelp)
 	}
-	d, err := sched.ParseAge(v.Value)
+	d, err := units.ParseAge(v.Value)
 	if err != nil {
 		if g, gerr := time.ParseDuration(v.Value); gerr == nil && g <= 0 || strings.Trim(v.Value, "0dw") == "" || strings.HasPrefix(v.Value, "-") {
 			return 0, p.errf(v, "%s %q: give a duration more than 0, such as 90d, 36h or 14-00:00:00", what, v.Value)
 		}
-		return 0, p.errf(v, "%s %q is not a duration: %s", what, v.Value, sched.AgeHelp)
+		return 0, p.errf(v, "%s %q is not a duration: %s", what, v.Value, units.AgeHelp)
 	}
 	if d < time.Second {
 		return 0, p.errf(v, "%s %q: give at least 1s (passes are seconds apart)", what, v.Value)

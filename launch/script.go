@@ -12,9 +12,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
-	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/units"
 )
 
 var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -173,7 +172,7 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	pin := "" // the pinning prefix of the command line, if any
 	if len(j.Placement.CPUs) > 0 {
 		pin = `${GSSH_PIN:+"$gssh_taskset" -c "$GSSH_PIN"} `
-		list := gpuinfo.FormatCPUList(j.Placement.CPUs)
+		list := units.Ranges(j.Placement.CPUs, 2)
 		w("unset GSSH_PIN\n")
 		w("if ! gssh_taskset=$(command -v taskset); then echo %s >&2\n", q("gssh: taskset not found on this host: the job runs unpinned (it was given CPUs "+list+")"))
 		w("elif ! \"$gssh_taskset\" -c %s true >/dev/null 2>&1; then echo %s >&2\n", q(list), q("gssh: taskset -c "+list+" refused: the job runs unpinned"))
@@ -254,7 +253,7 @@ func RunScript(cluster string, j job.Job) (string, error) {
 // command runs uncapped and the log says so.
 func logLimitSteps(limit uint64, command string) string {
 	n := strconv.FormatUint(limit, 10)
-	note := "gssh: the log was truncated at " + sched.FormatBytes(limit) + " (--log-limit): the rest of the job's output was thrown away"
+	note := "gssh: the log was truncated at " + units.FormatBytes(limit) + " (--log-limit): the rest of the job's output was thrown away"
 	return `rm -f "$d/out"
 if mkfifo -m 600 "$d/out" 2>/dev/null; then
   gssh_head=head; command -v stdbuf >/dev/null 2>&1 && gssh_head='stdbuf -o0 head'
@@ -268,7 +267,7 @@ if mkfifo -m 600 "$d/out" 2>/dev/null; then
   rm -f "$d/out"
   fin "exit $gssh_rc"
 else
-  echo ` + q("gssh: mkfifo failed in the job directory: the log is not capped at "+sched.FormatBytes(limit)+" (--log-limit)") + ` >&2
+  echo ` + q("gssh: mkfifo failed in the job directory: the log is not capped at "+units.FormatBytes(limit)+" (--log-limit)") + ` >&2
   ` + command + ` </dev/null
   fin "exit $?"
 fi

@@ -14,6 +14,7 @@ import (
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sshexec"
+	"github.com/gssh/gssh/units"
 )
 
 func TestRunScriptIsValidShell(t *testing.T) {
@@ -376,7 +377,7 @@ func allowedCPUs(t *testing.T) []int {
 func TestRunScriptCPUs(t *testing.T) {
 	ids := allowedCPUs(t)
 	pin := ids[len(ids)-1:] // one CPU: the job's affinity then differs from ours wherever we have two
-	want := gpuinfo.FormatCPUList(pin)
+	want := units.Ranges(pin, 2)
 	probe := `printf 'cpus=%s\n' "$GSSH_CPUS"; grep '^Cpus_allowed_list:' /proc/self/status; echo "pin=${GSSH_PIN-unset}"`
 	_, hasTaskset := exec.LookPath("taskset")
 	if hasTaskset != nil && os.Getenv("CI") == "true" {

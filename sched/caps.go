@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/units"
 )
 
 // CodeUserCap is a gate: the job's user already runs as many GPUs or jobs
@@ -103,11 +104,11 @@ func loads(jobs []job.Job, gone map[job.ID]bool) map[string]Load {
 func CapReason(c Caps, user string, held Load, gpus int) Reason {
 	switch {
 	case c.MaxJobs > 0 && held.Jobs+1 > c.MaxJobs:
-		return because(CodeUserCap, fmt.Sprintf("%s runs %d %s; %s's cap is max_jobs %d", user, held.Jobs, plural(held.Jobs, "job"), user, c.MaxJobs))
+		return because(CodeUserCap, fmt.Sprintf("%s runs %d %s; %s's cap is max_jobs %d", user, held.Jobs, units.Plural(held.Jobs, "job", "jobs"), user, c.MaxJobs))
 	case c.MaxGPUs > 0 && gpus > c.MaxGPUs:
 		return because(CodeUserCap, fmt.Sprintf("the job asks for %d GPUs, more than %s's cap max_gpus %d: it starts only once the cap is raised", gpus, user, c.MaxGPUs))
 	case c.MaxGPUs > 0 && held.GPUs+gpus > c.MaxGPUs:
-		return because(CodeUserCap, fmt.Sprintf("%s runs %d %s and this job asks for %d; %s's cap is max_gpus %d", user, held.GPUs, plural(held.GPUs, "GPU"), gpus, user, c.MaxGPUs))
+		return because(CodeUserCap, fmt.Sprintf("%s runs %d %s and this job asks for %d; %s's cap is max_gpus %d", user, held.GPUs, units.Plural(held.GPUs, "GPU", "GPUs"), gpus, user, c.MaxGPUs))
 	}
 	return Reason{}
 }

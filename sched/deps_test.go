@@ -11,7 +11,7 @@ import (
 )
 
 // sched is pure: it links neither SSH nor bbolt nor any gssh package but
-// the dependency-free job and gpuinfo, and it never reads the clock.
+// the dependency-free job, gpuinfo and units, and it never reads the clock.
 func TestPure(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
@@ -19,7 +19,7 @@ func TestPure(t *testing.T) {
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		switch {
-		case dep == "github.com/gssh/gssh/sched", dep == "github.com/gssh/gssh/job", dep == "github.com/gssh/gssh/gpuinfo":
+		case dep == "github.com/gssh/gssh/sched", dep == "github.com/gssh/gssh/job", dep == "github.com/gssh/gssh/gpuinfo", dep == "github.com/gssh/gssh/units":
 		case strings.Contains(dep, "."): // not the standard library
 			t.Errorf("sched links %s", dep)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/units"
 )
 
 // Request is what one job needs.
@@ -121,7 +122,7 @@ func feasible(n *node, w *want) ([]*unit, Reason) {
 	}
 	head := fmt.Sprintf("%d/%d GPUs free", fits, len(all))
 	if w.MemPerGPU > 0 {
-		head = fmt.Sprintf("%d/%d GPUs with ≥ %s free", fits, len(all), FormatMem(w.MemPerGPU))
+		head = fmt.Sprintf("%d/%d GPUs with ≥ %s free", fits, len(all), units.FormatMem(w.MemPerGPU))
 	}
 	if need > 1 {
 		head += fmt.Sprintf(", %d needed", need)
@@ -168,7 +169,7 @@ func checkLabels(n *node, w *want) Reason {
 	if len(missing) == 0 {
 		return Reason{}
 	}
-	return because(CodeLabel, "lacks "+plural(len(missing), "label")+" "+strings.Join(missing, ", "))
+	return because(CodeLabel, "lacks "+units.Plural(len(missing), "label", "labels")+" "+strings.Join(missing, ", "))
 }
 
 func checkState(n *node, _ *want) Reason {
@@ -288,13 +289,13 @@ func checkShared(u *unit, w *want, n *node) Reason {
 	}
 	switch {
 	case w.MemPerGPU > usable:
-		return because(CodeMem, "only "+FormatMem(usable)+" usable")
+		return because(CodeMem, "only "+units.FormatMem(usable)+" usable")
 	case m.gssh > usable-w.MemPerGPU:
-		return because(CodeMem, fmt.Sprintf("%s of %s usable left, booked by gssh jobs", FormatMem(usable-min(usable, m.gssh)), FormatMem(usable)))
+		return because(CodeMem, fmt.Sprintf("%s of %s usable left, booked by gssh jobs", units.FormatMem(usable-min(usable, m.gssh)), units.FormatMem(usable)))
 	case m.gssh+m.foreign > usable-w.MemPerGPU || w.MemPerGPU > m.free:
-		text := fmt.Sprintf("only %s free now", FormatMem(min(usable-min(usable, m.gssh+m.foreign), m.free)))
+		text := fmt.Sprintf("only %s free now", units.FormatMem(min(usable-min(usable, m.gssh+m.foreign), m.free)))
 		if u.invisible > 0 {
-			text += " (" + FormatMem(u.invisible) + " held by an invisible process)"
+			text += " (" + units.FormatMem(u.invisible) + " held by an invisible process)"
 		}
 		return because(CodeMem, text)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/units"
 )
 
 // Gates: what keeps a queued job from being placed at all, before any
@@ -295,21 +296,18 @@ func idList(ids []job.ID) []string {
 func idRanges(ids []job.ID) string {
 	s := slices.Sorted(slices.Values(ids))
 	var runs []string
-	for i := 0; i < len(s); {
-		k := i
-		for k+1 < len(s) && s[k+1] == s[k]+1 {
-			k++
-		}
+	written := 0
+	for first, last := range units.Runs(s) {
 		if len(runs) == 10 {
-			runs = append(runs, fmt.Sprintf("and %d more", len(s)-i))
+			runs = append(runs, fmt.Sprintf("and %d more", len(s)-written))
 			break
 		}
-		r := strconv.FormatUint(uint64(s[i]), 10)
-		if k > i {
-			r += "-" + strconv.FormatUint(uint64(s[k]), 10)
+		r := strconv.FormatUint(uint64(first), 10)
+		if last > first {
+			r += "-" + strconv.FormatUint(uint64(last), 10)
 		}
 		runs = append(runs, r)
-		i = k + 1
+		written += int(last-first) + 1
 	}
 	return strings.Join(runs, ", ")
 }

@@ -227,3 +227,20 @@ func TestArrayDependency(t *testing.T) {
 		}
 	}
 }
+
+// Job ids are written as runs, ", " between them, ten runs at the most
+// and then how many jobs are left.
+func TestIDRanges(t *testing.T) {
+	ids := []job.ID{9, 10, 11, 12, 20, 14, 15}
+	if got, want := idRanges(ids), "9-12, 14-15, 20"; got != want {
+		t.Errorf("idRanges(%v) = %q, want %q", ids, got, want)
+	}
+	ids = nil
+	for i := range 13 {
+		ids = append(ids, job.ID(3*i+1)) // 1, 4, 7, ...: 13 runs of one
+	}
+	ids = append(ids, 41, 42) // a 14th run, 41-42: 5 jobs past the tenth run
+	if got, want := idRanges(ids), "1, 4, 7, 10, 13, 16, 19, 22, 25, 28, and 5 more"; got != want {
+		t.Errorf("idRanges(%v) = %q, want %q", ids, got, want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/units"
 )
 
 // A host's own CPUs and memory (--cpus, --host-mem) are booked as GPU
@@ -136,11 +137,11 @@ func checkHostMem(n *node, w *want) Reason {
 	case w.quiet:
 		return because(CodeHostMem, "")
 	case w.HostMem > total:
-		return because(CodeHostMem, fmt.Sprintf("%s host memory requested, the host has %s", FormatMem(w.HostMem), FormatMem(total)))
+		return because(CodeHostMem, fmt.Sprintf("%s host memory requested, the host has %s", units.FormatMem(w.HostMem), units.FormatMem(total)))
 	case w.HostMem > left:
-		return because(CodeHostMem, fmt.Sprintf("%s host memory requested, %s of %s left, booked by gssh jobs", FormatMem(w.HostMem), FormatMem(left), FormatMem(total)))
+		return because(CodeHostMem, fmt.Sprintf("%s host memory requested, %s of %s left, booked by gssh jobs", units.FormatMem(w.HostMem), units.FormatMem(left), units.FormatMem(total)))
 	}
-	return because(CodeHostMem, fmt.Sprintf("%s host memory requested, only %s available now", FormatMem(w.HostMem), FormatMem(avail)))
+	return because(CodeHostMem, fmt.Sprintf("%s host memory requested, only %s available now", units.FormatMem(w.HostMem), units.FormatMem(avail)))
 }
 
 // availNow is the host memory available now for a new job with ledger l

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/units"
 )
 
 // withHost gives h host facts: CPU ids (their count is the CPU count) and
@@ -128,7 +129,7 @@ func TestHostMem(t *testing.T) {
 	} {
 		d := plan1([]Host{c.host}, run, booking(1, 0, c.mem))
 		if c.start != (len(d.Starts) == 1) || !c.start && d.Pending[0].Reason != (Reason{CodeHostMem, c.why}) {
-			t.Errorf("%s of %s available: %+v, want start %v %q", FormatMem(c.mem), FormatMem(*c.host.Snapshot.HostInfo.MemAvailable), d, c.start, c.why)
+			t.Errorf("%s of %s available: %+v, want start %v %q", units.FormatMem(c.mem), units.FormatMem(*c.host.Snapshot.HostInfo.MemAvailable), d, c.start, c.why)
 		}
 	}
 	// Jobs placed in one plan have allocated nothing yet: the second does
@@ -255,7 +256,7 @@ func TestHostBookingProperties(t *testing.T) {
 			}
 			if hi != nil && (hi.CPUs != nil && cpus[p.Host] > *hi.CPUs || hi.MemTotal != nil && mem[p.Host] > *hi.MemTotal ||
 				hi.MemAvailable != nil && mem[p.Host] > *hi.MemAvailable) {
-				t.Fatalf("round %d: %s overbooked: %d CPUs, %s", round, p.Host, cpus[p.Host], FormatMem(mem[p.Host]))
+				t.Fatalf("round %d: %s overbooked: %d CPUs, %s", round, p.Host, cpus[p.Host], units.FormatMem(mem[p.Host]))
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/units"
 )
 
 // container is GPU i (16 GiB) as a probe inside a container sees it
@@ -22,13 +23,13 @@ func container(i int, used uint64) gpuinfo.GPU {
 // invisible process: never free for an exclusive job, counted as used for
 // a shared one, and said so in the pending reason.
 func TestPlanInvisibleMemory(t *testing.T) {
-	idleish := container(1, 200*MiB) // what the driver and a context keep: idle
-	hosts := []Host{host("gpu01", container(0, 1012*MiB), idleish)}
+	idleish := container(1, 200*units.MiB) // what the driver and a context keep: idle
+	hosts := []Host{host("gpu01", container(0, 1012*units.MiB), idleish)}
 	d := plan1(hosts, nil, excl(1))
 	if len(d.Starts) != 1 || d.Starts[0].Placement.Indexes[0] != 1 {
 		t.Fatalf("exclusive job: %+v, want GPU 1 (GPU 0 holds 1012 MiB no process accounts for)", d)
 	}
-	d = plan1([]Host{host("gpu01", container(0, 1012*MiB))}, nil, excl(1))
+	d = plan1([]Host{host("gpu01", container(0, 1012*units.MiB))}, nil, excl(1))
 	if len(d.Pending) != 1 || d.Pending[0].Reason.Code != CodeForeign ||
 		d.Pending[0].Reason.Text != "gpu01: 0/1 GPUs free (GPU 0: memory held by an invisible process)" {
 		t.Fatalf("exclusive job on the container GPU: %+v", d)
@@ -47,16 +48,16 @@ func TestPlanInvisibleMemory(t *testing.T) {
 
 	// What the driver reserves (about 1 % of the memory: older drivers
 	// count it as used) is no process's.
-	if n := container(0, 400*MiB).Invisible(); n != 0 {
+	if n := container(0, 400*units.MiB).Invisible(); n != 0 {
 		t.Errorf("400 MiB on a 16 GiB GPU: %d bytes invisible, want 0 (256 MiB + 1%% of 16 GiB may be the driver's)", n)
 	}
-	if n := with(gpu(0, 80*GiB), func(g *gpuinfo.GPU) { *g.MemUsed = 1000 * MiB }).Invisible(); n != 0 {
+	if n := with(gpu(0, 80*GiB), func(g *gpuinfo.GPU) { *g.MemUsed = 1000 * units.MiB }).Invisible(); n != 0 {
 		t.Errorf("1000 MiB on an 80 GiB GPU: %d bytes invisible, want 0", n)
 	}
 	// Visible processes account for their memory: nothing invisible, and
 	// a GPU whose processes' memory is unknown (WDDM) says nothing.
-	seen := with(container(0, 1012*MiB), func(g *gpuinfo.GPU) {
-		g.Procs = []gpuinfo.Proc{{PID: 28290, Name: "python", UsedBytes: ptr(uint64(1012 * MiB)), GPUUUID: g.UUID}}
+	seen := with(container(0, 1012*units.MiB), func(g *gpuinfo.GPU) {
+		g.Procs = []gpuinfo.Proc{{PID: 28290, Name: "python", UsedBytes: ptr(uint64(1012 * units.MiB)), GPUUUID: g.UUID}}
 	})
 	if n := seen.Invisible(); n != 0 {
 		t.Errorf("host view of corpus 031: %d bytes invisible, want 0", n)
@@ -85,8 +86,8 @@ func TestPlanInvisibleMemory(t *testing.T) {
 // gets their GPU, however little they use.
 func TestPlanForeignProcesses(t *testing.T) {
 	small := with(gpu(0, 80*GiB), func(g *gpuinfo.GPU) {
-		g.Procs = []gpuinfo.Proc{{PID: 31337, Name: "python", User: "alice", UsedBytes: ptr(uint64(100 * MiB)), GPUUUID: g.UUID, EnvRead: true}}
-		*g.MemUsed, *g.MemFree = 100*MiB, 80*GiB-100*MiB
+		g.Procs = []gpuinfo.Proc{{PID: 31337, Name: "python", User: "alice", UsedBytes: ptr(uint64(100 * units.MiB)), GPUUUID: g.UUID, EnvRead: true}}
+		*g.MemUsed, *g.MemFree = 100*units.MiB, 80*GiB-100*units.MiB
 	})
 	big := with(gpu(1, 80*GiB), func(g *gpuinfo.GPU) {
 		g.Procs = []gpuinfo.Proc{{PID: 31338, Name: "python", User: "bob", UsedBytes: ptr(uint64(60 * GiB)), GPUUUID: g.UUID, EnvRead: true}}

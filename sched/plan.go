@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/units"
 )
 
 // Input is everything one plan is a pure function of.
@@ -91,7 +92,7 @@ type Reservation struct {
 }
 
 func (r Reservation) String() string {
-	return fmt.Sprintf("reserved %s GPU %s from %s", r.Host, ranges(slices.Sorted(slices.Values(r.Indexes))), r.From.UTC().Format("2006-01-02 15:04 UTC"))
+	return fmt.Sprintf("reserved %s GPU %s from %s", r.Host, units.Ranges(slices.Sorted(slices.Values(r.Indexes)), 3), r.From.UTC().Format("2006-01-02 15:04 UTC"))
 }
 
 // Decisions is what a pass should do.
@@ -564,17 +565,17 @@ func rankText(queue []ranked, pos int, pol Policy) string {
 		users = append(users, r.User+" "+ScoreText(r.score))
 	}
 	if more > 0 {
-		users = append(users, fmt.Sprintf("%d more %s", more, plural(more, "user")))
+		users = append(users, fmt.Sprintf("%d more %s", more, units.Plural(more, "user", "users")))
 	}
 	var parts []string
 	if len(users) > 0 {
 		parts = append(parts, "ranks behind "+joinAnd(users))
 	}
 	if own > 0 {
-		parts = append(parts, fmt.Sprintf("behind %d earlier %s of %s own", own, plural(own, "job"), j.User+"'s"))
+		parts = append(parts, fmt.Sprintf("behind %d earlier %s of %s own", own, units.Plural(own, "job", "jobs"), j.User+"'s"))
 	}
 	if higher > 0 {
-		parts = append(parts, fmt.Sprintf("behind %d %s of a higher priority class", higher, plural(higher, "job")))
+		parts = append(parts, fmt.Sprintf("behind %d %s of a higher priority class", higher, units.Plural(higher, "job", "jobs")))
 	}
 	return head + ": " + j.User + "'s fair-share score " + ScoreText(j.score) + " " + strings.Join(parts, "; ")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/units"
 )
 
 const GiB = 1 << 30
@@ -220,7 +221,7 @@ func TestPlanPlacement(t *testing.T) {
 				with(gpu(2, 80*GiB), foreign),
 				with(gpu(3, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, g.MemUsed = false, nil }),
 				with(gpu(4, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, *g.MemUsed = false, 2*GiB }),
-				with(gpu(5, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, *g.MemUsed = false, 5*MiB }),
+				with(gpu(5, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, *g.MemUsed = false, 5*units.MiB }),
 			)},
 			running: []job.Job{running(1, "gpu01", 0, "GPU-00"), running(2, "gpu01", GiB, "GPU-01")},
 			req:     excl(1),
@@ -234,7 +235,7 @@ func TestPlanPlacement(t *testing.T) {
 				with(gpu(2, 80*GiB), foreign),
 				with(gpu(3, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, g.MemUsed = false, nil }),
 				with(gpu(4, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, *g.MemUsed = false, 2*GiB }),
-				with(gpu(5, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, *g.MemUsed = false, 5*MiB }),
+				with(gpu(5, 80*GiB), func(g *gpuinfo.GPU) { g.ProcsKnown, *g.MemUsed = false, 5*units.MiB }),
 			)},
 			running: []job.Job{running(1, "gpu01", 0, "GPU-00"), running(2, "gpu01", GiB, "GPU-01")},
 			req:     excl(2),

@@ -59,8 +59,11 @@ const (
 	DefaultMinRuntime       = 10 * time.Minute // the least run before a job may be preempted
 )
 
-// Policy holds the planner's knobs: every scheduling setting of the
-// inventory's `policy:` block. The zero value means DefaultPolicy's
+// Policy holds the planner's knobs: the settings of the inventory's
+// `policy:` block that Plan reads (the others are their readers': host
+// failure is health.Rules, housekeeping control.Keep, the event log's age
+// eventlog.Options.MaxAge, the default log cap control.Options.LogLimit;
+// inventory.Policy holds them all). The zero value means DefaultPolicy's
 // values; a knob left empty takes the default. It is no JSON document
 // (the inventory's YAML is its form): its durations carry no JSON
 // encoding, so none can reach a document in nanoseconds.
@@ -95,28 +98,6 @@ type Policy struct {
 	// it may be preempted (0 = DefaultMinRuntime): a job preempted once
 	// is not preempted again within MinRuntime of its restart.
 	MinRuntime time.Duration `json:"-"`
-	// DownAfter and LostAfter are the host-failure thresholds the passes
-	// apply (control, health.Rules; the planner never reads them): a host
-	// is down after 3 failed contacts in a row spanning DownAfter (0 =
-	// health.DefaultDownAfter, 60 s), and the jobs of a host down for
-	// LostAfter (0 = health.DefaultLostAfter, 5 min) are recorded lost,
-	// or requeued with --requeue.
-	DownAfter time.Duration `json:"-"`
-	LostAfter time.Duration `json:"-"`
-	// KeepEvents is how long the event log keeps its rotated files
-	// (service, eventlog.Options.MaxAge; the planner never reads it): 0 =
-	// eventlog.DefaultMaxAge, 30 days.
-	KeepEvents time.Duration `json:"-"`
-	// KeepJobs, KeepJobDirs and LogLimit are housekeeping's (control;
-	// the planner never reads them): an ended job's record leaves the
-	// queue's hot structures for its history KeepJobs after it ended (0
-	// = control.DefaultKeepJobs, 90 days), its directories on the workers
-	// (its log with them) are removed KeepJobDirs after it ended (0 =
-	// control.DefaultKeepJobDirs, 14 days), and a job submitted without
-	// --log-limit has its log capped at LogLimit bytes (0: none).
-	KeepJobs    time.Duration `json:"-"`
-	KeepJobDirs time.Duration `json:"-"`
-	LogLimit    uint64        `json:"log_limit_bytes,omitempty"`
 }
 
 // FairShare weighs a user's GPU-seconds over time: with a half-life (a
@@ -202,9 +183,6 @@ func (p Policy) Check() error {
 	}
 	if p.BackfillEstimate < 0 || p.DefaultTimeout < 0 {
 		return errors.New("policy: backfill_estimate and default_timeout take a duration more than 0, such as 24h")
-	}
-	if p.KeepJobs < 0 || p.KeepJobDirs < 0 {
-		return errors.New("policy: keep_jobs and keep_job_dirs take a duration more than 0, such as 90d")
 	}
 	if p.PreemptAfter < 0 || p.MinRuntime < 0 {
 		return errors.New("policy: preempt_after and min_runtime take a duration more than 0, such as 10m")

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/units"
 )
 
 // Code is the short, stable name of a reason, beside its prose: for
@@ -191,7 +192,7 @@ func holders(n *node, us []*unit) string {
 		for k, id := range ids {
 			names[k] = cmp.Or(refs[id], strconv.FormatUint(uint64(id), 10))
 		}
-		parts = append(parts, fmt.Sprintf("%s: %s %s", cmp.Or(user, "?"), plural(len(ids), "job"), strings.Join(names, ", ")))
+		parts = append(parts, fmt.Sprintf("%s: %s %s", cmp.Or(user, "?"), units.Plural(len(ids), "job", "jobs"), strings.Join(names, ", ")))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -207,7 +208,7 @@ func unitNames(us []*unit) string {
 		}
 	}
 	if len(idx) > 0 {
-		names = append(names, "GPU "+ranges(idx))
+		names = append(names, "GPU "+units.Ranges(idx, 3))
 	}
 	for _, u := range us {
 		if u.mig >= 0 {
@@ -215,31 +216,6 @@ func unitNames(us []*unit) string {
 		}
 	}
 	return strings.Join(names, ", ")
-}
-
-// ranges prints ascending ints with runs of three or more shortened:
-// [0 1 2 3 5 6] → "0-3,5,6".
-func ranges(xs []int) string {
-	var b strings.Builder
-	for i := 0; i < len(xs); {
-		j := i
-		for j+1 < len(xs) && xs[j+1] == xs[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		switch {
-		case j-i >= 2:
-			fmt.Fprintf(&b, "%d-%d", xs[i], xs[j])
-		case j == i+1:
-			fmt.Fprintf(&b, "%d,%d", xs[i], xs[j])
-		default:
-			b.WriteString(strconv.Itoa(xs[i]))
-		}
-		i = j + 1
-	}
-	return b.String()
 }
 
 // leads is 0 for a reason of code, which a text leads with, 1 for others.
@@ -275,7 +251,7 @@ func pendingReason(hosts []*node, req Request, rejected []Rejection) Reason {
 	case len(hosts) == 0:
 		return because(CodeNoHosts, "no hosts")
 	case auto(req.Host):
-		return because(CodeLabel, "no host has "+plural(len(req.Labels), "label")+" "+strings.Join(req.Labels, ", "))
+		return because(CodeLabel, "no host has "+units.Plural(len(req.Labels), "label", "labels")+" "+strings.Join(req.Labels, ", "))
 	}
 	for _, r := range rejected {
 		if r.Host == req.Host {
@@ -286,10 +262,3 @@ func pendingReason(hosts []*node, req Request, rejected []Rejection) Reason {
 }
 
 func auto(host string) bool { return host == "" || host == "auto" }
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
-}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gssh/gssh/gpuinfo"
+	"github.com/gssh/gssh/units"
 )
 
 // Validate says at submit time whether req can ever fit on hosts: an error
@@ -89,10 +90,10 @@ func hostCapacityError(cands []*node, req Request) error {
 		}
 		switch {
 		case mostHost == "":
-			return fmt.Errorf("--host-mem %s: %s reports no memory size (the probe reads /proc/meminfo; see gssh gpus --json); leave --host-mem out", FormatMem(req.HostMem), where)
+			return fmt.Errorf("--host-mem %s: %s reports no memory size (the probe reads /proc/meminfo; see gssh gpus --json); leave --host-mem out", units.FormatMem(req.HostMem), where)
 		case most < req.HostMem:
 			return fmt.Errorf("--host-mem %s: more host memory than %s has (the most is %s, on %s); give --host-mem %dM or less",
-				FormatMem(req.HostMem), where, FormatMem(most), mostHost, most>>20)
+				units.FormatMem(req.HostMem), where, units.FormatMem(most), mostHost, most>>20)
 		}
 	}
 	return nil
@@ -108,7 +109,7 @@ func labelError(named []*node, req Request) error {
 		n := named[0]
 		has := "no labels"
 		if len(n.Labels) > 0 {
-			has = plural(len(n.Labels), "label") + " " + strings.Join(n.Labels, ", ")
+			has = units.Plural(len(n.Labels), "label", "labels") + " " + strings.Join(n.Labels, ", ")
 		}
 		return fmt.Errorf("host %s %s (it has %s)", n.Name, checkLabels(n, &want{Request: req}).Text, has)
 	}
@@ -121,7 +122,7 @@ func labelError(named []*node, req Request) error {
 		}
 	}
 	slices.Sort(inUse)
-	msg := fmt.Sprintf("no host has %s %s", plural(len(req.Labels), "label"), strings.Join(req.Labels, ", "))
+	msg := fmt.Sprintf("no host has %s %s", units.Plural(len(req.Labels), "label", "labels"), strings.Join(req.Labels, ", "))
 	if len(inUse) == 0 {
 		return errors.New(msg + " (no host has any label)")
 	}
@@ -178,7 +179,7 @@ func capacityError(cands []*node, req Request) error {
 		}
 	}
 
-	gpus := fmt.Sprintf("%d %s", req.GPUs, plural(req.GPUs, "GPU"))
+	gpus := fmt.Sprintf("%d %s", req.GPUs, units.Plural(req.GPUs, "GPU", "GPUs"))
 	if mostGPUs < req.GPUs {
 		var msg string
 		switch {
@@ -201,7 +202,7 @@ func capacityError(cands []*node, req Request) error {
 		if memState != "" {
 			why = " (" + memState + ")"
 		}
-		return fmt.Errorf("%s per GPU requested, but no GPU reports its memory%s; leave --mem out to take whole GPUs", FormatMem(req.MemPerGPU), why)
+		return fmt.Errorf("%s per GPU requested, but no GPU reports its memory%s; leave --mem out to take whole GPUs", units.FormatMem(req.MemPerGPU), why)
 	}
 	if bestMem >= req.MemPerGPU {
 		return nil
@@ -211,7 +212,7 @@ func capacityError(cands []*node, req Request) error {
 		most = fmt.Sprintf("the most %d GPUs of one host can each give is", req.GPUs)
 	}
 	return fmt.Errorf("%s per GPU requested, but %s %s (%s: %s total, %g%% reserved)",
-		FormatMem(req.MemPerGPU), most, FormatMem(bestMem), bestMemHost.Name, FormatMem(bestTotal), max(bestMemHost.ReservePct, 0))
+		units.FormatMem(req.MemPerGPU), most, units.FormatMem(bestMem), bestMemHost.Name, units.FormatMem(bestTotal), max(bestMemHost.ReservePct, 0))
 }
 
 func nodeNames(ns []*node) []string {

@@ -15,7 +15,7 @@ import (
 // policy sets the lab's inventory policy, and the queue's owner.
 func policy(pol sched.Policy, owner string) func(*service.Options) {
 	return func(o *service.Options) {
-		o.Fleet.Inventory.Policy = pol
+		o.Fleet.Inventory.Policy.Plan = pol
 		o.Owner = owner
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/state"
+	"github.com/gssh/gssh/units"
 )
 
 // Jobs implements Service. It reads the state file only (a pass changes
@@ -65,7 +66,7 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 	if err != nil {
 		return res, err
 	}
-	if err := housekept(j, f.Inventory().Policy); err != nil {
+	if err := housekept(j, f.Inventory().Policy.Keep); err != nil {
 		return res, err
 	}
 	st, err := l.store(false)
@@ -162,15 +163,14 @@ func attemptsText(j job.Job) string {
 
 // housekept says why ended job j has no log any more, when housekeeping
 // removed its job directory (or found it gone); nil otherwise.
-func housekept(j job.Job, p sched.Policy) error {
+func housekept(j job.Job, keep control.Keep) error {
 	h := j.Housekept
 	switch {
 	case h == nil:
 		return nil
 	case h.Removed > 0:
-		keep := cmp.Or(p.KeepJobDirs, control.DefaultKeepJobDirs)
 		return fmt.Errorf("job %s has no log any more: housekeeping removed it with the job's directory on %s at %s, keep_job_dirs (%s) after the job ended (the inventory's policy sets keep_job_dirs)",
-			j.Ref(), j.Placement.Host, h.At.Local().Format(time.RFC3339), sched.FormatAge(keep))
+			j.Ref(), j.Placement.Host, h.At.Local().Format(time.RFC3339), units.FormatAge(keep.WithDefaults().JobDirs))
 	case h.Kept == "":
 		return fmt.Errorf("job %s has no log any more: its job directory was gone from %s when housekeeping looked at %s (removed by hand?)", j.Ref(), j.Placement.Host, h.At.Local().Format(time.RFC3339))
 	}
@@ -338,7 +338,7 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 		if err != nil {
 			return nil, err
 		}
-		if err := f.Inventory().Policy.CheckPriority(l.opt.User, l.opt.Owner, *r.Priority); err != nil {
+		if err := f.Inventory().Policy.Plan.CheckPriority(l.opt.User, l.opt.Owner, *r.Priority); err != nil {
 			return nil, fmt.Errorf("%w; nothing was updated", err)
 		}
 	}
@@ -361,7 +361,7 @@ func (l *Local) Update(ctx context.Context, r UpdateRequest) ([]HoldResult, erro
 				if r.Mem != nil {
 					next.MemPerGPU = *r.Mem
 					if err := sched.Validate(hosts, sched.RequestOf(next)); err != nil {
-						return fmt.Errorf("job %s: --mem %s: %w", job.RefOf(id, s.Array), sched.FormatMem(*r.Mem), err)
+						return fmt.Errorf("job %s: --mem %s: %w", job.RefOf(id, s.Array), units.FormatMem(*r.Mem), err)
 					}
 				}
 				if r.CPUs != nil {

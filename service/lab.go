@@ -204,7 +204,7 @@ func (l *Local) mayAct(f *fleet.Fleet, st *state.Bolt, id job.ID, what string) e
 		return nil
 	}
 	j, err := st.Get(id)
-	if err != nil || j.User == l.opt.User || f.Inventory().Policy.Users[l.opt.User].Admin {
+	if err != nil || j.User == l.opt.User || f.Inventory().Policy.Plan.Users[l.opt.User].Admin {
 		return nil
 	}
 	return fmt.Errorf("job %s %w: it is %s's, and in the lab's queue only its owner or a lab admin (policy users: admin: true) may %s it", j.Ref(), ErrNotYours, j.User, what)

@@ -1,11 +1,12 @@
 package service
 
 import (
-	"github.com/gssh/gssh/testenv"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gssh/gssh/testenv"
 
 	"github.com/gssh/gssh/fleet"
 )

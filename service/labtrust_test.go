@@ -2,11 +2,12 @@ package service_test
 
 import (
 	"errors"
-	"github.com/gssh/gssh/testenv"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gssh/gssh/testenv"
 
 	"github.com/gssh/gssh/service"
 )

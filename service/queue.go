@@ -130,7 +130,7 @@ func (l *Local) Usage(_ context.Context) (UsageDoc, error) {
 	if err != nil {
 		return doc, err
 	}
-	pol := f.Inventory().Policy.WithDefaults()
+	pol := f.Inventory().Policy.Plan.WithDefaults()
 	fs := pol.FairShare
 	period := cmp.Or(fs.Window, sched.UsagePeriod)
 	doc.HalfLifeS, doc.WindowS, doc.PeriodS = fs.HalfLife.Seconds(), fs.Window.Seconds(), period.Seconds()

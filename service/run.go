@@ -289,7 +289,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 	// its walltime, or when its record says it is to end (a cancel).
 	var stopped atomic.Value // the job.State it was stopped for
 	if l.member() {
-		w := cmp.Or(j.Spec.Timeout, f.Inventory().Policy.DefaultTimeout)
+		w := cmp.Or(j.Spec.Timeout, f.Inventory().Policy.Plan.DefaultTimeout)
 		wg.Go(func() {
 			select {
 			case <-isRunning:
@@ -324,7 +324,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 	}
 	// Its walltime is a pass's to enforce (stopped, recorded timeout), and
 	// no cron pass may come: run one when it is due.
-	if w := cmp.Or(j.Spec.Timeout, f.Inventory().Policy.DefaultTimeout); w > 0 && !l.member() {
+	if w := cmp.Or(j.Spec.Timeout, f.Inventory().Policy.Plan.DefaultTimeout); w > 0 && !l.member() {
 		wg.Go(func() {
 			select {
 			case <-isRunning:
@@ -383,7 +383,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 	}
 	if l.member() {
 		why, _ := stopped.Load().(job.State)
-		res.Job = l.recordMemberEnd(j, res.Exit, why, f.Inventory().Policy.DefaultTimeout)
+		res.Job = l.recordMemberEnd(j, res.Exit, why, f.Inventory().Policy.Plan.DefaultTimeout)
 		if res.Exit == nil && !res.Job.State.Terminal() {
 			return res, fmt.Errorf("job %s on %s: %w (%v); its keeper stops it there, and the lab's next pass records it", j.Ref(), j.Placement.Host, ErrLostSession, aerr)
 		}

@@ -435,12 +435,14 @@ func (l *Local) rebalancer(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 		Sessions:  l.sessions(),
 		Self:      l.opt.User,
 		Now:       l.opt.Now,
-		Policy:    f.Inventory().Policy,
+		Policy:    f.Inventory().Policy.Plan,
 		Cluster:   cluster,
 		Rebalance: rebalance,
 		Ledger:    ledgerOf(st),
 		Drains:    drainsOf(st),
-		Rules:     rulesOf(f.Inventory().Policy),
+		Rules:     f.Inventory().Policy.Health,
+		Keep:      f.Inventory().Policy.Keep,
+		LogLimit:  f.Inventory().Policy.LogLimit,
 		Known:     func(h string) bool { _, ok := f.Inventory().Lookup(h); return ok },
 	})
 }
@@ -470,11 +472,6 @@ func listerOf(st control.Store) control.JobLister {
 		return l
 	}
 	return nil
-}
-
-// rulesOf is the host-failure rules of the inventory's policy.
-func rulesOf(p sched.Policy) health.Rules {
-	return health.Rules{DownAfter: p.DownAfter, LostAfter: p.LostAfter}
 }
 
 // pass runs one pass under the pass lock (next to the state file),

@@ -87,7 +87,7 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	if err != nil {
 		return SubmitResult{}, err
 	}
-	if err := l.checkPolicy(f.Inventory().Policy, s); err != nil {
+	if err := l.checkPolicy(f.Inventory().Policy.Plan, s); err != nil {
 		return SubmitResult{}, err
 	}
 	var st control.Store

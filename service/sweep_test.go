@@ -44,7 +44,7 @@ func sshLab(t *testing.T, policy ...sched.Policy) *lab {
 		UserKnownHostsFiles: []string{sshtest.KnownHosts(t, dir, s.KnownHostsLine)}}
 	l := &lab{state: filepath.Join(t.TempDir(), "state.db"), home: s.Home}
 	l.svc = service.New(service.Options{
-		Fleet: fleet.Options{Inventory: &inventory.Inventory{Hosts: []inventory.Host{{Name: "w", ReservePct: 10}}, Policy: append(policy, sched.Policy{})[0]},
+		Fleet: fleet.Options{Inventory: &inventory.Inventory{Hosts: []inventory.Host{{Name: "w", ReservePct: 10}}, Policy: inventory.Policy{Plan: append(policy, sched.Policy{})[0]}},
 			Home: dir, SSH: resolver{"w": settings}, ConnectTimeout: 5 * time.Second},
 		StatePath: l.state, StateExplicit: true, User: "ann",
 		PassWait: 50 * time.Millisecond, // a submit under a held lock queues at once

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/sim/trace"
+	"github.com/gssh/gssh/units"
 )
 
 // Walltime is how a replayed job's walltime (its --timeout) is made from
@@ -30,7 +30,7 @@ type Walltime struct {
 var DefaultWalltime = Walltime{Times: 2}
 
 // ParseWalltime reads --walltime: "exact", "xN" (N times the run time,
-// N ≥ 1), "none", or a duration (sched.ParseWalltime: every job gets it).
+// N ≥ 1), "none", or a duration (units.ParseWalltime: every job gets it).
 func ParseWalltime(s string) (Walltime, error) {
 	switch s {
 	case "exact":
@@ -45,7 +45,7 @@ func ParseWalltime(s string) (Walltime, error) {
 		}
 		return Walltime{Times: f}, nil
 	}
-	d, err := sched.ParseWalltime(s)
+	d, err := units.ParseWalltime(s)
 	if err != nil {
 		return Walltime{}, fmt.Errorf("--walltime %q: give exact, xN (such as x2), none, or a duration such as 24h", s)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/units"
 )
 
 // MaxLabGPUs bounds a simulated lab: far beyond the labs gssh is for, and
@@ -17,7 +18,7 @@ const MaxLabGPUs = 65536
 // ParseLab reads a lab spec: comma-separated groups HOSTSxGPUSxMODEL-MEM,
 // such as "4x8xA100-80G,2x4xRTX4090-24G" (4 hosts of 8 A100s with 80 GiB
 // each, then 2 hosts of 4 RTX 4090s with 24 GiB). MEM is read as --mem is
-// (sched.ParseMem: "80G" is 80 GiB). Hosts are named h000-a100, h001-a100,
+// (units.ParseMem: "80G" is 80 GiB). Hosts are named h000-a100, h001-a100,
 // ..., in the order of the spec, so that name order is creation order;
 // their GPUs are idle and healthy, with UUIDs GPU-<host>-<index>, and each
 // host keeps reservePct percent of every GPU back (0: none). An error says
@@ -61,7 +62,7 @@ func ParseLab(spec string, reservePct float64) ([]sched.Host, error) {
 		if last := memText[len(memText)-1]; last >= '0' && last <= '9' {
 			return bad("the memory " + strconv.Quote(memText) + " has no unit: give it as 80G or 24G")
 		}
-		mem, err := sched.ParseMem(memText)
+		mem, err := units.ParseMem(memText)
 		if err != nil {
 			return bad("the memory " + strconv.Quote(memText) + ": " + err.Error())
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
+	"github.com/gssh/gssh/units"
 )
 
 type cancelOptions struct {
@@ -197,7 +198,7 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 		}
 	}
 	if skipped > 0 {
-		fmt.Fprintf(a.stdout, "%d %s of the arrays given had ended already\n", skipped, plural(skipped, "task", "tasks"))
+		fmt.Fprintf(a.stdout, "%d %s of the arrays given had ended already\n", skipped, units.Plural(skipped, "task", "tasks"))
 	}
 	if freed && ctx.Err() == nil {
 		// What waited for the freed GPUs starts now, not at the next cron

@@ -16,9 +16,9 @@ import (
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/probe"
 	"github.com/gssh/gssh/reap"
-	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
+	"github.com/gssh/gssh/units"
 )
 
 // Bounds of --watch, in seconds: faster than twice a second would only load
@@ -135,7 +135,7 @@ func otherRows(hosts []service.HostGPUs) [][]string {
 				size(p.UsedBytes), cmp.Or(printable(p.Name), "?"), whose(p)})
 		}
 		for _, v := range h.Invisible {
-			rows = append(rows, []string{h.Host, strconv.Itoa(v.GPU), "-", "-", sched.FormatMem(v.Bytes), "-", "memory held by an invisible process"})
+			rows = append(rows, []string{h.Host, strconv.Itoa(v.GPU), "-", "-", units.FormatMem(v.Bytes), "-", "memory held by an invisible process"})
 		}
 	}
 	return rows
@@ -206,7 +206,7 @@ func holdersCell(jobs []service.GPUJob, id string) string {
 		}
 		booked := "excl"
 		if j.BookedBytes > 0 {
-			booked = sched.FormatMem(j.BookedBytes)
+			booked = units.FormatMem(j.BookedBytes)
 		}
 		out = append(out, fmt.Sprintf("%s %s %s", j.Ref(), printable(j.User), booked))
 	}
@@ -277,12 +277,12 @@ func memory(used, total *uint64, state string) string {
 	return size(used) + " / " + size(total)
 }
 
-// size prints bytes as sched.FormatMem does, "?" when unknown.
+// size prints bytes as units.FormatMem does, "?" when unknown.
 func size(b *uint64) string {
 	if b == nil {
 		return "?"
 	}
-	return sched.FormatMem(*b)
+	return units.FormatMem(*b)
 }
 
 func pct(p *int) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,9 +14,9 @@ import (
 
 	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
-	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
+	"github.com/gssh/gssh/units"
 )
 
 // oneJobID accepts exactly one argument, a job id, and says so otherwise.
@@ -140,7 +141,8 @@ func psRun(ctx context.Context, a *app, opts *psOptions) error {
 				for _, f := range doc.Jobs[i : k+1] {
 					idx = append(idx, f.Spec.Array.Task)
 				}
-				id = fmt.Sprintf("%d[%s]", t.Job, ranges(idx))
+				slices.Sort(idx)
+				id = fmt.Sprintf("%d[%s]", t.Job, units.Ranges(idx, 2)) // as squeue writes them: 0-3,7,9-10
 				i = k
 			}
 		}
@@ -171,7 +173,7 @@ func memCell(s job.Spec) string {
 	if s.MemPerGPU == 0 {
 		return "excl"
 	}
-	return sched.FormatMem(s.MemPerGPU)
+	return units.FormatMem(s.MemPerGPU)
 }
 
 // age is how long a queued job waits, or how long a job ran / has run.

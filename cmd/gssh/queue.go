@@ -14,9 +14,9 @@ import (
 
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/job"
-	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
+	"github.com/gssh/gssh/units"
 )
 
 // exitGssh is the exit status of the commands that pass a job's exit
@@ -264,7 +264,7 @@ ever give is refused, as at submit.`,
 				r.Priority = &opts.priority
 			}
 			if fl.Changed("timeout") {
-				d, err := sched.ParseWalltime(opts.timeout)
+				d, err := units.ParseWalltime(opts.timeout)
 				if err != nil {
 					return fmt.Errorf("--timeout: %w", err)
 				}
@@ -379,7 +379,7 @@ func (a *app) printHolds(res []service.HoldResult, arrays map[job.ID]bool, line 
 	defer func() {
 		if skipped > 0 {
 			fmt.Fprintf(a.stderr, "gssh: %d %s of the arrays given %s skipped: %s in no state for it (ended, running, or not held)\n",
-				skipped, plural(skipped, "task", "tasks"), plural(skipped, "was", "were"), plural(skipped, "it was", "they were"))
+				skipped, units.Plural(skipped, "task", "tasks"), units.Plural(skipped, "was", "were"), units.Plural(skipped, "it was", "they were"))
 		}
 	}()
 	for _, r := range res {

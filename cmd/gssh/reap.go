@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gssh/gssh/reap"
-	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
+	"github.com/gssh/gssh/units"
 )
 
 type reapOptions struct {
@@ -104,7 +104,7 @@ func reapRows(doc service.ReapDoc) [][]string {
 				cmp.Or(printable(p.Name), "?"), printable(found), p.Action})
 		}
 		for _, v := range h.Invisible {
-			rows = append(rows, []string{h.Name, strconv.Itoa(v.GPU), "-", "-", sched.FormatMem(v.Bytes), "-",
+			rows = append(rows, []string{h.Name, strconv.Itoa(v.GPU), "-", "-", units.FormatMem(v.Bytes), "-",
 				"memory held by an invisible process (in use, but no process visible: a container or another PID namespace?)", "counted as used, never offered as free"})
 		}
 	}

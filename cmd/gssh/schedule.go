@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gssh/gssh/control"
-	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
+	"github.com/gssh/gssh/units"
 )
 
 type scheduleOptions struct {
@@ -133,13 +133,13 @@ func housekeepingText(hk control.Housekeeping) string {
 	}
 	var parts []string
 	if hk.Moved > 0 {
-		parts = append(parts, fmt.Sprintf("%d job %s older than %s moved to history", hk.Moved, plural(hk.Moved, "record", "records"), sched.FormatAge(hk.KeepJobs)))
+		parts = append(parts, fmt.Sprintf("%d job %s older than %s moved to history", hk.Moved, units.Plural(hk.Moved, "record", "records"), units.FormatAge(hk.KeepJobs)))
 	}
 	for _, d := range hk.Dirs {
-		parts = append(parts, fmt.Sprintf("%d job %s older than %s removed on %s (%s)", d.Removed, plural(d.Removed, "dir", "dirs"), sched.FormatAge(hk.KeepJobDirs), d.Host, bytesText(d.Bytes)))
+		parts = append(parts, fmt.Sprintf("%d job %s older than %s removed on %s (%s)", d.Removed, units.Plural(d.Removed, "dir", "dirs"), units.FormatAge(hk.KeepJobDirs), d.Host, bytesText(d.Bytes)))
 	}
 	if hk.Pruned > 0 {
-		parts = append(parts, fmt.Sprintf("%d fair-share usage %s older than the policy counts pruned", hk.Pruned, plural(hk.Pruned, "entry", "entries")))
+		parts = append(parts, fmt.Sprintf("%d fair-share usage %s older than the policy counts pruned", hk.Pruned, units.Plural(hk.Pruned, "entry", "entries")))
 	}
 	var b strings.Builder
 	if len(parts) > 0 {

@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/units"
 )
 
 type showOptions struct {
@@ -140,15 +140,15 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	if s.CPUs > 0 {
 		cpus := strconv.Itoa(s.CPUs)
 		if len(j.Placement.CPUs) > 0 {
-			cpus += " (pinned to CPUs " + gpuinfo.FormatCPUList(j.Placement.CPUs) + ")"
+			cpus += " (pinned to CPUs " + units.Ranges(j.Placement.CPUs, 2) + ")"
 		}
 		lines = append(lines, [2]string{"cpus", cpus})
 	}
 	if s.HostMem > 0 {
-		lines = append(lines, [2]string{"host mem", sched.FormatMem(s.HostMem)})
+		lines = append(lines, [2]string{"host mem", units.FormatMem(s.HostMem)})
 	}
 	if s.LogLimit > 0 {
-		lines = append(lines, [2]string{"log limit", sched.FormatBytes(s.LogLimit) + " (--log-limit)"})
+		lines = append(lines, [2]string{"log limit", units.FormatBytes(s.LogLimit) + " (--log-limit)"})
 	}
 	if h := j.Housekept; h != nil {
 		lines = append(lines, [2]string{"housekept", housekeptText(*h)})
@@ -212,7 +212,7 @@ func bytesText(b uint64) string {
 	if b < 1<<20 {
 		return fmt.Sprintf("%d KiB", (b+1023)>>10)
 	}
-	return sched.FormatMem(b)
+	return units.FormatMem(b)
 }
 
 // queueLines say what the planner makes of a queued job now: where it

@@ -21,6 +21,7 @@ import (
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/sim"
 	"github.com/gssh/gssh/sim/trace"
+	"github.com/gssh/gssh/units"
 )
 
 type simOptions struct {
@@ -162,7 +163,7 @@ func simRun(ctx context.Context, a *app, opts *simOptions) error {
 	}
 	conv := sim.Convert{FracOf: sim.SmallestGPU(hosts)}
 	if opts.fracOf != "" {
-		if conv.FracOf, err = sched.ParseMem(opts.fracOf); err != nil {
+		if conv.FracOf, err = units.ParseMem(opts.fracOf); err != nil {
 			return fmt.Errorf("--frac-of: %w", err)
 		}
 	}
@@ -184,8 +185,8 @@ func simRun(ctx context.Context, a *app, opts *simOptions) error {
 	if own != nil {
 		for i := range policies {
 			if policies[i].Name == "gssh" {
-				policies[i].Policy, policies[i].About = own.Policy, "the policy: block of "+own.File
-				if d := own.Policy.DefaultTimeout; d > 0 {
+				policies[i].Policy, policies[i].About = own.Policy.Plan, "the policy: block of "+own.File
+				if d := own.Policy.Plan.DefaultTimeout; d > 0 {
 					policies[i].About += fmt.Sprintf(" (its default_timeout %s stops a job without --timeout; --walltime %s sets the others)", d, opts.walltime)
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/units"
 )
 
 // newStateCmd is `gssh state`: backup, check and restore of the state file.
@@ -88,7 +89,7 @@ fair-share ledger). Each problem is one line; any problem exits 3.`,
 				fmt.Fprintf(a.stdout, "%s: problem: %s\n", r.Path, p)
 			}
 			if n := len(r.Problems); n > 0 {
-				return &reported{err: fmt.Errorf("%s: %d %s; restore a backup (gssh state restore), or move it aside to start an empty queue", r.Path, n, plural(n, "problem", "problems")), code: exitState, print: true}
+				return &reported{err: fmt.Errorf("%s: %d %s; restore a backup (gssh state restore), or move it aside to start an empty queue", r.Path, n, units.Plural(n, "problem", "problems")), code: exitState, print: true}
 			}
 			fmt.Fprintf(a.stdout, "%s: ok: schema %d, cluster %s, %s\n", r.Path, r.Schema, r.ClusterID, stateJobs(r.Jobs, r.Active, r.JobSeq))
 			return nil
@@ -175,18 +176,11 @@ func fileSize(n int64) string {
 
 // stateJobs is "12 jobs (3 not ended), job ids handed out up to 14".
 func stateJobs(jobs, active int, seq uint64) string {
-	s := fmt.Sprintf("%d %s (%d not ended)", jobs, plural(jobs, "job", "jobs"), active)
+	s := fmt.Sprintf("%d %s (%d not ended)", jobs, units.Plural(jobs, "job", "jobs"), active)
 	if seq > 0 {
 		s += ", job ids handed out up to " + strconv.FormatUint(seq, 10)
 	}
 	return s
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // exactArgs is cobra.ExactArgs(n) saying what to give.

@@ -15,10 +15,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/units"
 )
 
 type submitOptions struct {
@@ -178,26 +178,26 @@ func memFlag(flag, v string, warn func(string)) (uint64, error) {
 	if v == "" {
 		return 0, nil
 	}
-	m, err := sched.ParseMem(v)
+	m, err := units.ParseMem(v)
 	if err != nil {
 		if hint := map[string]string{"--mem": "leave --mem out to take whole GPUs", "--host-mem": "leave --host-mem out to book no host memory"}[flag]; hint != "" && strings.Contains(err.Error(), "must be more than 0") {
 			return 0, fmt.Errorf("%s: %w (%s)", flag, err, hint)
 		}
 		return 0, fmt.Errorf("%s: %w", flag, err)
 	}
-	if m < 256*sched.MiB && strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
-		warn(fmt.Sprintf("%s %s means %s (a bare number is MiB, as in Slurm); did you mean %sG?", flag, v, sched.FormatMem(m), v))
+	if m < 256*units.MiB && strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
+		warn(fmt.Sprintf("%s %s means %s (a bare number is MiB, as in Slurm); did you mean %sG?", flag, v, units.FormatMem(m), v))
 	}
 	return m, nil
 }
 
 // logLimitFlag reads --log-limit: 0 when not given, else a size as
-// --mem reads it (a bare number is MiB) but to the byte (sched.ParseBytes).
+// --mem reads it (a bare number is MiB) but to the byte (units.ParseBytes).
 func logLimitFlag(v string) (uint64, error) {
 	if v == "" {
 		return 0, nil
 	}
-	n, err := sched.ParseBytes(v)
+	n, err := units.ParseBytes(v)
 	if err != nil {
 		return 0, fmt.Errorf("--log-limit: %w (leave --log-limit out for no cap)", err)
 	}
@@ -278,7 +278,7 @@ func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Locat
 		return s, err
 	}
 	if o.timeout != "" {
-		d, err := sched.ParseWalltime(o.timeout)
+		d, err := units.ParseWalltime(o.timeout)
 		if err != nil {
 			return s, fmt.Errorf("--timeout: %w", err)
 		}
@@ -521,13 +521,8 @@ func arraySummary(tasks []job.Job) string {
 	if len(tasks) == 1 {
 		ids = fmt.Sprintf("job id %d", tasks[0].ID)
 	}
-	return fmt.Sprintf("array %d (tasks %s, %s%s): %s", a.Job, ranges(idx), ids, limit, strings.Join(parts, ", "))
-}
-
-// ranges writes indexes as squeue does: "0-3,7,9-10" (the notation of a
-// Linux CPU list).
-func ranges(idx []int) string {
-	return gpuinfo.FormatCPUList(slices.Sorted(slices.Values(idx)))
+	slices.Sort(idx)
+	return fmt.Sprintf("array %d (tasks %s, %s%s): %s", a.Job, units.Ranges(idx, 2), ids, limit, strings.Join(parts, ", "))
 }
 
 // stateWord is a job's state as gssh ps shows it: "held" for a held

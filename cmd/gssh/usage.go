@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/units"
 
 	"github.com/gssh/gssh/state"
 )
@@ -68,7 +69,7 @@ func usageRun(ctx context.Context, a *app, opts *usageOptions) error {
 			rows[i] = append(rows[i], capsCell(u.Caps))
 		}
 	}
-	period := periodText(time.Duration(doc.PeriodS * float64(time.Second)))
+	period := units.FormatAge(time.Duration(doc.PeriodS * float64(time.Second)))
 	head := []string{"USER", "WEIGHT", "RUNNING", "QUEUED", "GPU-HOURS (" + period + ")", "DECAYED", "SCORE", "SHARE", "FAIR", "RANK"}
 	if capped {
 		head = append(head, "CAPS")
@@ -100,17 +101,6 @@ func num(f float64) string { return strconv.FormatFloat(f, 'g', 3, 64) }
 func hours(h float64) string { return sched.ScoreText(h * 3600) }
 
 func pctOf(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" }
-
-// periodText prints a period in its largest whole unit: 7d, 36h, 90m.
-func periodText(d time.Duration) string {
-	switch {
-	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	case d >= time.Hour && d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	}
-	return short(d)
-}
 
 func gpusWord(n float64) string {
 	if n == 1 {
