@@ -41,7 +41,8 @@ func ParseAge(s string) (time.Duration, error) {
 }
 
 // FormatAge prints an age as ParseAge reads it: whole days or hours as
-// such ("90d", "36h"), else as Go does ("90s", "1h30m0s").
+// such ("90d", "36h"), else as Go does without its zero minutes and
+// seconds ("90s", "1h30m", "45m", "1.5s").
 func FormatAge(d time.Duration) string {
 	switch {
 	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
@@ -49,5 +50,9 @@ func FormatAge(d time.Duration) string {
 	case d >= time.Hour && d%time.Hour == 0:
 		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
 	}
-	return d.String()
+	s := d.String()
+	if m, ok := strings.CutSuffix(s, "m0s"); ok {
+		return m + "m" // whole minutes: "1h30m"; whole hours are above
+	}
+	return s
 }

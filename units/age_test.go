@@ -21,7 +21,7 @@ func TestParseAge(t *testing.T) {
 			t.Errorf("ParseAge(%q) = %v, %v; want an error", in, got, err)
 		}
 	}
-	for d, want := range map[time.Duration]string{90 * day: "90d", 36 * time.Hour: "36h", time.Second: "1s", 90 * time.Minute: "1h30m0s"} {
+	for d, want := range map[time.Duration]string{90 * day: "90d", 36 * time.Hour: "36h", time.Second: "1s", 90 * time.Minute: "1h30m", 45 * time.Minute: "45m", 1500 * time.Millisecond: "1.5s", 61 * time.Minute: "1h1m"} {
 		if got := FormatAge(d); got != want {
 			t.Errorf("FormatAge(%v) = %q, want %q", d, got, want)
 		}
