@@ -85,7 +85,7 @@ type Options struct {
 	// Keep is how long housekeeping keeps ended jobs' records and
 	// directories (the policy's keep_jobs and keep_job_dirs; the zero
 	// value: the defaults).
-	Keep Keep
+	Keep job.Keep
 	// LogLimit caps, in bytes, the log of a job launched without its own
 	// cap (the policy's log_limit, for Spec.LogLimit; 0: none).
 	LogLimit uint64
@@ -161,7 +161,7 @@ type Controller struct {
 	keeper  Keeper
 	remover DirRemover
 	// The policy's settings other than the planner's (Options.Keep, Options.LogLimit):
-	keep            Keep
+	keep            job.Keep
 	defaultLogLimit uint64
 	// Per pass (Pass is not run concurrently on one Controller):
 	health    map[string]health.Host // the host records, as this pass knows them

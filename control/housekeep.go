@@ -15,49 +15,15 @@ import (
 	"github.com/gssh/gssh/state"
 )
 
-// Housekeeping defaults and bounds (the policy's keep_jobs and
-// keep_job_dirs set the ages).
+// Housekeeping bounds (the ages are job.Keep's: the policy's keep_jobs
+// and keep_job_dirs).
 const (
-	// DefaultKeepJobs is how long after its end a job's record stays in
-	// the queue's hot structures before it moves to the history.
-	DefaultKeepJobs = 90 * 24 * time.Hour
-	// DefaultKeepJobDirs is how long after its end a job's directories on
-	// its workers (its log with them) are kept.
-	DefaultKeepJobDirs = 14 * 24 * time.Hour
 	// MaxDirsPerHost is the most job directories one pass removes on one
 	// host (in one command); the rest wait for the next passes.
 	MaxDirsPerHost = 100
 	// dirsScan is the most jobs due for housekeeping one pass looks at.
 	dirsScan = 1000
 )
-
-// Keep is how long housekeeping keeps what an ended job leaves behind:
-// the inventory's policy keep_jobs and keep_job_dirs (Options.Keep). The
-// zero value means the defaults. It lives here, with the housekeeping
-// that reads it, rather than in sched, whose planner never does; the
-// inventory imports control for it (control imports no inventory).
-type Keep struct {
-	// Jobs is how long after its end a job's record stays in the queue's
-	// hot structures before it moves to the history (0 =
-	// DefaultKeepJobs).
-	Jobs time.Duration
-	// JobDirs is how long after its end a job's directories on its
-	// workers (its log with them) are kept (0 = DefaultKeepJobDirs).
-	JobDirs time.Duration
-}
-
-// WithDefaults fills the zero ages of k.
-func (k Keep) WithDefaults() Keep {
-	return Keep{Jobs: cmp.Or(k.Jobs, DefaultKeepJobs), JobDirs: cmp.Or(k.JobDirs, DefaultKeepJobDirs)}
-}
-
-// Check reports an age below 0.
-func (k Keep) Check() error {
-	if k.Jobs < 0 || k.JobDirs < 0 {
-		return errors.New("policy: keep_jobs and keep_job_dirs take a duration more than 0, such as 90d")
-	}
-	return nil
-}
 
 // DirRemover removes the directories of ended jobs' attempts on a host
 // (housekeeping: Options.Remover); launch.Workers is one.

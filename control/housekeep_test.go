@@ -72,7 +72,7 @@ func newKeepRig(t *testing.T) *keepRig {
 		rm: &remover{calls: map[string][][]job.WorkerDir{}, err: map[string]error{}, fail: map[job.WorkerDir]string{}, gone: map[job.WorkerDir]bool{}}, now: t0}
 	ctl, err := control.New(control.Options{Store: k.store, Keeper: k.store, Jobs: k.store, Snapshots: k.lab, Workers: k.workers, Events: k.events, Remover: k.rm,
 		Now: func() time.Time { return k.now }, Known: func(h string) bool { return h != "gone" },
-		Keep: control.Keep{JobDirs: time.Hour, Jobs: 10 * time.Hour}})
+		Keep: job.Keep{JobDirs: time.Hour, Jobs: 10 * time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}

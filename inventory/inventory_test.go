@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/health"
+	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 )
 
@@ -251,7 +251,7 @@ func TestParsePolicy(t *testing.T) {
 			BackfillEstimate: 12 * time.Hour, DefaultTimeout: 24 * time.Hour,
 			Rebalance: true, PreemptAfter: time.Second, MinRuntime: 20 * time.Minute},
 		Health:     health.Rules{DownAfter: 30 * time.Second, LostAfter: 10 * time.Minute},
-		Keep:       control.Keep{Jobs: 30 * 24 * time.Hour, JobDirs: 36 * time.Hour},
+		Keep:       job.Keep{Jobs: 30 * 24 * time.Hour, JobDirs: 36 * time.Hour},
 		KeepEvents: 90 * 24 * time.Hour, LogLimit: 2 << 30}
 	if !reflect.DeepEqual(inv.Policy, want) {
 		t.Errorf("policy:\n got %+v\nwant %+v", inv.Policy, want)

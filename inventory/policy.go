@@ -9,8 +9,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/health"
+	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/units"
 )
@@ -36,7 +36,7 @@ type Policy struct {
 	// Keep is housekeeping's ages (keep_jobs, keep_job_dirs):
 	// control.Options.Keep. The inventory imports control for it;
 	// control imports no inventory.
-	Keep control.Keep
+	Keep job.Keep
 	// KeepEvents is how long the event log keeps its rotated files
 	// (keep_events, at least a day): eventlog.Options.MaxAge (0 =
 	// eventlog.DefaultMaxAge, 30 days).

@@ -61,7 +61,7 @@ const (
 
 // Policy holds the planner's knobs: the settings of the inventory's
 // `policy:` block that Plan reads (the others are their readers': host
-// failure is health.Rules, housekeeping control.Keep, the event log's age
+// failure is health.Rules, housekeeping job.Keep, the event log's age
 // eventlog.Options.MaxAge, the default log cap control.Options.LogLimit;
 // inventory.Policy holds them all). The zero value means DefaultPolicy's
 // values; a knob left empty takes the default. It is no JSON document

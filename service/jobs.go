@@ -163,7 +163,7 @@ func attemptsText(j job.Job) string {
 
 // housekept says why ended job j has no log any more, when housekeeping
 // removed its job directory (or found it gone); nil otherwise.
-func housekept(j job.Job, keep control.Keep) error {
+func housekept(j job.Job, keep job.Keep) error {
 	h := j.Housekept
 	switch {
 	case h == nil:
