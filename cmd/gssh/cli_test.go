@@ -160,6 +160,11 @@ func testClock(t *testing.T, at time.Time) map[string]string {
 func TestScripts(t *testing.T) {
 	t.Parallel() // beside this package's other sshd tests
 	sshtest.RequireSSHD(t)
+	for name := range raceScripts {
+		if _, err := os.Stat(filepath.Join("testdata", "script", name+".txtar")); err != nil {
+			t.Fatalf("raceScripts names %s: %v", name, err)
+		}
+	}
 	clockEnv := testClock(t, testNow(t))
 	plainBin := buildGssh(t)
 	root, err := filepath.Abs("../..")
