@@ -10,7 +10,7 @@ PKGS     := ./...
 CGO_CFLAGS ?= -Wno-deprecated-declarations
 export CGO_CFLAGS
 
-.PHONY: all build helper plot test vet fmt-check tidy-check unit bench fuzz gpu-test clean
+.PHONY: all build helper plot test test-clock vet fmt-check tidy-check unit bench fuzz gpu-test clean
 
 all: build helper plot
 
@@ -34,6 +34,13 @@ test: fmt-check vet tidy-check unit
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+
+# The CLI scripts at 23:30 and at 00:30 UTC on gssh's clock (the test
+# build's GSSH_TEST_CLOCK, set from GSSH_TEST_NOW): no script may depend
+# on the time of day it runs at.
+test-clock:
+	GSSH_TEST_NOW=$$(date -u +%Y-%m-%dT23:30:00Z) $(GO) test -count=1 -tags gssh_testclock -run TestScripts ./cmd/gssh/
+	GSSH_TEST_NOW=$$(date -u -d tomorrow +%Y-%m-%dT00:30:00Z) $(GO) test -count=1 -tags gssh_testclock -run TestScripts ./cmd/gssh/
 
 vet:
 	$(GO) vet $(PKGS)

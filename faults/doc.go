@@ -10,6 +10,11 @@
 //     in the state, and that a few clean passes end every job. Its cycle
 //     count is GSSH_CRASH_CYCLES (CI runs fewer; bench/crash.sh runs 200)
 //     and its random choices come from GSSH_CRASH_SEED (printed on failure).
+//   - TestInterruptedController sends SIGINT and SIGTERM to `gssh submit`
+//     and `gssh schedule` at points across their run (fractions of what
+//     each took when left alone), then checks that every process of the
+//     queue's jobs on the worker is a running job's current attempt and
+//     that cancelling every job leaves none.
 //   - TestStateDiskFull puts the state file on a small tmpfs, fills it, and
 //     checks that commands fail saying so, that nothing stored is lost or
 //     damaged, and that gssh works again once there is room.

@@ -266,3 +266,13 @@ func (p *proc) wait() result {
 	<-p.done
 	return p.res
 }
+
+// signal sends sig to p (the process alone), unless it has exited.
+func (p *proc) signal(sig syscall.Signal) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(sig) // through a pidfd: never to a pid reused meanwhile
+}

@@ -332,7 +332,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 				return
 			}
 			mu.Lock()
-			due := time.Until(running.StartedAt.Add(w)) + time.Second
+			due := running.StartedAt.Add(w).Sub(l.opt.Now()) + time.Second // StartedAt is on opt.Now's clock
 			mu.Unlock()
 			for {
 				select {

@@ -8,7 +8,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/eventlog"
@@ -148,7 +147,7 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		}
 		dry := job.Job{ID: dryRunID, User: l.opt.User, Spec: s}
 		if r.Hold {
-			dry.Hold = &job.Hold{By: l.opt.User, At: time.Now()}
+			dry.Hold = &job.Hold{By: l.opt.User, At: l.opt.Now()}
 		}
 		if len(r.Array) > 0 { // a dry run plans the array's first task
 			dry.Spec.Array = &job.ArrayTask{Job: dryRunID, Task: r.Array[0], Tasks: len(r.Array), Limit: r.ArrayLimit}
@@ -163,7 +162,7 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 
 	queued := job.Job{User: l.opt.User, Spec: s, Reason: "waiting for the first scheduling pass"}
 	if r.Hold {
-		queued.Hold = &job.Hold{By: l.opt.User, At: time.Now()}
+		queued.Hold = &job.Hold{By: l.opt.User, At: l.opt.Now()}
 	}
 	var j job.Job
 	var tasks []job.Job

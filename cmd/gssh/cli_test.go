@@ -1,12 +1,16 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -14,10 +18,80 @@ import (
 	"github.com/gssh/gssh/sshexec/sshtest"
 )
 
+// TestMain makes this test binary the command gssh of the scripts in
+// raceScripts (testscript.Main: built as `go test` builds it, with -race
+// under make test); the other scripts run a gssh built once, without
+// -race (see TestScripts).
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(parallelM{m, scriptParallel}, map[string]func(){
 		"gssh": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ())) },
 	})
+}
+
+// scriptParallel is how many tests of this package run at once unless
+// -parallel says: the scripts and the sshd tests mostly wait (on sshd,
+// on jobs, on probe timeouts), so more than the cores' count.
+const scriptParallel = 8
+
+// parallelM runs the tests with -parallel n unless it was given.
+type parallelM struct {
+	m *testing.M
+	n int
+}
+
+func (p parallelM) Run() int {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(p.n)); err != nil {
+			panic(err)
+		}
+	}
+	return p.m.Run()
+}
+
+// raceScripts are the scripts whose gssh is this test binary, and why:
+// what they run concurrently within one gssh process is where a data
+// race would be (the packages' own tests run under -race as well). Each
+// of their gssh processes starts and exits slower than the plain build's.
+var raceScripts = map[string]string{
+	"run":  "gssh run: the signal relay, stdin and the output streams, the pty, the keeper, a walltime pass, all at once",
+	"gpus": "the whole fleet probed at once: a goroutine and an SSH connection per host, over the sshexec pool",
+	"jobs": "logs -f: the log streamed while the job runs; cancel's grace",
+}
+
+// buildGssh builds gssh as `make build` does (static, no cgo), with the
+// test clock (-tags gssh_testclock: testclock.go), into a directory of
+// its own, and returns that directory.
+func buildGssh(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "gssh_testclock", "-o", filepath.Join(dir, "gssh"), ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/gssh: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// testNow is the time of day the scripts run at, from $GSSH_TEST_NOW
+// (RFC 3339, such as 2026-12-02T23:30:00Z; make test-clock); the zero
+// time when unset: the machine's clock.
+func testNow(t *testing.T) time.Time {
+	t.Helper()
+	s := os.Getenv("GSSH_TEST_NOW")
+	if s == "" {
+		return time.Time{}
+	}
+	at, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatalf("GSSH_TEST_NOW=%q: give an RFC 3339 time, such as 2026-12-02T23:30:00Z: %v", s, err)
+	}
+	if !testClockBuilt {
+		t.Fatalf("GSSH_TEST_NOW=%s: the scripts in raceScripts run this test binary, which has no test clock: go test -tags gssh_testclock", s)
+	}
+	return at
 }
 
 // fleetHost is one test host: a real sshd whose nvidia-smi replays a
@@ -55,12 +129,44 @@ var testFleet = []fleetHost{
 	{name: "oldsmi", fixture: "v100-r418", driver: "418"},
 }
 
+// testClock is the scripts' environment that sets their clock to at
+// (nil when at is zero): the suite starts at that time on gssh's clock
+// (GSSH_TEST_CLOCK, testclock.go), which then runs on at the machine's
+// rate. The local host is the controller's own machine, whose clock it
+// shares: the script's processes (ctl's shells and jobs among them) run
+// on the same shifted clock through libfaketime. The sshd hosts keep the
+// real time, as workers whose clocks are off do.
+func testClock(t *testing.T, at time.Time) map[string]string {
+	t.Helper()
+	if at.IsZero() {
+		return nil
+	}
+	offset := time.Until(at).Round(time.Second)
+	env := sshtest.SkewedClock(t, fmt.Sprintf("%+d", int64(offset/time.Second)))
+	env["GSSH_TEST_CLOCK"] = offset.String()
+	t.Logf("the scripts run at %s on gssh's clock (GSSH_TEST_CLOCK=%s)", at.Format(time.RFC3339), offset)
+	return env
+}
+
 // TestScripts runs testdata/script/*.txtar against a fleet of real OpenSSH
 // hosts on loopback. Each script gets $INV (an inventory of every host),
 // $SSHCFG (the ssh_config reaching them) and HOME with the key and
 // known_hosts.
+//
+// The scripts run in parallel (as many at once as -parallel allows: make
+// test gives 8; they mostly wait on sshd, jobs and timeouts). Each waits
+// for what it needs (waitfor) rather than sleeping. Every script's times
+// are UTC (TZ), and $GSSH_TEST_NOW sets the time of day they run at.
 func TestScripts(t *testing.T) {
+	t.Parallel() // beside this package's other sshd tests
 	sshtest.RequireSSHD(t)
+	for name := range raceScripts {
+		if _, err := os.Stat(filepath.Join("testdata", "script", name+".txtar")); err != nil {
+			t.Fatalf("raceScripts names %s: %v", name, err)
+		}
+	}
+	clockEnv := testClock(t, testNow(t))
+	plainBin := buildGssh(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +186,7 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
-		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"pty": ptyCmd, "boltput": boltPutCmd, "boltdamage": boltDamageCmd},
+		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"pty": ptyCmd, "boltput": boltPutCmd, "boltdamage": boltDamageCmd, "waitfor": waitforCmd},
 		Setup: func(e *testscript.Env) error {
 			home := filepath.Join(e.WorkDir, "home")
 			sshDir := filepath.Join(home, ".ssh")
@@ -102,8 +208,22 @@ func TestScripts(t *testing.T) {
 			e.Setenv("INV", filepath.Join(e.WorkDir, "hosts.yaml"))
 			e.Setenv("SSH_AUTH_SOCK", "")
 			e.Setenv("GSSH_INVENTORY", "")
-			// The local host `ctl` probes through the same fake.
-			e.Setenv("PATH", withSMI+":"+os.Getenv("PATH"))
+			// gssh: the plain build first, or (raceScripts) this test
+			// binary, which testscript.Main put first on PATH. The local
+			// host `ctl` probes through the same fake nvidia-smi.
+			path := withSMI + ":" + os.Getenv("PATH")
+			if _, race := raceScripts[strings.TrimPrefix(filepath.Base(e.WorkDir), "script-")]; race {
+				// The race runtime waits 1 s at every exit for reports
+				// to come in: 10 ms is enough for a command that ended.
+				e.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=10"))
+			} else {
+				path = plainBin + ":" + path
+			}
+			e.Setenv("PATH", path)
+			e.Setenv("TZ", "UTC")
+			for k, v := range clockEnv {
+				e.Setenv(k, v)
+			}
 			e.Setenv("GSSH_FAKE_SMI_DIR", filepath.Join(fixtures, "a100x4"))
 			e.Setenv("GSSH_CLAIMS_DIR", filepath.Join(e.WorkDir, "ctl-claims")) // ctl's GPU claims: the script's own
 			e.Setenv("FIXTURES", fixtures)

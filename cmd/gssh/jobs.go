@@ -77,7 +77,7 @@ jobs that ended; --since 30d the jobs active since then.`,
 		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if c.Flags().Changed("since") {
-				if _, err := sinceFlag(opts.since, time.Now()); err != nil { // before anything is read
+				if _, err := sinceFlag(opts.since, a.now()); err != nil { // before anything is read
 					return err
 				}
 				opts.all = true

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -54,7 +53,7 @@ and the host must have fs.protected_hardlinks=1 (else it refuses, exit 3).`,
 					}
 				}
 			}
-			lines, err := service.LabInit(file, time.Now)
+			lines, err := service.LabInit(file, a.now)
 			for _, l := range lines {
 				fmt.Fprintln(a.stdout, l)
 			}

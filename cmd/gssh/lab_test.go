@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -48,6 +50,27 @@ type sharedLab struct {
 	alice, bob, pass         *labUser
 }
 
+// labCount counts the shared labs this test binary made (their names'
+// last letter).
+var labCount atomic.Int32
+
+// accountsMu keeps the shared-lab tests' useradd, userdel, groupadd and
+// groupdel one at a time: run at once, they fail to lock /etc/passwd.
+var accountsMu sync.Mutex
+
+// accounts runs one of them (a tool managing OS users and groups),
+// failing t if it fails; t nil (a cleanup) ignores the failure.
+func accounts(t *testing.T, tool string, args ...string) {
+	accountsMu.Lock()
+	defer accountsMu.Unlock()
+	if t == nil {
+		exec.Command(tool, args...).Run()
+		return
+	}
+	t.Helper()
+	mustRun(t, "", tool, args...)
+}
+
 // newSharedLab sets up a shared lab, or skips the test where it cannot
 // (not root, no useradd): under CI=true it fails instead. Its inventory
 // inv has TestSharedLab's policy (alice weight 1 and admin, bob weight 2).
@@ -77,10 +100,11 @@ func newSharedLab(t *testing.T) *sharedLab {
 	bin := filepath.Join(root, "gssh")
 	mustRun(t, "", "go", "build", "-o", bin, ".")
 
-	tag := fmt.Sprintf("gl%d", os.Getpid()%100000)
+	// Each lab its own names: the shared-lab tests run in parallel.
+	tag := fmt.Sprintf("gl%d%c", os.Getpid()%100000, 'a'+labCount.Add(1)-1)
 	group := tag + "g"
-	mustRun(t, "", "groupadd", group)
-	t.Cleanup(func() { exec.Command("groupdel", group).Run() })
+	accounts(t, "groupadd", group)
+	t.Cleanup(func() { accounts(nil, "groupdel", group) })
 	g, err := user.LookupGroup(group)
 	if err != nil {
 		t.Fatal(err)
@@ -121,8 +145,8 @@ func newSharedLab(t *testing.T) *sharedLab {
 	for _, role := range []string{"a", "b", "p"} {
 		name := tag + role
 		home := filepath.Join(root, "home-"+name)
-		mustRun(t, "", "useradd", "-M", "-d", home, "-s", "/bin/sh", "-p", "*", "-G", group, name)
-		t.Cleanup(func() { exec.Command("userdel", name).Run() })
+		accounts(t, "useradd", "-M", "-d", home, "-s", "/bin/sh", "-p", "*", "-G", group, name)
+		t.Cleanup(func() { accounts(nil, "userdel", name) })
 		u, err := user.Lookup(name)
 		if err != nil {
 			t.Fatal(err)
@@ -260,6 +284,7 @@ func skipOutsideCI(t *testing.T, format string, args ...any) {
 // carry out a member's cancel, and the state file and pass lock stay
 // 0660 in the lab's setgid group directory.
 func TestSharedLab(t *testing.T) {
+	t.Parallel() // beside the scripts: it mostly waits on its jobs
 	l := newSharedLab(t)
 	alice, bob, pass := l.alice, l.bob, l.pass
 	bin, work, group, gid, tag := l.bin, l.work, l.group, l.gid, l.tag

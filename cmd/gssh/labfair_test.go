@@ -38,6 +38,7 @@ import (
 // out at 2.3 in this test. A walltime near the run time is what users
 // are asked to give, and keeps the lead to a few % of the period's use here.
 func TestSharedLabFairShare(t *testing.T) {
+	t.Parallel() // beside the scripts: it mostly waits on its jobs
 	l := newSharedLab(t)
 	for _, tc := range []struct {
 		name       string

@@ -66,6 +66,7 @@ func (v victimFile) same(t *testing.T, after string) {
 // member's copy of the lab inventory naming themselves pass_user is not
 // used. gssh lab init is idempotent.
 func TestSharedLabSwaps(t *testing.T) {
+	t.Parallel() // beside the scripts: it mostly waits on its jobs
 	l := newSharedLab(t)
 	alice, bob, pass := l.alice, l.bob, l.pass
 	root := &labUser{name: "root", home: l.root}
@@ -207,6 +208,7 @@ func TestSharedLabSwaps(t *testing.T) {
 // with a link is used as it is. No member can link the pass account's
 // private file in (the kernel refuses).
 func TestSharedLabHardLinks(t *testing.T) {
+	t.Parallel() // beside the scripts: it mostly waits on its jobs
 	l := newSharedLab(t)
 	alice, bob, pass := l.alice, l.bob, l.pass
 	dir := l.stateDir

@@ -45,10 +45,7 @@ func ptyCmd(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	c := exec.Command(path, args[2:]...)
 	c.Dir = ts.Getenv("WORK")
-	for _, k := range []string{"PATH", "HOME", "GSSH_STATE", "GSSH_INVENTORY", "GSSH_FAKE_SMI_DIR", "GSSH_CLAIMS_DIR", "LD_LIBRARY_PATH", "SSH_AUTH_SOCK"} {
-		c.Env = append(c.Env, k+"="+ts.Getenv(k))
-	}
-	c.Env = append(c.Env, "TERM=xterm")
+	c.Env = append(scriptEnv(ts), "TERM=xterm")
 	f, err := pty.StartWithSize(c, &pty.Winsize{Rows: 24, Cols: uint16(cols)})
 	ts.Check(err)
 	defer f.Close()

@@ -142,12 +142,18 @@ func (a *app) getenv(k string) string { return a.env[k] }
 
 // Main runs gssh with args and returns the exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, env: map[string]string{}, environ: environ, now: time.Now}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, env: map[string]string{}, environ: environ}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			a.env[k] = v
 		}
 	}
+	now, err := clockOf(a.env)
+	if err != nil {
+		fmt.Fprintln(stderr, "gssh:", err)
+		return 1
+	}
+	a.now = now
 	if f, ok := stdout.(*os.File); ok {
 		a.tty = term.IsTerminal(int(f.Fd()))
 	}
@@ -285,6 +291,7 @@ func (a *app) service() service.Service {
 				HelperPath:     a.getenv("GSSH_HELPER"),
 				CacheDir:       a.cacheDir(home),
 				Warn:           func(s string) { fmt.Fprintln(a.stderr, "gssh:", s) },
+				Now:            a.now,
 			},
 			StatePath:     a.statePath(),
 			StateExplicit: a.stateFile != "" || a.getenv("GSSH_STATE") != "",
@@ -294,6 +301,7 @@ func (a *app) service() service.Service {
 			User:          a.localUser(),
 			Owner:         a.localUser(), // personal mode: the queue is the user's own
 			ProbeTimeout:  a.probeTimeout,
+			Now:           a.now,
 			LabInventory:  service.DefaultLabInventory,
 		})
 	}

@@ -75,7 +75,7 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 	if opts.environ == nil {
 		opts.environ = a.environ
 	}
-	req, err := opts.request(func(w string) { fmt.Fprintln(a.stderr, "gssh: warning:", w) })
+	req, err := opts.request(func(w string) { fmt.Fprintln(a.stderr, "gssh: warning:", w) }, a.now())
 	if err != nil {
 		return fail(err)
 	}

@@ -41,6 +41,7 @@ func fakeSMIBin(t *testing.T, root string) string {
 // the worker's own walltime stop ends it at 3 s, with no pass running,
 // and the next pass records it), and the fair-share usage.
 func TestClockSkew(t *testing.T) {
+	t.Parallel() // beside the scripts: it mostly waits on its jobs
 	sshtest.RequireSSHD(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {

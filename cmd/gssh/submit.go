@@ -223,10 +223,11 @@ func (o *submitOptions) spec(warn func(string)) (job.Spec, error) {
 	return o.specAt(warn, time.Now(), time.Local)
 }
 
-// request is the whole submit request of the flags: the spec, the
-// dependencies by name, the array.
-func (o *submitOptions) request(warn func(string)) (service.SubmitRequest, error) {
-	s, err := o.spec(warn)
+// request is the whole submit request of the flags at now (gssh's
+// clock, which --begin now+1h counts from): the spec, the dependencies
+// by name, the array.
+func (o *submitOptions) request(warn func(string), now time.Time) (service.SubmitRequest, error) {
+	s, err := o.specAt(warn, now, time.Local)
 	if err != nil {
 		return service.SubmitRequest{}, err
 	}
@@ -332,7 +333,7 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 	if opts.environ == nil {
 		opts.environ = a.environ
 	}
-	req, err := opts.request(func(w string) { fmt.Fprintln(a.stderr, "gssh: warning:", w) })
+	req, err := opts.request(func(w string) { fmt.Fprintln(a.stderr, "gssh: warning:", w) }, a.now())
 	if err != nil {
 		return err
 	}
