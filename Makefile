@@ -55,7 +55,9 @@ tidy-check:
 # Benchmarks: Go benchmarks (parser, placement, probe sources over sshd), the
 # simulator's whole-trace replays (their figures and digests checked: too
 # long for `make test`, which replays excerpts), the fan-out comparison with
-# pdsh and an ssh loop, and submit-to-running.
+# pdsh and an ssh loop, submit-to-running, and the long versions of the
+# kill sweeps `make test` runs short (the controller-crash soak, the
+# interrupt sweep of submit and schedule).
 # Needs openssh-server, pdsh and hyperfine.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./probe/ ./sched/
@@ -64,6 +66,8 @@ bench: build
 	bash bench/probe.sh
 	bash bench/gpus.sh
 	bash bench/submit.sh
+	bash bench/crash.sh
+	GSSH_SWEEP_ROUNDS=20 $(GO) test -count=1 -run '^TestInterruptSweep$$' ./service/
 
 # Each fuzz target for FUZZ_TIME.
 fuzz:

@@ -24,11 +24,11 @@ import (
 	"github.com/gssh/gssh/state"
 )
 
-// Cycle counts of TestControllerCrash: GSSH_CRASH_CYCLES wins; CI runs
-// ciCycles (about a minute on a 2-core machine under -race), -short
-// fewer; bench/crash.sh runs 200.
+// Cycle counts of TestControllerCrash: GSSH_CRASH_CYCLES wins; make test
+// runs ciCycles (about 20 s on a 2-core machine under -race), -short
+// fewer; make bench (bench/crash.sh) runs 200.
 const (
-	ciCycles    = 100
+	ciCycles    = 30
 	shortCycles = 12
 )
 
