@@ -232,7 +232,9 @@ func TestSimFlags(t *testing.T) {
 	with := func(f func(*simOptions)) simOptions { o := base; f(&o); return o }
 	flagTable(t, func(runF func(*simOptions) error) *cobra.Command { return newSimCmd(testApp(), runF) }, []flagCase[simOptions]{
 		{args: []string{"--trace", "t.csv", "--lab", "2x8xV100-32G", "--users", "20", "--load", "1.3", "--plot", "p.svg", "-q"},
-			want: with(func(o *simOptions) { o.trace, o.lab, o.users, o.load, o.plot, o.quiet = "t.csv", "2x8xV100-32G", 20, 1.3, "p.svg", true })},
+			want: with(func(o *simOptions) {
+				o.trace, o.lab, o.users, o.load, o.plot, o.quiet = "t.csv", "2x8xV100-32G", 20, 1.3, "p.svg", true
+			})},
 		{args: []string{"--trace", "t.csv", "--lab", "l.json", "--reserve", "5"},
 			want: with(func(o *simOptions) { o.trace, o.lab, o.reserve, o.reserveSet = "t.csv", "l.json", 5, true })},
 		{args: []string{"--lab", "1x1xA100-80G"}, refused: "--trace: give the trace file"},

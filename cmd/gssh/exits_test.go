@@ -18,8 +18,8 @@ import (
 // exitUnreached is the exit statuses a command's help lists that no test
 // makes it return, each with why ("COMMAND CODE": why).
 var exitUnreached = map[string]string{
-	"gssh sim 130": "a replay of the test traces ends before a signal could be sure to find it running",
-	"gssh sim 143": "as 130",
+	"gssh sim 130":    "a replay of the test traces ends before a signal could be sure to find it running",
+	"gssh sim 143":    "as 130",
 	"gssh lab init 0": "it sets up a lab as root (a group, the state directory): TestSharedLab runs it, not a script",
 	"gssh lab init 3": "as 0: it refuses a lab inventory others may write, or fs.protected_hardlinks=0, as root",
 }
