@@ -247,7 +247,7 @@ func signalNumber(name string) int {
 // file, Main appends a line "COMMAND\tCODE" to it as it returns (COMMAND
 // the command path, "gssh ps"; CODE the exit status, or "job" for a job's
 // status passed through), so that a test can check each command's help
-// lists what it returns (see exitsTest). Only the tests set it; a line
+// lists what it returns (see exits_test.go). Only the tests set it; a line
 // that cannot be written is dropped.
 const exitLogEnv = "GSSH_TEST_EXIT_LOG"
 
