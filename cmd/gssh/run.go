@@ -40,8 +40,8 @@ stopped and its GPUs freed. The flags are submit's, less --array, --hold,
 		Example: `  gssh run -- nvidia-smi
   gssh run --pty --gpus 2 --mem 20G -- bash
   gssh run --host gpu01 -- python eval.py < inputs.txt > scores.txt`,
-		Annotations: exits(exitLine{exitJob, `the job's, as ssh passes it: its exit status, 128 + N when signal N
-ended it, 124 at its walltime; 1 when it ended without running`},
+		Annotations: exits(exitLine{exitJob, fmt.Sprintf(`the job's, as ssh passes it: its exit status, %d + N when signal N
+ended it, %d at its walltime; %d when it ended without running`, jobExitSignal, jobExitTimeout, jobExitFailed)},
 			exitLine{exitGssh, "gssh itself failed (a bad flag, the state unreadable, the connection lost)"},
 			exitLine{exitSignal, "interrupted (Ctrl-C while it waits, three Ctrl-C, ~.): the job is cancelled"},
 			exitLine{exitTerm, "terminated (SIGTERM): the job is cancelled"}),
