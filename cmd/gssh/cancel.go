@@ -59,7 +59,7 @@ than 10. A job that had already ended keeps how it ended.`,
 		Example: `  gssh cancel 7 8
   gssh cancel --mine --job-state queued
   gssh cancel --force 9      # its host is down`,
-		Annotations: exits(exitLineUsage, exitLineJobHost, exitLineState),
+		Annotations: exits(usageExit, jobHostExit, stateExit, signalExit, termExit),
 		Args: func(c *cobra.Command, args []string) error {
 			sel := opts.user != "" || opts.mine || opts.jobState != ""
 			switch {
@@ -165,7 +165,6 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 	}
 	skipped := 0
 	var errs []error
-	code := exitOK
 	freed := false
 	for _, id := range opts.ids {
 		// One pass after the last: a pass after each would start the next
@@ -186,7 +185,6 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 		case err != nil:
 			fmt.Fprintln(a.stderr, "gssh:", err)
 			errs = append(errs, err)
-			code = max(code, exitCode(err))
 		case res.Recorded:
 			fmt.Fprintf(a.stdout, "job %s: cancel recorded; the next pass stops it\n", name)
 		case opts.force:
@@ -217,5 +215,5 @@ func cancelRun(ctx context.Context, a *app, opts *cancelOptions) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return &reported{err: errors.Join(errs...), code: code}
+	return &several{errs: errs}
 }

@@ -182,6 +182,7 @@ func TestScripts(t *testing.T) {
 	key := sshtest.NewKey(t, dir, "")
 	stranger := sshtest.NewKey(t, "", "")
 	encrypted := sshtest.NewKey(t, "", "passphrase")
+	exitLog := exitLogFor(t) // each command's exits, checked against its --help once the scripts are done
 
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
@@ -231,6 +232,7 @@ func TestScripts(t *testing.T) {
 			e.Setenv("HELPERBIN", helperBin)
 			e.Setenv("GSSH_PLOT", plotBin)
 			e.Setenv("LD_LIBRARY_PATH", lib)
+			e.Setenv(exitLogEnv, exitLog)
 			return nil
 		},
 	})

@@ -15,10 +15,6 @@ import (
 	"github.com/gssh/gssh/state"
 )
 
-// exitTimedOut is gssh drain --wait's exit status when --timeout ran out
-// with jobs still on the hosts: 124, as timeout(1) exits.
-const exitTimedOut = 124
-
 type drainOptions struct {
 	hosts    []string
 	reason   string
@@ -45,8 +41,8 @@ a terminal, a progress line on stderr); --timeout gives up with exit 124.`,
 		Example: `  gssh drain gpu01 --reason "driver upgrade"
   gssh drain gpu01 gpu02 --at "tomorrow 08:00" --reason "PSU swap"
   gssh drain gpu01 --wait --timeout 2h && ssh gpu01 sudo reboot`,
-		Annotations: exits(exitLineUsage, exitLineState,
-			"124  --wait --timeout ran out with gssh jobs still on the hosts"),
+		Annotations: exits(usageExit, stateExit,
+			exitLine{exitTimedOut, "--wait --timeout ran out with gssh jobs still on the hosts"}, signalExit, termExit),
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return errors.New("give the hosts to drain (gssh hosts lists them)")
@@ -148,7 +144,7 @@ func drainedLine(h service.HostDrain, now time.Time) string {
 
 // drainWait waits until no gssh job holds GPUs on hosts, running a pass
 // every interval; after timeout (0: none) it gives up, naming the jobs
-// left, with exit 124. On a terminal a bar on stderr counts the jobs
+// left, as a *timedOut (exit 124). On a terminal a bar on stderr counts the jobs
 // gone; quiet: nothing on stderr but errors.
 func drainWait(ctx context.Context, a *app, hosts []string, interval, timeout time.Duration, quiet bool) error {
 	var deadline time.Time
@@ -203,7 +199,7 @@ func drainWait(ctx context.Context, a *app, hosts []string, interval, timeout ti
 		if !deadline.IsZero() {
 			remaining := deadline.Sub(a.now())
 			if remaining <= 0 {
-				return &reported{err: fmt.Errorf("--timeout %s ran out: %s still on %s: %s", timeout, jobCount(len(jobs)), where, jobList(jobs)), code: exitTimedOut, print: true}
+				return &timedOut{fmt.Errorf("--timeout %s ran out: %s still on %s: %s", timeout, jobCount(len(jobs)), where, jobList(jobs))}
 			}
 			wait = min(wait, remaining)
 		}
@@ -232,7 +228,12 @@ func jobList(jobs []job.Job) string {
 	return strings.Join(parts, ", ")
 }
 
-func newResumeCmd(a *app) *cobra.Command {
+type resumeOptions struct {
+	hosts []string
+}
+
+func newResumeCmd(a *app, runF func(*resumeOptions) error) *cobra.Command {
+	opts := &resumeOptions{}
 	return &cobra.Command{
 		Use:   "resume HOST...",
 		Short: "Lift gssh drain's drain of hosts: they take new jobs again",
@@ -242,7 +243,7 @@ the hosts take jobs from the next pass. A host gssh drain did not drain
 file and line the error names) is an error, and no host is resumed.`,
 		Example: `  gssh resume gpu01
   gssh resume gpu01 gpu02`,
-		Annotations: exits(exitLineUsage, exitLineState),
+		Annotations: exits(usageExit, stateExit, signalExit, termExit),
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return errors.New("give the hosts to resume (gssh hosts shows the drained ones)")
@@ -250,21 +251,30 @@ file and line the error names) is an error, and no host is resumed.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			res, err := a.service().Resume(c.Context(), args)
-			if err != nil {
-				return interrupted(c.Context(), err)
+			opts.hosts = args
+			if runF != nil {
+				return runF(opts)
 			}
-			now := a.now()
-			for _, h := range res.Hosts {
-				s := fmt.Sprintf("%s resumed (it was %s): it takes new jobs from the next pass", h.Host, drainWords(h.Drain, now))
-				if h.Inventory != "" {
-					s = fmt.Sprintf("%s resumed from gssh drain (it was %s), but the inventory still drains it (%s: drain: true): set drain: false there for it to take jobs", h.Host, drainWords(h.Drain, now), h.Inventory)
-				}
-				fmt.Fprintln(a.stdout, s)
-			}
-			return nil
+			return resumeRun(c.Context(), a, opts)
 		},
 	}
+}
+
+// resumeRun is gssh resume; see newResumeCmd.
+func resumeRun(ctx context.Context, a *app, opts *resumeOptions) error {
+	res, err := a.service().Resume(ctx, opts.hosts)
+	if err != nil {
+		return interrupted(ctx, err)
+	}
+	now := a.now()
+	for _, h := range res.Hosts {
+		s := fmt.Sprintf("%s resumed (it was %s): it takes new jobs from the next pass", h.Host, drainWords(h.Drain, now))
+		if h.Inventory != "" {
+			s = fmt.Sprintf("%s resumed from gssh drain (it was %s), but the inventory still drains it (%s: drain: true): set drain: false there for it to take jobs", h.Host, drainWords(h.Drain, now), h.Inventory)
+		}
+		fmt.Fprintln(a.stdout, s)
+	}
+	return nil
 }
 
 // drainWords says who drained a host, since or from when, and why, in

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -40,8 +39,7 @@ func TestDrainWait(t *testing.T) {
 		a, _, _ = fakeApp(svc)
 		start = time.Now()
 		err := drainWait(context.Background(), a, []string{"a100"}, 5*time.Second, 12*time.Second, false)
-		var rep *reported
-		if !errors.As(err, &rep) || rep.code != exitTimedOut || err.Error() != "--timeout 12s ran out: 1 gssh job still on a100: 3 (alice, running on a100)" {
+		if exitCode(err) != exitTimedOut || err.Error() != "--timeout 12s ran out: 1 gssh job still on a100: 3 (alice, running on a100)" {
 			t.Errorf("timeout: %v", err)
 		}
 		if waited := time.Since(start); waited != 12*time.Second {

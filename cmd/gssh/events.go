@@ -36,7 +36,7 @@ kinds and fields: docs/operating.md.`,
   gssh events --user ann --since 7d
   gssh events --since 2026-11-30 --kind job_end --json | jq -r .user | sort | uniq -c
   gssh events --kind host_down,host_up --since 24h`,
-		Annotations: exits(exitLineUsage),
+		Annotations: exits(usageExit, signalExit, termExit),
 		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.sinceSet = c.Flags().Changed("since")

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/service"
 )
 
 // run executes cmd with args the way Main does, without a service.
@@ -25,7 +26,7 @@ func run(t *testing.T, cmd *cobra.Command, args ...string) error {
 }
 
 func testApp() *app {
-	return &app{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, env: map[string]string{}}
+	return &app{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, env: map[string]string{}, now: time.Now}
 }
 
 // Flags reach each command's options; bad values are refused before
@@ -75,34 +76,76 @@ func TestSubmitWorkdir(t *testing.T) {
 	}
 }
 
-func TestJobCommandFlags(t *testing.T) {
+func TestCancelFlags(t *testing.T) {
+	newCmd := func(runF func(*cancelOptions) error) *cobra.Command { return newCancelCmd(testApp(), runF) }
+	grace := service.DefaultGrace
+	flagTable(t, newCmd, []flagCase[cancelOptions]{
+		{args: []string{"--grace", "2s", "3", "#4"}, want: cancelOptions{names: []string{"3", "#4"}, grace: 2 * time.Second}},
+		{args: []string{"--force", "12_3"}, want: cancelOptions{names: []string{"12_3"}, grace: grace, force: true}},
+		{args: []string{"--mine", "--job-state", "PD", "-y"}, want: cancelOptions{names: []string{}, grace: grace, mine: true, jobState: "PD", yes: true}},
+		{args: []string{"--user", "ann"}, want: cancelOptions{names: []string{}, grace: grace, user: "ann"}},
+		{args: []string{"--grace", "-5s", "1"}, refused: "--grace -5s"},
+		{args: []string{"--grace", "48h", "1"}, refused: "--grace 48h0m0s"},
+		{args: nil, refused: "give the ids of the jobs to cancel"},
+		{args: []string{"--mine", "1"}, refused: "give job ids or --user/--mine/--job-state, not both"},
+		{args: []string{"--mine", "--user", "ann"}, refused: "--user and --mine: give one"},
+		{args: []string{"--job-state", "held"}, refused: `--job-state "held": give queued or running`},
+		{args: []string{"x"}, refused: `"x"`},
+	})
+}
+
+func TestLogsFlags(t *testing.T) {
+	newCmd := func(runF func(*logsOptions) error) *cobra.Command { return newLogsCmd(testApp(), runF) }
+	flagTable(t, newCmd, []flagCase[logsOptions]{
+		{args: []string{"7"}, want: logsOptions{id: 7, tail: -1}},
+		{args: []string{"-f", "--tail", "5", "7"}, want: logsOptions{id: 7, follow: true, tail: 5}},
+		{args: []string{"--attempt", "2", "7"}, want: logsOptions{id: 7, tail: -1, attempt: 2}},
+		{args: []string{"12_3"}, want: logsOptions{id: 12, tail: -1}}, // offline: the array's id
+		{args: []string{"--tail", "-2", "1"}, refused: "--tail -2"},
+		{args: []string{"x"}, refused: `"x" is not a job id`},
+		{args: []string{"--attempt", "-1", "1"}, refused: "--attempt -1: give an attempt's number, 1 or more (gssh show 1 lists them)"},
+		{args: []string{"--attempt", "0", "1"}, refused: "--attempt 0: give an attempt's number"},
+		{args: []string{"-f", "--attempt", "2", "1"}, refused: "--attempt goes without -f"},
+		{args: []string{"1", "2"}, refused: "give one job id, e.g. gssh logs 12"},
+	})
+}
+
+func TestScheduleFlags(t *testing.T) {
+	newCmd := func(runF func(*scheduleOptions) error) *cobra.Command { return newScheduleCmd(testApp(), runF) }
+	flagTable(t, newCmd, []flagCase[scheduleOptions]{
+		{args: nil, want: scheduleOptions{wait: 30 * time.Second}},
+		{args: []string{"--rebalance", "--dry-run", "--wait", "0s"}, want: scheduleOptions{rebalance: true, dryRun: true}},
+		{args: []string{"--wait", "-1s"}, refused: "--wait -1s: give a duration from 0s to 24h0m0s"},
+		{args: []string{"--wait", "100h"}, refused: "--wait 100h0m0s"},
+		{args: []string{"now"}, refused: `unknown command "now"`},
+	})
+}
+
+func TestShowFlags(t *testing.T) {
+	newCmd := func(runF func(*showOptions) error) *cobra.Command { return newShowCmd(testApp(), runF) }
+	flagTable(t, newCmd, []flagCase[showOptions]{
+		{args: []string{"--json", "12"}, want: showOptions{id: 12, json: true}},
+		{args: []string{"#7"}, want: showOptions{id: 7}},
+		{args: []string{"0"}, refused: `"0" is not a job id`},
+		{args: nil, refused: "give one job id, e.g. gssh show 12"},
+	})
+}
+
+func TestPsFlags(t *testing.T) {
+	newCmd := func(runF func(*psOptions) error) *cobra.Command { return newPsCmd(testApp(), runF) }
+	flagTable(t, newCmd, []flagCase[psOptions]{
+		{args: nil, want: psOptions{}},
+		{args: []string{"-a", "--user", "ann", "--json"}, want: psOptions{all: true, user: "ann", json: true}},
+		{args: []string{"--since", "30d"}, want: psOptions{all: true, since: "30d"}}, // --since implies -a
+		{args: []string{"--since", ""}, refused: `--since "": give a time ago`},
+		{args: []string{"--since", "lastweek"}, refused: `--since "lastweek" is not a time: give a time ago (90m, 2h, 7d, 2w)`},
+		{args: []string{"--since", "2999-01-01"}, refused: `--since "2999-01-01" is 2999-01-01 00:00`},
+		{args: []string{"7"}, refused: `unknown command "7"`},
+	})
+}
+
+func TestEventsFlags(t *testing.T) {
 	a := testApp()
-	var cancel *cancelOptions
-	if err := run(t, newCancelCmd(a, func(o *cancelOptions) error { cancel = o; return nil }), "--grace", "2s", "3", "#4"); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(cancel.names, []string{"3", "#4"}) || cancel.grace != 2*time.Second {
-		t.Errorf("cancel %+v", cancel)
-	}
-	var logs *logsOptions
-	if err := run(t, newLogsCmd(a, func(o *logsOptions) error { logs = o; return nil }), "-f", "--tail", "5", "7"); err != nil || logs.id != 7 || !logs.follow || logs.tail != 5 {
-		t.Errorf("logs %+v, %v", logs, err)
-	}
-	if err := run(t, newLogsCmd(a, func(o *logsOptions) error { logs = o; return nil }), "--attempt", "2", "7"); err != nil || logs.id != 7 || logs.attempt != 2 {
-		t.Errorf("logs --attempt %+v, %v", logs, err)
-	}
-	var sched *scheduleOptions
-	if err := run(t, newScheduleCmd(a, func(o *scheduleOptions) error { sched = o; return nil })); err != nil || sched.wait != 30*time.Second {
-		t.Errorf("schedule %+v, %v", sched, err)
-	}
-	var show *showOptions
-	if err := run(t, newShowCmd(a, func(o *showOptions) error { show = o; return nil }), "--json", "12"); err != nil || show.id != 12 || !show.json {
-		t.Errorf("show %+v, %v", show, err)
-	}
-	var ps *psOptions
-	if err := run(t, newPsCmd(a, func(o *psOptions) error { ps = o; return nil }), "-a", "--user", "ann"); err != nil || !ps.all || ps.user != "ann" {
-		t.Errorf("ps %+v, %v", ps, err)
-	}
 	var ev *eventsOptions
 	a.now = func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
 	if err := run(t, newEventsCmd(a, func(o *eventsOptions) error { ev = o; return nil }), "--job", "42", "--user", "ann", "--since", "2h", "--kind", "job_end",
@@ -110,38 +153,21 @@ func TestJobCommandFlags(t *testing.T) {
 		ev.filter.Job != 42 || ev.filter.User != "ann" || !ev.filter.Since.Equal(a.now().Add(-2*time.Hour)) || len(ev.filter.Kinds) != 3 || !ev.json || ev.tail != 5 {
 		t.Errorf("events %+v, %v", ev, err)
 	}
-	if err := run(t, newPsCmd(a, func(o *psOptions) error { ps = o; return nil }), "--since", "30d"); err != nil || !ps.all || ps.since != "30d" {
-		t.Errorf("ps --since (implies -a) %+v, %v", ps, err)
-	}
 	for _, tt := range []struct {
-		cmd  *cobra.Command
 		args []string
 		want string
 	}{
-		{newScheduleCmd(a, func(*scheduleOptions) error { t.Error("called"); return nil }), []string{"--wait", "-1s"}, "--wait -1s: give a duration from 0s to 24h0m0s"},
-		{newScheduleCmd(a, func(*scheduleOptions) error { t.Error("called"); return nil }), []string{"--wait", "100h"}, "--wait 100h0m0s"},
-		{newCancelCmd(a, func(*cancelOptions) error { t.Error("called"); return nil }), []string{"--grace", "-5s", "1"}, "--grace -5s"},
-		{newCancelCmd(a, func(*cancelOptions) error { t.Error("called"); return nil }), []string{"--grace", "48h", "1"}, "--grace 48h0m0s"},
-		{newCancelCmd(a, func(*cancelOptions) error { t.Error("called"); return nil }), nil, "give the ids of the jobs to cancel"},
-		{newLogsCmd(a, func(*logsOptions) error { t.Error("called"); return nil }), []string{"--tail", "-2", "1"}, "--tail -2"},
-		{newLogsCmd(a, func(*logsOptions) error { t.Error("called"); return nil }), []string{"x"}, `"x" is not a job id`},
-		{newLogsCmd(a, func(*logsOptions) error { t.Error("called"); return nil }), []string{"--attempt", "-1", "1"}, "--attempt -1: give an attempt's number, 1 or more (gssh show 1 lists them)"},
-		{newLogsCmd(a, func(*logsOptions) error { t.Error("called"); return nil }), []string{"-f", "--attempt", "2", "1"}, "--attempt goes without -f"},
-		{newShowCmd(a, func(*showOptions) error { t.Error("called"); return nil }), []string{"0"}, `"0" is not a job id`},
-		{newShowCmd(a, func(*showOptions) error { t.Error("called"); return nil }), nil, "give one job id, e.g. gssh show 12"},
-		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--since", "yesterday"}, `--since "yesterday" is not a time: give a time ago (90m, 2h, 7d, 2w), a date (2026-11-30)`},
-		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--since", ""}, `--since "": give a time ago`},
-		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--since", "2999-01-01"}, `--since "2999-01-01" is 2999-01-01 00:00`},
-		{newPsCmd(a, func(*psOptions) error { t.Error("called"); return nil }), []string{"--since", ""}, `--since "": give a time ago`},
-		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--since", "-2h"}, `--since "-2h": give a time ago more than 0`},
-		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--kind", "job_start,job_finish"}, `--kind "job_finish": no such event; give one of job_submit, job_start, job_end`},
-		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"--job", "x"}, `--job: "x" is not a job id`},
-		{newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil }), []string{"-n", "-1"}, `--tail -1`},
-		{newPsCmd(a, func(*psOptions) error { t.Error("called"); return nil }), []string{"--since", "lastweek"}, `--since "lastweek" is not a time: give a time ago (90m, 2h, 7d, 2w)`},
-		{newPsCmd(a, func(*psOptions) error { t.Error("called"); return nil }), []string{"--since", "2999-01-01"}, `--since "2999-01-01" is 2999-01-01 00:00`},
+		{[]string{"--since", "yesterday"}, `--since "yesterday" is not a time: give a time ago (90m, 2h, 7d, 2w), a date (2026-11-30)`},
+		{[]string{"--since", ""}, `--since "": give a time ago`},
+		{[]string{"--since", "2999-01-01"}, `--since "2999-01-01" is 2999-01-01 00:00`},
+		{[]string{"--since", "-2h"}, `--since "-2h": give a time ago more than 0`},
+		{[]string{"--kind", "job_start,job_finish"}, `--kind "job_finish": no such event; give one of job_submit, job_start, job_end`},
+		{[]string{"--job", "x"}, `--job: "x" is not a job id`},
+		{[]string{"-n", "-1"}, `--tail -1`},
 	} {
-		if err := run(t, tt.cmd, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s %q: %v, want %q", tt.cmd.Name(), tt.args, err, tt.want)
+		cmd := newEventsCmd(a, func(*eventsOptions) error { t.Error("called"); return nil })
+		if err := run(t, cmd, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("events %q: %v, want %q", tt.args, err, tt.want)
 		}
 	}
 }

@@ -46,7 +46,7 @@ when stdout is not a terminal; --json: docs/json.md.`,
 		Example: `  gssh gpus
   gssh gpus --host gpu01,gpu02 --json
   gssh gpus --label a100 --watch 2`,
-		Annotations: exits(exitLineUsage, exitLineHosts),
+		Annotations: exits(usageExit, hostsExit, stateExit, signalExit, termExit),
 		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkHostFlag(c, opts.hosts); err != nil {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -48,41 +51,71 @@ func groupCommands(root *cobra.Command) {
 	root.SetCompletionCommandGroupID(groupOperating)
 }
 
-// The lines of a command's "Exit status:" section (see exits).
-const (
-	exitLineUsage   = "1    usage or input error (bad flag, malformed inventory, unknown host or label)"
-	exitLineHosts   = "2    some hosts could not be reached or probed (the others are still listed)"
-	exitLineJobHost = "2    the job's host could not be reached"
-	exitLineState   = "3    the job state is busy (another gssh holds it), missing, damaged or unreadable"
-	exitLineSignal  = "130  interrupted (Ctrl-C); 143 terminated (SIGTERM)"
+// exitLine is one entry of a command's "Exit status:" help: an exit
+// status the command returns and what it means there (more lines after
+// "\n"). Each command lists its own (see exits), and a test checks that
+// they are the ones it returns.
+type exitLine struct {
+	code int // an exit status; exitJob: a job's, passed through
+	text string
+}
+
+// exitJob is the code of the exit line of a job's status, passed through
+// (gssh wait, run, submit --wait, logs -f): its entry is its text alone.
+const exitJob = -1
+
+// exitJobWord is exitJob in the exitCodesKey annotation and the exit log
+// (see exitLogEnv).
+const exitJobWord = "job"
+
+// The exit lines most commands share.
+var (
+	usageExit   = exitLine{exitUsage, "usage or input error (bad flag, malformed inventory, unknown host or label)"}
+	hostsExit   = exitLine{exitPartial, "some hosts could not be reached or probed (the others are still listed)"}
+	jobHostExit = exitLine{exitPartial, "the job's host could not be reached"}
+	stateExit   = exitLine{exitState, "the job state is busy (another gssh holds it), missing, damaged or unreadable"}
+	signalExit  = exitLine{exitSignal, "interrupted (Ctrl-C)"}
+	termExit    = exitLine{exitTerm, "terminated (SIGTERM)"}
 )
 
-// exitsKey is the cobra annotation holding a command's exit statuses,
-// which the usage template prints last.
-const exitsKey = "exits"
-
-// exits is the annotation listing the exit statuses a command returns:
-// 0, the lines given (code, spaces, meaning), then 130 and 143.
-func exits(lines ...string) map[string]string {
-	all := append([]string{"0    success"}, lines...)
-	all = append(all, exitLineSignal)
-	return map[string]string{exitsKey: "  " + strings.Join(all, "\n  ")}
+// passedJobExit and passedGsshExit are the exit lines of a command that,
+// with the flag named (when: "with --wait"), passes its job's status
+// through instead, as gssh wait does.
+func passedJobExit(when string) exitLine {
+	return exitLine{exitJob, when + ": the job's status instead, as gssh wait --help says"}
 }
 
-// exitsOr is exits, then a last entry of its own for a command that,
-// with the flag named (when "with --wait"), passes its job's status
-// through instead: "with --wait: the job's status instead, as gssh wait
-// --help says".
-func exitsOr(when string, lines ...string) map[string]string {
-	m := exits(lines...)
-	m[exitsKey] += "\n  " + when + ": the job's status instead, as gssh wait --help says"
-	return m
+func passedGsshExit(when string) exitLine {
+	return exitLine{exitGssh, when + ": gssh itself failed (the state unreadable, a bad flag)"}
 }
 
-// exitsText is an exit annotation of its own words (gssh wait and run
-// pass a job's status through).
-func exitsText(text string) map[string]string {
-	return map[string]string{exitsKey: text}
+// The annotations of a command's exit statuses: exitsKey its "Exit
+// status:" section, which the usage template prints last; exitCodesKey
+// the codes it lists, space-separated ("0 1 3 130 143", exitJobWord for
+// a job's status).
+const (
+	exitsKey     = "exits"
+	exitCodesKey = "exitCodes"
+)
+
+// exits is the annotations listing the exit statuses a command returns:
+// 0 (success) unless a line gives its own, then the lines given, in
+// their order.
+func exits(lines ...exitLine) map[string]string {
+	if !slices.ContainsFunc(lines, func(l exitLine) bool { return l.code == exitOK }) {
+		lines = append([]exitLine{{exitOK, "success"}}, lines...)
+	}
+	var text, codes []string
+	for _, l := range lines {
+		if l.code == exitJob {
+			codes = append(codes, exitJobWord)
+			text = append(text, strings.ReplaceAll(l.text, "\n", "\n  "))
+			continue
+		}
+		codes = append(codes, strconv.Itoa(l.code))
+		text = append(text, fmt.Sprintf("%-4d %s", l.code, strings.ReplaceAll(l.text, "\n", "\n       ")))
+	}
+	return map[string]string{exitsKey: "  " + strings.Join(text, "\n  "), exitCodesKey: strings.Join(codes, " ")}
 }
 
 // usageTemplate is cobra's, with flag help wrapped at 100 columns, the

@@ -40,7 +40,7 @@ table (and the connect time), as a pipe and --json (docs/json.md) get it.`,
 		Example: `  gssh hosts
   gssh hosts -v --label a100
   gssh hosts --json | jq '.hosts[] | select(.state != "ok") | .name'`,
-		Annotations: exits(exitLineUsage, exitLineHosts),
+		Annotations: exits(usageExit, hostsExit, stateExit, signalExit, termExit),
 		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkHostFlag(c, opts.hosts); err != nil {

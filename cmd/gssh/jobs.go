@@ -12,10 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gssh/gssh/eventlog"
+	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/service"
-	"github.com/gssh/gssh/state"
 	"github.com/gssh/gssh/units"
 )
 
@@ -27,7 +26,6 @@ func oneJobID(c *cobra.Command, args []string) error {
 	return nil
 }
 
-// parseID reads a job id argument.
 // oneJob is the job name names for show and logs: its id, or the task
 // "12_3" names (looked up unless offline: a test of the flags alone). An
 // array's id names its first task here.
@@ -46,127 +44,13 @@ func (a *app) oneJob(ctx context.Context, name string, offline bool) (job.ID, er
 	return ids[0], nil
 }
 
+// parseID reads a job id argument.
 func parseID(s string) (job.ID, error) {
 	n, err := strconv.ParseUint(strings.TrimPrefix(s, "#"), 10, 64)
 	if err != nil || n == 0 {
 		return 0, fmt.Errorf("%q is not a job id (a number, as gssh ps shows)", s)
 	}
 	return job.ID(n), nil
-}
-
-type psOptions struct {
-	all, json bool
-	user      string
-	since     string // --since: an age or a date
-}
-
-func newPsCmd(a *app, runF func(*psOptions) error) *cobra.Command {
-	opts := &psOptions{}
-	cmd := &cobra.Command{
-		Use:   "ps",
-		Short: "List jobs: queued, launching and running (-a: all)",
-		Long: `List jobs, oldest first: ID, USER, STATE, PRIORITY, HOST:GPUS, MEM ("excl":
-whole GPUs), AGE (queued) or RUNTIME, REASON (why a queued job waits, as a
-code: gssh show ID says it in words), NAME and command. It reads the state
-file only (a pass changes what it shows) and never creates it. -a adds the
-jobs that ended; --since 30d the jobs active since then.`,
-		Example: `  gssh ps
-  gssh ps --user ann
-  gssh ps --since 7d --json | jq '.jobs[] | {id, state}'`,
-		Annotations: exits(exitLineUsage, exitLineState),
-		Args:        cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			if c.Flags().Changed("since") {
-				if _, err := sinceFlag(opts.since, a.now()); err != nil { // before anything is read
-					return err
-				}
-				opts.all = true
-			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return psRun(c.Context(), a, opts)
-		},
-	}
-	cmd.Flags().BoolVarP(&opts.all, "all", "a", false, "include ended jobs")
-	cmd.Flags().StringVar(&opts.since, "since", "", "only jobs active since then (ended since, or not ended; implies -a): 30d, 2w, 12h, 2026-12-24")
-	cmd.Flags().StringVar(&opts.user, "user", "", "only this user's jobs")
-	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
-	return cmd
-}
-
-// sinceFlag reads gssh ps --since as gssh events reads its own (a time
-// ago, a date, a local or RFC 3339 time; not empty, not one to come).
-func sinceFlag(s string, now time.Time) (time.Time, error) {
-	t, err := eventlog.ParseSince(s, now)
-	if err != nil {
-		return t, fmt.Errorf("--since %w", err)
-	}
-	return t, nil
-}
-
-func psRun(ctx context.Context, a *app, opts *psOptions) error {
-	q := service.JobQuery{All: opts.all, User: opts.user}
-	if opts.since != "" {
-		since, err := sinceFlag(opts.since, a.now())
-		if err != nil {
-			return err
-		}
-		q.Since = since
-	}
-	doc, err := a.service().Jobs(ctx, q)
-	if err != nil && !errors.Is(err, state.ErrBadRecord) {
-		return err
-	}
-	if err != nil {
-		fmt.Fprintln(a.stderr, "gssh: warning:", err) // the others are listed
-	}
-	if opts.json {
-		return a.printJSON(doc)
-	}
-	now := a.now()
-	var rows [][]string
-	for i := 0; i < len(doc.Jobs); i++ {
-		j := doc.Jobs[i]
-		id := j.Ref()
-		if t := j.Spec.Array; t != nil {
-			// The queued tasks of an array that wait alike are one line,
-			// as squeue folds them: 12[3-31].
-			k := i
-			for k+1 < len(doc.Jobs) && foldsWith(doc.Jobs[k+1], j) {
-				k++
-			}
-			if k > i {
-				idx := make([]int, 0, k-i+1)
-				for _, f := range doc.Jobs[i : k+1] {
-					idx = append(idx, f.Spec.Array.Task)
-				}
-				slices.Sort(idx)
-				id = fmt.Sprintf("%d[%s]", t.Job, units.Ranges(idx, 2)) // as squeue writes them: 0-3,7,9-10
-				i = k
-			}
-		}
-		rows = append(rows, []string{id, j.User, stateWord(j), strconv.Itoa(j.Spec.Priority), where(j.Placement), memCell(j.Spec),
-			age(j, now), reasonCell(j), jobName(j)})
-	}
-	return printTable(a.stdout, a.tty, []string{"ID", "USER", "STATE", "PRIORITY", "HOST:GPUS", "MEM", "AGE/RUNTIME", "REASON", "NAME/CMD"}, rows)
-}
-
-// foldsWith reports whether queued task next folds into the line of
-// task j: the same array, both queued, alike held, for the same reason.
-func foldsWith(next, j job.Job) bool {
-	a, b := next.Spec.Array, j.Spec.Array
-	return a != nil && b != nil && a.Job == b.Job && j.State == job.Queued && next.State == job.Queued &&
-		(next.Hold == nil) == (j.Hold == nil) && next.ReasonCode == j.ReasonCode
-}
-
-// reasonCell is a queued job's pending reason code ("no_free_gpu",
-// "reserved", "mem"; see gssh show for the words), "-" otherwise.
-func reasonCell(j job.Job) string {
-	if (j.State == job.Queued || j.State == job.Unknown || j.ReasonCode == "not_in_inventory" || j.ReasonCode == "gpu_failed") && j.ReasonCode != "" {
-		return printable(j.ReasonCode)
-	}
-	return "-"
 }
 
 func memCell(s job.Spec) string {
@@ -240,4 +124,79 @@ func where(p job.Placement) string {
 		idx[i] = strconv.Itoa(n)
 	}
 	return p.Host + ":" + strings.Join(idx, ",")
+}
+
+// needIDs refuses a command line without job ids, saying what they are
+// for.
+func needIDs(what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return fmt.Errorf("give the ids of the jobs to %s (gssh ps lists them)", what)
+		}
+		return nil
+	}
+}
+
+// resolve turns job names into ids, and says which came from naming a
+// whole array: a task of one that is in no state for the command is
+// skipped, as Slurm skips them, not an error.
+func (a *app) resolve(ctx context.Context, names []string) ([]job.ID, map[job.ID]bool, error) {
+	refs, err := service.ParseRefs(names)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ids []job.ID
+	arrays := map[job.ID]bool{}
+	for _, r := range refs {
+		got, err := a.service().Resolve(ctx, []string{r.String()})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, id := range got {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+			if len(got) > 1 {
+				arrays[id] = true
+			}
+		}
+	}
+	return ids, arrays, nil
+}
+
+// skippable reports whether err only says a job is in no state for the
+// command (ended, running, not held), which an array's task may be.
+func skippable(err error) bool {
+	return errors.Is(err, control.ErrNotQueued) || errors.Is(err, control.ErrNotHeld) || errors.Is(err, control.ErrNotRunning) || errors.Is(err, control.ErrEnded)
+}
+
+// printHolds prints what Hold, Release, Update or Requeue did, a line per
+// job (line says it), errors on stderr; a *several of them if any job
+// could not be done (exit 1 for a job in the wrong state or missing). A task of an array named whole (arrays) that is in no state for
+// it is skipped, and counted in one line.
+func (a *app) printHolds(res []service.HoldResult, arrays map[job.ID]bool, line func(job.Job) string) error {
+	var errs []error
+	skipped := 0
+	defer func() {
+		if skipped > 0 {
+			fmt.Fprintf(a.stderr, "gssh: %d %s of the arrays given %s skipped: %s in no state for it (ended, running, or not held)\n",
+				skipped, units.Plural(skipped, "task", "tasks"), units.Plural(skipped, "was", "were"), units.Plural(skipped, "it was", "they were"))
+		}
+	}()
+	for _, r := range res {
+		if r.Err != nil && arrays[r.Job.ID] && skippable(r.Err) {
+			skipped++
+			continue
+		}
+		if r.Err != nil {
+			fmt.Fprintln(a.stderr, "gssh:", r.Err)
+			errs = append(errs, r.Err)
+			continue
+		}
+		fmt.Fprintln(a.stdout, line(r.Job))
+	}
+	if len(errs) > 0 {
+		return &several{errs: errs}
+	}
+	return nil
 }

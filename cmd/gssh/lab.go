@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -19,15 +18,22 @@ func newLabCmd(a *app) *cobra.Command {
 (state, pass_user, group). docs/lab.md says how to set one up.`,
 		Example: `  sudo gssh lab init
   sudo gssh lab init --inventory /etc/gssh/hosts.yaml`,
-		Annotations: exits(exitLineUsage, exitLineState),
+		Annotations: exits(usageExit),
 		Args:        cobra.NoArgs,
 		RunE:        func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	cmd.AddCommand(newLabInitCmd(a))
+	cmd.AddCommand(newLabInitCmd(a, nil))
 	return cmd
 }
 
-func newLabInitCmd(a *app) *cobra.Command {
+type labInitOptions struct {
+	// inventory is the lab inventory: --inventory, else $GSSH_INVENTORY
+	// when it has a lab: block, else service.DefaultLabInventory.
+	inventory string
+}
+
+func newLabInitCmd(a *app, runF func(*labInitOptions) error) *cobra.Command {
+	opts := &labInitOptions{}
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Make the lab's group, state directory and files, as root",
@@ -41,27 +47,33 @@ and the host must have fs.protected_hardlinks=1 (else it refuses, exit 3).`,
 		Example: `  sudo gssh lab init
   sudo gssh lab init --inventory /etc/gssh/hosts.yaml
   sudo GSSH_INVENTORY=/srv/lab/hosts.yaml gssh lab init`,
-		Annotations: exits(exitLineUsage, exitLineState),
+		Annotations: exits(usageExit, stateExit),
 		Args:        cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			file := a.inventoryPath // the lab inventory: --inventory, else $GSSH_INVENTORY's, else /etc/gssh/hosts.yaml
-			if file == "" {
-				file = service.DefaultLabInventory
+		RunE: func(*cobra.Command, []string) error {
+			opts.inventory = a.inventoryPath
+			if opts.inventory == "" {
+				opts.inventory = service.DefaultLabInventory
 				if env := a.getenv("GSSH_INVENTORY"); env != "" {
 					if _, ok := inventory.LabLine(env); ok {
-						file = env
+						opts.inventory = env
 					}
 				}
 			}
-			lines, err := service.LabInit(file, a.now)
-			for _, l := range lines {
-				fmt.Fprintln(a.stdout, l)
+			if runF != nil {
+				return runF(opts)
 			}
-			if errors.Is(err, service.ErrNotRoot) {
-				return &reported{err: err, code: exitUsage, print: true}
-			}
-			return err
+			return labInitRun(a, opts)
 		},
 	}
 	return cmd
+}
+
+// labInitRun is gssh lab init; see newLabInitCmd. Run as a user it fails
+// with service.ErrNotRoot (exit 1).
+func labInitRun(a *app, opts *labInitOptions) error {
+	lines, err := service.LabInit(opts.inventory, a.now)
+	for _, l := range lines {
+		fmt.Fprintln(a.stdout, l)
+	}
+	return err
 }

@@ -35,8 +35,9 @@ logs then says so.`,
   gssh logs -f 7
   gssh logs --attempt 1 7
   gssh logs --tail 50 12_3`,
-		Annotations: exitsOr("with -f", exitLineUsage, exitLineJobHost, exitLineState),
-		Args:        oneJobID,
+		Annotations: exits(usageExit, jobHostExit, stateExit, signalExit, termExit,
+			passedJobExit("with -f"), passedGsshExit("with -f")),
+		Args: oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
 			id, err := a.oneJob(c.Context(), args[0], runF != nil)
 			if err != nil {

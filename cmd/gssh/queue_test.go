@@ -39,8 +39,8 @@ func TestJobExit(t *testing.T) {
 	}
 	// The first job that did not succeed, in the order given.
 	err := jobsStatus([]job.Job{{ID: 1, State: job.Succeeded}, {ID: 2, State: job.Failed, ExitCode: code(4)}, {ID: 3, State: job.Failed, ExitCode: code(5)}})
-	var rep *reported
-	if !errors.As(err, &rep) || rep.code != 4 {
+	var js *jobStatus
+	if !errors.As(err, &js) || js.code != 4 || exitCode(err) != 4 {
 		t.Errorf("jobsStatus: %v", err)
 	}
 	if err := jobsStatus([]job.Job{{ID: 1, State: job.Succeeded}}); err != nil {

@@ -35,7 +35,7 @@ docs/failure-modes.md.`,
 		Example: `  gssh reap --dry-run
   gssh reap --host gpu01 --host gpu02
   gssh reap --json`,
-		Annotations: exits(exitLineUsage, exitLineHosts, exitLineState),
+		Annotations: exits(usageExit, hostsExit, stateExit, signalExit, termExit),
 		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkHostFlag(c, opts.hosts); err != nil {

@@ -21,79 +21,12 @@ import (
 
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
-	"github.com/gssh/gssh/labfile"
 	"github.com/gssh/gssh/service"
-	"github.com/gssh/gssh/sshexec"
 	"github.com/gssh/gssh/state"
 )
 
 // version is set by the Makefile with -ldflags "-X main.version=...".
 var version = "dev"
-
-// Exit codes, the contract listed in --help.
-const (
-	exitOK      = 0
-	exitUsage   = 1   // usage or input error
-	exitPartial = 2   // some hosts could not be reached or probed
-	exitState   = 3   // state busy or unreadable, or the pass lock held
-	exitSignal  = 130 // interrupted (SIGINT), as shells report 128+2
-	exitTerm    = 143 // terminated (SIGTERM), 128+15
-)
-
-// errInterrupted ends a command cut short by Ctrl-C or SIGTERM: nothing
-// half-probed is printed.
-var errInterrupted = errors.New("interrupted")
-
-// reported is an error whose words were printed already (as warnings):
-// Main prints nothing more, and exits with code.
-type reported struct {
-	err  error
-	code int
-	// print: the words were not printed yet (Main prints them).
-	print bool
-}
-
-func (r *reported) Error() string { return r.err.Error() }
-func (r *reported) Unwrap() error { return r.err }
-
-// passesStatus reports whether cmd passes a job's exit status through
-// (gssh wait, gssh submit --wait), so that its own failures exit 255.
-func passesStatus(cmd *cobra.Command) bool {
-	if cmd == nil {
-		return false
-	}
-	if cmd.Name() == "wait" || cmd.Name() == "run" {
-		return true
-	}
-	if f := cmd.Flags().Lookup("follow"); cmd.Name() == "logs" && f != nil && f.Changed {
-		return true
-	}
-	w := cmd.Flags().Lookup("wait")
-	return cmd.Name() == "submit" && w != nil && w.Changed
-}
-
-// exitCode maps an error to the process exit status: the one place that does.
-func exitCode(err error) int {
-	var pe *service.PartialError
-	var fe *state.FileError
-	var rep *reported
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.As(err, &rep):
-		return rep.code
-	case errors.As(err, &pe):
-		return exitPartial
-	case errors.Is(err, errInterrupted), errors.Is(err, context.Canceled):
-		return exitSignal
-	case errors.As(err, &fe), errors.Is(err, state.ErrBusy), errors.Is(err, service.ErrPassBusy), errors.Is(err, labfile.ErrDir):
-		return exitState
-	case errors.Is(err, sshexec.ErrUnreachable), errors.Is(err, sshexec.ErrTimeout), errors.Is(err, sshexec.ErrAuth),
-		errors.Is(err, sshexec.ErrHostKey), errors.Is(err, sshexec.ErrUnknownHostKey), errors.Is(err, sshexec.ErrNoOutcome):
-		return exitPartial // a host could not be reached (logs, cancel)
-	}
-	return exitUsage
-}
 
 // app is what every command needs (cli/cli's Factory): streams, the
 // environment, the global flags, and the service built from them.
@@ -181,21 +114,14 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 	if c, ok := a.svc.(io.Closer); ok {
 		c.Close()
 	}
-	var pe *service.PartialError
-	var rep *reported
-	if err != nil && (!errors.As(err, &pe) && !errors.As(err, &rep) || rep != nil && rep.print) && !errors.Is(err, errInterrupted) {
+	if printsError(err) {
 		fmt.Fprintln(stderr, "gssh:", err)
 	}
-	if passesStatus(cmd) && err != nil && rep == nil && !errors.Is(err, errInterrupted) && !errors.Is(err, context.Canceled) {
-		return exitGssh // a job's status was to come out; gssh's own failure is 255
-	}
-	code := exitCode(err)
 	a.sigMu.Lock()
-	term := a.stoppedBy == syscall.SIGTERM
+	stopped := a.stoppedBy
 	a.sigMu.Unlock()
-	if code == exitSignal && term {
-		return exitTerm // as a shell reports a process SIGTERM ended
-	}
+	code := exitStatus(cmd, err, stopped)
+	logExit(a.getenv(exitLogEnv), cmd, err, code)
 	return code
 }
 
@@ -222,10 +148,14 @@ from cron, so queued jobs start and ended ones are recorded.
 
 Read more: "gssh COMMAND --help", and README.md and docs/ in gssh's source
 (jobs, scheduling, sharing a lab, failure modes, operating, JSON).`,
-		Annotations: exits(exitLineUsage,
-			exitLineHosts+";\n       logs, cancel: the job's host; schedule: a host or job had a problem",
-			exitLineState+";\n       schedule: another pass holds the pass lock",
-			"124  drain --wait --timeout ran out with gssh jobs still on the hosts"),
+		Annotations: exits(usageExit,
+			exitLine{exitPartial, "some hosts could not be reached or probed (the others are still listed);\n" +
+				"logs, cancel, requeue: the job's host; schedule: a host or job had a problem"},
+			exitLine{exitState, stateExit.text + ";\nschedule: another pass holds the pass lock"},
+			exitLine{exitTimedOut, "drain --wait --timeout ran out with gssh jobs still on the hosts"},
+			exitLine{exitJob, "wait, run, submit --wait, logs -f: the job's status, as gssh wait --help says"},
+			exitLine{exitGssh, "wait, run, submit --wait, logs -f: gssh itself failed"},
+			signalExit, termExit),
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -253,9 +183,10 @@ Read more: "gssh COMMAND --help", and README.md and docs/ in gssh's source
 		return checkDuration("--probe-timeout", a.probeTimeout, time.Second, time.Hour)
 	}
 	root.AddCommand(newGPUsCmd(a, nil), newHostsCmd(a, nil), newSubmitCmd(a, nil), newPsCmd(a, nil), newShowCmd(a, nil),
-		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, false), newHoldCmd(a, true), newUpdateCmd(a), newRequeueCmd(a), newWaitCmd(a), newRunCmd(a),
-		newScheduleCmd(a, nil), newUsageCmd(a, nil), newSimCmd(a, nil), newReapCmd(a, nil), newEventsCmd(a, nil), newDrainCmd(a, nil), newResumeCmd(a))
-	root.AddCommand(newStateCmd(a), newVersionCmd(a), newLabCmd(a))
+		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, nil), newReleaseCmd(a, nil), newUpdateCmd(a, nil),
+		newRequeueCmd(a, nil), newWaitCmd(a, nil), newRunCmd(a, nil), newScheduleCmd(a, nil), newUsageCmd(a, nil),
+		newSimCmd(a, nil), newReapCmd(a, nil), newEventsCmd(a, nil), newDrainCmd(a, nil), newResumeCmd(a, nil))
+	root.AddCommand(newStateCmd(a), newVersionCmd(a, nil), newLabCmd(a))
 	groupCommands(root)
 	root.SetUsageTemplate(usageTemplate(root))
 	return root

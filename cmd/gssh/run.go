@@ -25,7 +25,7 @@ type runOptions struct {
 	quiet bool
 }
 
-func newRunCmd(a *app) *cobra.Command {
+func newRunCmd(a *app, runF func(*runOptions) error) *cobra.Command {
 	opts := &runOptions{}
 	cmd := &cobra.Command{
 		Use:   "run [flags] [--pty] -- CMD [ARGS...]",
@@ -40,15 +40,18 @@ stopped and its GPUs freed. The flags are submit's, less --array, --hold,
 		Example: `  gssh run -- nvidia-smi
   gssh run --pty --gpus 2 --mem 20G -- bash
   gssh run --host gpu01 -- python eval.py < inputs.txt > scores.txt`,
-		Annotations: exitsText(`  the job's, as ssh passes it: its exit status, 128 + N when signal N
-  ended it, 124 at its walltime; 1 when it ended without running
-  255  gssh itself failed (a bad flag, the state unreadable, the connection lost)
-  130  interrupted (Ctrl-C while it waits, three Ctrl-C, ~.); 143 SIGTERM: the
-       job is cancelled`),
+		Annotations: exits(exitLine{exitJob, fmt.Sprintf(`the job's, as ssh passes it: its exit status, %d + N when signal N
+ended it, %d at its walltime; %d when it ended without running`, jobExitSignal, jobExitTimeout, jobExitFailed)},
+			exitLine{exitGssh, "gssh itself failed (a bad flag, the state unreadable, the connection lost)"},
+			exitLine{exitSignal, "interrupted (Ctrl-C while it waits, three Ctrl-C, ~.): the job is cancelled"},
+			exitLine{exitTerm, "terminated (SIGTERM): the job is cancelled"}),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.argv = args
 			if err := checkMemFlags(c, &opts.submitOptions); err != nil {
-				return &reported{err: err, code: exitGssh, print: true}
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
 			}
 			return runRun(c.Context(), a, opts)
 		},
@@ -59,7 +62,7 @@ stopped and its GPUs freed. The flags are submit's, less --array, --hold,
 				err = fmt.Errorf("%w: gssh run has no --%s (it runs one job in the foreground); gssh submit --%s does", err, f, f)
 			}
 		}
-		return &reported{err: err, code: exitGssh, print: true}
+		return err
 	})
 	fl := cmd.Flags()
 	fl.SetInterspersed(false)
@@ -69,15 +72,15 @@ stopped and its GPUs freed. The flags are submit's, less --array, --hold,
 	return cmd
 }
 
-// runRun is gssh run; see newRunCmd.
+// runRun is gssh run; see newRunCmd. Its own failures exit 255 (see
+// exitStatus); the job's status comes out as a *jobStatus.
 func runRun(ctx context.Context, a *app, opts *runOptions) error {
-	fail := func(err error) error { return &reported{err: err, code: exitGssh, print: true} }
 	if opts.environ == nil {
 		opts.environ = a.environ
 	}
 	req, err := opts.request(func(w string) { fmt.Fprintln(a.stderr, "gssh: warning:", w) }, a.now())
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	stdin, _ := a.stdin.(*os.File)
 	stdout, _ := a.stdout.(*os.File)
@@ -85,7 +88,7 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 	var resize chan sshexec.Size
 	if opts.pty {
 		if stdin == nil || stdout == nil || !term.IsTerminal(int(stdin.Fd())) || !term.IsTerminal(int(stdout.Fd())) {
-			return fail(errors.New("--pty needs a terminal: gssh run's stdin and stdout are not one (run it from a terminal, or leave --pty out to use pipes); nothing was submitted"))
+			return errors.New("--pty needs a terminal: gssh run's stdin and stdout are not one (run it from a terminal, or leave --pty out to use pipes); nothing was submitted")
 		}
 		cols, rows, err := term.GetSize(int(stdout.Fd()))
 		if err != nil {
@@ -199,12 +202,12 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 		if ctx.Err() != nil {
 			return errInterrupted
 		}
-		return fail(err)
+		return err
 	case ctx.Err() != nil:
 		say("interrupted; job %s is %s", j.Ref(), j.State)
 		return errInterrupted
 	case err != nil:
-		return fail(err)
+		return err
 	}
 	code := runExit(res)
 	if code != 0 {
@@ -213,21 +216,5 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 	if code == 0 {
 		return nil
 	}
-	return &reported{err: fmt.Errorf("job %s %s: %s", j.Ref(), j.State, j.Reason), code: code}
-}
-
-// runExit is what gssh run exits with: 124 for a job stopped at its
-// walltime (as timeout(1)), else the command's own exit status as its
-// session reported it (128 + N for a signal), else the recorded job's
-// (see jobExit), else 255 (nothing came).
-func runExit(res service.RunResult) int {
-	switch {
-	case res.Job.State == job.Timeout:
-		return 124
-	case res.Exit != nil:
-		return *res.Exit
-	case res.Job.State.Terminal():
-		return jobExit(res.Job)
-	}
-	return exitGssh
+	return &jobStatus{err: fmt.Errorf("job %s %s: %s", j.Ref(), j.State, j.Reason), code: code}
 }

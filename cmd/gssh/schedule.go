@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/service"
-	"github.com/gssh/gssh/state"
 	"github.com/gssh/gssh/units"
 )
 
@@ -37,9 +35,9 @@ preempts --preemptible jobs for jobs ranked ahead (docs/scheduling.md).`,
 		Example: `  gssh schedule
   gssh schedule --rebalance --dry-run
   * * * * * /opt/gssh/bin/gssh schedule >>~/.local/state/gssh/schedule.log 2>&1`,
-		Annotations: exits(exitLineUsage,
-			"2    a host with jobs to poll or launch, or a job, had a problem",
-			exitLineState+";\n       or another pass held the pass lock past --wait"),
+		Annotations: exits(usageExit,
+			exitLine{exitPartial, "a host with jobs to poll or launch, or a job, had a problem"},
+			exitLine{exitState, stateExit.text + ";\nor another pass held the pass lock past --wait"}, signalExit, termExit),
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := checkDuration("--wait", opts.wait, 0, 24*time.Hour); err != nil {
@@ -151,19 +149,11 @@ func housekeepingText(hk control.Housekeeping) string {
 	return b.String()
 }
 
-// problems is the exit of a pass that ran with problems, printed already
-// as warnings: 3 when the state file failed (a write during the pass), 2
-// for hosts and jobs.
+// problems is the end of a pass that ran with problems, printed already
+// as warnings: a *passProblems (exit 2, or 3 when the state file failed).
 func problems(ps []error) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	code := exitPartial
-	for _, p := range ps {
-		var fe *state.FileError
-		if errors.As(p, &fe) || errors.Is(p, state.ErrBusy) {
-			code = exitState
-		}
-	}
-	return &reported{err: errors.Join(ps...), code: code}
+	return &passProblems{errs: ps}
 }

@@ -33,7 +33,7 @@ what it waits for host by host, its reservation, and when it should start.`,
 		Example: `  gssh show 7
   gssh show 12_3
   gssh show 7 --json | jq .queue`,
-		Annotations: exits(exitLineUsage, exitLineState),
+		Annotations: exits(usageExit, stateExit, signalExit, termExit),
 		Args:        oneJobID,
 		RunE: func(c *cobra.Command, args []string) error {
 			id, err := a.oneJob(c.Context(), args[0], runF != nil)

@@ -58,7 +58,7 @@ docs/simulator.md.`,
   gssh gpus --json > lab.json && gssh sim --trace itp-cluster05.norm.csv --lab lab.json --users 20
   gssh sim --trace philly.norm.csv --users-from philly.csv:cluster --lab 32x8xV100-32G --json
   gssh sim --trace alibaba-v2023.norm.csv --lab 128x8xG2-16G --fill 1.3`,
-		Annotations: exits(exitLineUsage),
+		Annotations: exits(usageExit, signalExit, termExit),
 		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.reserveSet = c.Flags().Changed("reserve")

@@ -26,20 +26,27 @@ func newStateCmd(a *app) *cobra.Command {
 backup back in place. More: docs/operating.md (Backups and restore).`,
 		Example: `  gssh state backup ~/backups/gssh.db
   gssh state check`,
-		Annotations: exits(exitLineUsage),
+		Annotations: exits(usageExit),
 		Args:        cobra.NoArgs,
 		RunE:        func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	quiet := new(bool)
-	cmd.AddCommand(newStateBackupCmd(a, quiet), newStateCheckCmd(a, quiet), newStateRestoreCmd(a, quiet))
-	for _, sub := range cmd.Commands() { // each its own flag, so that its --help lists it
-		sub.Flags().BoolVarP(quiet, "quiet", "q", false, "no progress on stderr")
-	}
+	cmd.AddCommand(newStateBackupCmd(a, nil), newStateCheckCmd(a, nil), newStateRestoreCmd(a, nil))
 	return cmd
 }
 
-func newStateBackupCmd(a *app, quiet *bool) *cobra.Command {
-	return &cobra.Command{
+// quietFlag is the --quiet of gssh state's commands.
+func quietFlag(c *cobra.Command, quiet *bool) {
+	c.Flags().BoolVarP(quiet, "quiet", "q", false, "no progress on stderr")
+}
+
+type stateBackupOptions struct {
+	file  string // the backup to write
+	quiet bool
+}
+
+func newStateBackupCmd(a *app, runF func(*stateBackupOptions) error) *cobra.Command {
+	opts := &stateBackupOptions{}
+	cmd := &cobra.Command{
 		Use:   "backup FILE",
 		Short: "Write a consistent copy of the state file to FILE",
 		Long: `Write a consistent copy of the job state file to FILE (mode 0600) while
@@ -48,23 +55,40 @@ backup is whole or not there. FILE's directory must exist.`,
 		Example: `  gssh state backup ~/backups/gssh-$(date +%F).db
   # crontab: a backup every night at 3 (% must be \% in a crontab)
   0 3 * * * gssh state backup ~/backups/gssh-$(date +\%F).db`,
-		Annotations: exits(exitLineUsage, exitLineState),
+		Annotations: exits(usageExit, stateExit, signalExit, termExit),
 		Args:        exactArgs(1, "give the file to write, such as gssh state backup ~/backups/gssh.db"),
 		RunE: func(c *cobra.Command, args []string) error {
-			bar := a.newProgress("backing up the state file to "+args[0], -1, *quiet)
-			sum, err := a.service().StateBackup(c.Context(), args[0])
-			bar.Done()
-			if err != nil {
-				return interrupted(c.Context(), err)
+			opts.file = args[0]
+			if runF != nil {
+				return runF(opts)
 			}
-			fmt.Fprintf(a.stdout, "backed up to %s: %s, schema %d, %s\n", sum.Path, stateJobs(sum.Jobs, sum.Active, sum.JobSeq), sum.Schema, fileSize(sum.Bytes))
-			return nil
+			return stateBackupRun(c.Context(), a, opts)
 		},
 	}
+	quietFlag(cmd, &opts.quiet)
+	return cmd
 }
 
-func newStateCheckCmd(a *app, quiet *bool) *cobra.Command {
-	return &cobra.Command{
+// stateBackupRun is gssh state backup; see newStateBackupCmd.
+func stateBackupRun(ctx context.Context, a *app, opts *stateBackupOptions) error {
+	bar := a.newProgress("backing up the state file to "+opts.file, -1, opts.quiet)
+	sum, err := a.service().StateBackup(ctx, opts.file)
+	bar.Done()
+	if err != nil {
+		return interrupted(ctx, err)
+	}
+	fmt.Fprintf(a.stdout, "backed up to %s: %s, schema %d, %s\n", sum.Path, stateJobs(sum.Jobs, sum.Active, sum.JobSeq), sum.Schema, fileSize(sum.Bytes))
+	return nil
+}
+
+type stateCheckOptions struct {
+	file  string // the state file to check; "": the one in use
+	quiet bool
+}
+
+func newStateCheckCmd(a *app, runF func(*stateCheckOptions) error) *cobra.Command {
+	opts := &stateCheckOptions{}
+	cmd := &cobra.Command{
 		Use:   "check [FILE]",
 		Short: "Check a state file (default: the state file in use)",
 		Long: `Check a job state file without changing it (default: the one in use):
@@ -72,34 +96,48 @@ bbolt's consistency check and gssh's own (schema, job ids, indexes, the
 fair-share ledger). Each problem is one line; any problem exits 3.`,
 		Example: `  gssh state check
   gssh state check ~/backups/gssh-2024-05-01.db`,
-		Annotations: exits(exitLineUsage, "3    problems found, or the file is not a readable gssh state file"),
+		Annotations: exits(usageExit, exitLine{exitState, "problems found, or the file is not a readable gssh state file"}, signalExit, termExit),
 		Args:        cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			file := ""
+			opts.file = ""
 			if len(args) == 1 {
-				file = args[0]
+				opts.file = args[0]
 			}
-			bar := a.newProgress("checking "+cmp.Or(file, "the state file"), -1, *quiet)
-			r, err := a.service().StateCheck(c.Context(), file)
-			bar.Done()
-			if err != nil {
-				return interrupted(c.Context(), err)
+			if runF != nil {
+				return runF(opts)
 			}
-			for _, p := range r.Problems {
-				fmt.Fprintf(a.stdout, "%s: problem: %s\n", r.Path, p)
-			}
-			if n := len(r.Problems); n > 0 {
-				return &reported{err: fmt.Errorf("%s: %d %s; restore a backup (gssh state restore), or move it aside to start an empty queue", r.Path, n, units.Plural(n, "problem", "problems")), code: exitState, print: true}
-			}
-			fmt.Fprintf(a.stdout, "%s: ok: schema %d, cluster %s, %s\n", r.Path, r.Schema, r.ClusterID, stateJobs(r.Jobs, r.Active, r.JobSeq))
-			return nil
+			return stateCheckRun(c.Context(), a, opts)
 		},
 	}
+	quietFlag(cmd, &opts.quiet)
+	return cmd
 }
 
-func newStateRestoreCmd(a *app, quiet *bool) *cobra.Command {
-	var force bool
-	var wait time.Duration
+// stateCheckRun is gssh state check; see newStateCheckCmd.
+func stateCheckRun(ctx context.Context, a *app, opts *stateCheckOptions) error {
+	bar := a.newProgress("checking "+cmp.Or(opts.file, "the state file"), -1, opts.quiet)
+	r, err := a.service().StateCheck(ctx, opts.file)
+	bar.Done()
+	if err != nil {
+		return interrupted(ctx, err)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(a.stdout, "%s: problem: %s\n", r.Path, p)
+	}
+	if n := len(r.Problems); n > 0 {
+		return &stateProblems{fmt.Errorf("%s: %d %s; restore a backup (gssh state restore), or move it aside to start an empty queue", r.Path, n, units.Plural(n, "problem", "problems"))}
+	}
+	fmt.Fprintf(a.stdout, "%s: ok: schema %d, cluster %s, %s\n", r.Path, r.Schema, r.ClusterID, stateJobs(r.Jobs, r.Active, r.JobSeq))
+	return nil
+}
+
+type stateRestoreOptions struct {
+	req   service.RestoreRequest // the backup, --force, --wait
+	quiet bool
+}
+
+func newStateRestoreCmd(a *app, runF func(*stateRestoreOptions) error) *cobra.Command {
+	opts := &stateRestoreOptions{}
 	cmd := &cobra.Command{
 		Use:   "restore BACKUP",
 		Short: "Put a backup in place of the state file, job ids continuing past the workers'",
@@ -110,17 +148,22 @@ STATE.before-restore. A host that cannot be asked, problems in the
 backup, or another queue's backup refuse it, unless --force.`,
 		Example: `  gssh state restore ~/backups/gssh-2024-05-01.db
   gssh state restore --force ~/backups/gssh-2024-05-01.db`,
-		Annotations: exits(exitLineUsage, exitLineState),
+		Annotations: exits(usageExit, stateExit, signalExit, termExit),
 		Args:        exactArgs(1, "give the backup to restore, such as gssh state restore ~/backups/gssh-2024-05-01.db"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := checkDuration("--wait", wait, 0, 24*time.Hour); err != nil {
+			if err := checkDuration("--wait", opts.req.Wait, 0, 24*time.Hour); err != nil {
 				return err
 			}
-			return stateRestoreRun(c.Context(), a, service.RestoreRequest{Backup: args[0], Force: force, Wait: wait}, *quiet)
+			opts.req.Backup = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return stateRestoreRun(c.Context(), a, opts.req, opts.quiet)
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "restore although hosts could not be listed, the backup has problems or is of another queue")
-	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for a running pass to end (the pass lock)")
+	cmd.Flags().BoolVar(&opts.req.Force, "force", false, "restore although hosts could not be listed, the backup has problems or is of another queue")
+	cmd.Flags().DurationVar(&opts.req.Wait, "wait", 30*time.Second, "how long to wait for a running pass to end (the pass lock)")
+	quietFlag(cmd, &opts.quiet)
 	return cmd
 }
 
@@ -132,10 +175,7 @@ func stateRestoreRun(ctx context.Context, a *app, r service.RestoreRequest, quie
 		a.warnf(fmt.Sprintf("%s: its job directories could not be listed: %v", h, res.Unreached[h]))
 	}
 	if err != nil {
-		if errors.Is(err, service.ErrRestoreRefused) {
-			return &reported{err: err, code: exitState, print: true}
-		}
-		return interrupted(ctx, err)
+		return interrupted(ctx, err) // service.ErrRestoreRefused: exit 3
 	}
 	for _, p := range res.Backup.Problems {
 		a.warnf(fmt.Sprintf("%s: problem restored with it (--force): %s", r.Backup, p))

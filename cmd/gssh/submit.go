@@ -66,7 +66,8 @@ room for it ("job 7 running on gpu01:3") or stays queued with the reason.
 gssh's flags end at the command's first word (or at --). Several words are
 an argv; one string is a shell command (sh -c on the worker). --mem is GPU
 memory per GPU; Slurm's --mem is --host-mem here. More: docs/jobs.md.`,
-		Annotations: exitsOr("with --wait", exitLineUsage, exitLineState),
+		Annotations: exits(usageExit, stateExit, signalExit, termExit,
+			passedJobExit("with --wait"), passedGsshExit("with --wait")),
 		Example: `  gssh submit --mem 8G -- python train.py --lr 3e-4
   gssh submit --gpus 2 --timeout 12:00:00 --after 12 -- ./run.sh
   gssh submit -- 'cd ~/proj && make train 2>&1 | tee out.txt'

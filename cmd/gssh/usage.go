@@ -33,7 +33,7 @@ the policy sets any. It reads the state file and the policy; it probes no
 host. More: docs/scheduling.md.`,
 		Example: `  gssh usage
   gssh usage --json | jq '.users[] | {user, score}'`,
-		Annotations: exits(exitLineUsage, exitLineState),
+		Annotations: exits(usageExit, stateExit, signalExit, termExit),
 		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if runF != nil {

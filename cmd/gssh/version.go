@@ -33,8 +33,12 @@ func buildVersion() string {
 	return version
 }
 
-func newVersionCmd(a *app) *cobra.Command {
-	var asJSON bool
+type versionOptions struct {
+	json bool
+}
+
+func newVersionCmd(a *app, runF func(*versionOptions) error) *cobra.Command {
+	opts := &versionOptions{}
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print gssh's version, the Go it was built with, and its OS and architecture",
@@ -43,22 +47,30 @@ built from, set by make), the Go toolchain that built it, and the OS and
 architecture it runs on. Give it with any bug report.`,
 		Example: `  gssh version
   gssh version --json | jq -r .version`,
-		Annotations: exits(exitLineUsage),
+		Annotations: exits(usageExit),
 		Args:        cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			v := versionInfo{Schema: "gssh.version/v1", Version: buildVersion(), Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
-			if asJSON {
-				b, err := json.MarshalIndent(v, "", "  ")
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(a.stdout, "%s\n", b)
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			_, err := fmt.Fprintf(a.stdout, "gssh %s (%s, %s/%s)\n", v.Version, v.Go, v.OS, v.Arch)
-			return err
+			return versionRun(a, opts)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"schema": "gssh.version/v1", version, go, os, arch}`)
+	cmd.Flags().BoolVar(&opts.json, "json", false, `print {"schema": "gssh.version/v1", version, go, os, arch}`)
 	return cmd
+}
+
+// versionRun is gssh version; see newVersionCmd.
+func versionRun(a *app, opts *versionOptions) error {
+	v := versionInfo{Schema: "gssh.version/v1", Version: buildVersion(), Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
+	if opts.json {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(a.stdout, "%s\n", b)
+		return err
+	}
+	_, err := fmt.Fprintf(a.stdout, "gssh %s (%s, %s/%s)\n", v.Version, v.Go, v.OS, v.Arch)
+	return err
 }
