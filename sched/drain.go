@@ -2,8 +2,9 @@ package sched
 
 import (
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/gssh/gssh/units"
 )
 
 // Drain is an administrator's drain of a host (gssh drain; the state
@@ -66,7 +67,7 @@ func checkDrain(n *node, w *want) Reason {
 	case w.wall <= 0:
 		return because(CodeDrained, fmt.Sprintf("draining at %s: the job has no walltime (--timeout) to end by then", utcMinute(d.From)))
 	case n.now.Add(w.wall).After(d.From):
-		return because(CodeDrained, fmt.Sprintf("draining at %s: the job's walltime %s would run past it", utcMinute(d.From), WalltimeText(w.wall)))
+		return because(CodeDrained, fmt.Sprintf("draining at %s: the job's walltime %s would run past it", utcMinute(d.From), units.FormatDuration(w.wall)))
 	}
 	return Reason{}
 }
@@ -81,17 +82,4 @@ func windowAhead(hosts []*node, now time.Time) bool {
 		}
 	}
 	return false
-}
-
-// WalltimeText prints a walltime as people write one: "4h", "1h30m",
-// "90s", "2h0m5s" (Go's form without the zero units at its end).
-func WalltimeText(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

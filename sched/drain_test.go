@@ -136,12 +136,3 @@ func TestDrainReservation(t *testing.T) {
 		t.Errorf("only a drained host: %+v", p)
 	}
 }
-
-func TestWalltimeText(t *testing.T) {
-	for d, want := range map[time.Duration]string{4 * time.Hour: "4h", 90 * time.Minute: "1h30m", 90 * time.Second: "1m30s",
-		2*time.Hour + 5*time.Second: "2h0m5s", 45 * time.Second: "45s", 10 * time.Minute: "10m"} {
-		if got := WalltimeText(d); got != want {
-			t.Errorf("WalltimeText(%s) = %q, want %q", d, got, want)
-		}
-	}
-}

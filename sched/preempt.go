@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/units"
 )
 
 // CodePreempted is the code of a Preempt's reason, and of a job a
@@ -122,7 +122,7 @@ func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool
 			// not counted in maxWaiters: a job not due yet takes no
 			// search from those that are
 			holds = append(holds, Hold{Job: w.ID, Ref: w.Ref(), Setting: "preempt_after", Text: fmt.Sprintf("preempt_after: %s to go (it has waited %s of %s)",
-				shortDuration(pol.PreemptAfter-waited), shortDuration(waited), shortDuration(pol.PreemptAfter))})
+				units.FormatDuration((pol.PreemptAfter - waited).Round(time.Second)), units.FormatDuration(waited.Round(time.Second)), units.FormatDuration(pol.PreemptAfter.Round(time.Second)))})
 			continue
 		}
 		if tried++; tried > maxWaiters {
@@ -185,20 +185,7 @@ func notYet(in Input, pol Policy, w *job.Job, running map[job.ID]*job.Job, score
 	}
 	ran := in.Now.Sub(soonest.StartedAt)
 	return Hold{Job: w.ID, Ref: w.Ref(), Setting: "min_runtime", Text: fmt.Sprintf("min_runtime: %s to go (job %s, which ranks behind it, has run %s of %s)",
-		shortDuration(pol.MinRuntime-ran), soonest.Ref(), shortDuration(ran), shortDuration(pol.MinRuntime))}
-}
-
-// shortDuration is d to the second, without trailing zero units: "3m10s",
-// "10m", "2h", "1h30m".
-func shortDuration(d time.Duration) string {
-	s := d.Round(time.Second).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+		units.FormatDuration((pol.MinRuntime - ran).Round(time.Second)), soonest.Ref(), units.FormatDuration(ran.Round(time.Second)), units.FormatDuration(pol.MinRuntime.Round(time.Second)))}
 }
 
 // waitingSince is when queued job j began to wait: its submit, its last

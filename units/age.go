@@ -50,9 +50,5 @@ func FormatAge(d time.Duration) string {
 	case d >= time.Hour && d%time.Hour == 0:
 		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
 	}
-	s := d.String()
-	if m, ok := strings.CutSuffix(s, "m0s"); ok {
-		return m + "m" // whole minutes: "1h30m"; whole hours are above
-	}
-	return s
+	return FormatDuration(d)
 }

@@ -64,11 +64,11 @@ func memCell(s job.Spec) string {
 func age(j job.Job, now time.Time) string {
 	switch {
 	case j.StartedAt.IsZero():
-		return short(now.Sub(j.SubmittedAt))
+		return units.FormatElapsed(now.Sub(j.SubmittedAt))
 	case j.EndedAt.IsZero():
-		return short(now.Sub(j.StartedAt))
+		return units.FormatElapsed(now.Sub(j.StartedAt))
 	}
-	return short(j.EndedAt.Sub(j.StartedAt))
+	return units.FormatElapsed(j.EndedAt.Sub(j.StartedAt))
 }
 
 // runtimeCell is how long a started job ran, or has run by now, on the
@@ -79,20 +79,6 @@ func runtimeCell(j job.Job, now time.Time) string {
 		return ""
 	}
 	return age(j, now)
-}
-
-// short prints a duration as people read it: 42s, 1m27s, 2h05m, 3d04h.
-func short(d time.Duration) string {
-	d = d.Round(time.Second)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%02dh", int(d.Hours()/24), int(d.Hours())%24)
 }
 
 func jobName(j job.Job) string {

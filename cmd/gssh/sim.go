@@ -421,12 +421,12 @@ func (a *app) printComparison(c *sim.Comparison) error {
 			return fmt.Sprintf("%d (%s GPU-h)", r.Unplaceable, strconv.FormatFloat(r.UnplaceableGPUHours, 'f', 0, 64))
 		}),
 		row("never started", func(r sim.Report) string { return strconv.Itoa(r.NeverStarted) }),
-		row("makespan", func(r sim.Report) string { return short(r.Makespan) }),
-		row("wait mean", func(r sim.Report) string { return short(r.MeanWait) }),
-		row("wait p50", func(r sim.Report) string { return short(r.P50Wait) }),
-		row("wait p95", func(r sim.Report) string { return short(r.P95Wait) }),
-		row("wait max", func(r sim.Report) string { return short(r.MaxWait) }),
-		row("completion mean", func(r sim.Report) string { return short(r.MeanCompletion) }),
+		row("makespan", func(r sim.Report) string { return units.FormatElapsed(r.Makespan) }),
+		row("wait mean", func(r sim.Report) string { return units.FormatElapsed(r.MeanWait) }),
+		row("wait p50", func(r sim.Report) string { return units.FormatElapsed(r.P50Wait) }),
+		row("wait p95", func(r sim.Report) string { return units.FormatElapsed(r.P95Wait) }),
+		row("wait max", func(r sim.Report) string { return units.FormatElapsed(r.MaxWait) }),
+		row("completion mean", func(r sim.Report) string { return units.FormatElapsed(r.MeanCompletion) }),
 		row("waited > 1 day", func(r sim.Report) string { return strconv.Itoa(r.WaitedOverDay) }),
 		row("utilization", func(r sim.Report) string { return pctText(r.Utilization) }),
 		row("utilization, arrivals", func(r sim.Report) string { return pctText(r.UtilizationArrivals) }),
@@ -442,7 +442,7 @@ func (a *app) printComparison(c *sim.Comparison) error {
 	if err := a.printBreakdown(c, "GPUS", func(r sim.Report) [][2]string {
 		out := make([][2]string, len(r.Sizes))
 		for i, s := range r.Sizes {
-			cell := fmt.Sprintf("%s / %s / %s (%d)", short(s.MeanWait), short(s.P95Wait), short(s.MaxWait), s.Started)
+			cell := fmt.Sprintf("%s / %s / %s (%d)", units.FormatElapsed(s.MeanWait), units.FormatElapsed(s.P95Wait), units.FormatElapsed(s.MaxWait), s.Started)
 			if s.Started == 0 {
 				cell = fmt.Sprintf("none ran (of %d)", s.Jobs)
 			}
@@ -456,7 +456,7 @@ func (a *app) printComparison(c *sim.Comparison) error {
 	return a.printBreakdown(c, "USER", func(r sim.Report) [][2]string {
 		out := make([][2]string, len(r.Users))
 		for i, u := range r.Users {
-			out[i] = [2]string{printable(u.User), fmt.Sprintf("%s, %s", short(u.MeanWait), strconv.FormatFloat(u.GPUHours, 'f', 0, 64))}
+			out[i] = [2]string{printable(u.User), fmt.Sprintf("%s, %s", units.FormatElapsed(u.MeanWait), strconv.FormatFloat(u.GPUHours, 'f', 0, 64))}
 		}
 		return out
 	})
