@@ -54,7 +54,7 @@ func gsshBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "gssh")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, "./cmd/gssh")
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", "gssh_test", "-o", binPath, "./cmd/gssh")
 		cmd.Dir = root(t)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -150,6 +150,7 @@ func newFleet(t *testing.T, n int) *fleet {
 		"GSSH_STATE="+f.state,
 		"GSSH_FAKE_SMI_DIR="+smiDir,                           // ctl's GPUs
 		"GSSH_CLAIMS_DIR="+filepath.Join(f.dir, "ctl-claims"), // ctl's GPU claims: this test's own
+		"GSSH_TEST_SYSTEM_INVENTORY=",                         // the test build reads no /etc/gssh/hosts.yaml
 	)
 	return f
 }

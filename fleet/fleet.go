@@ -59,11 +59,14 @@ type SourceFunc func(run probe.Runner, host string) probe.Source
 type Options struct {
 	// Inventory, when set, is the inventory (tests, a simulated lab);
 	// otherwise it is found by inventory.Locate from InventoryPath
-	// (--inventory), InventoryEnv ($GSSH_INVENTORY) and Home, and without
-	// one the fleet is the local host alone, named LocalHost.
-	Inventory     *inventory.Inventory
-	InventoryPath string
-	InventoryEnv  string
+	// (--inventory), InventoryEnv ($GSSH_INVENTORY), Home and
+	// SystemInventory (gssh: inventory.SystemPath; "": no machine-wide
+	// file), and without one the fleet is the local host alone, named
+	// LocalHost.
+	Inventory       *inventory.Inventory
+	InventoryPath   string
+	InventoryEnv    string
+	SystemInventory string
 
 	// Home is $HOME (or the passwd entry's): ~/.ssh/config, known_hosts,
 	// keys. LocalUser is %u and the login user when nothing names one;
@@ -202,7 +205,7 @@ func (f *Fleet) load() (*inventory.Inventory, Resolver, error) {
 	opt := f.opt
 	inv := opt.Inventory
 	if inv == nil {
-		path, err := inventory.Locate(opt.InventoryPath, opt.InventoryEnv, opt.Home)
+		path, err := inventory.Locate(opt.InventoryPath, opt.InventoryEnv, opt.Home, opt.SystemInventory)
 		switch {
 		case errors.Is(err, inventory.ErrNotFound):
 			host, _, _ := strings.Cut(opt.LocalHost, ".")

@@ -156,11 +156,18 @@ func LocalOnly(name string) *Inventory {
 // ErrNotFound is returned by Locate when no inventory file exists anywhere.
 var ErrNotFound = errors.New("no inventory file")
 
+// SystemPath is the machine-wide inventory: the hosts file every user's
+// gssh falls back to, and where a lab's shared queue is set up (a `lab:`
+// block in it). gssh passes it to Locate and to the lab's detection;
+// tests pass a private path or none.
+const SystemPath = "/etc/gssh/hosts.yaml"
+
 // Locate picks the hosts file: flag (--inventory), then env
-// ($GSSH_INVENTORY), then home/.config/gssh/hosts.yaml, then
-// /etc/gssh/hosts.yaml. A path given by flag or env must exist. It returns
-// ErrNotFound when none of the default places holds a file.
-func Locate(flag, env, home string) (string, error) {
+// ($GSSH_INVENTORY), then home/.config/gssh/hosts.yaml, then system (gssh
+// gives SystemPath; "": no machine-wide file). A path given by flag or
+// env must exist. It returns ErrNotFound when none of the default places
+// holds a file.
+func Locate(flag, env, home, system string) (string, error) {
 	for _, given := range []struct{ path, from string }{{flag, "--inventory"}, {env, "$GSSH_INVENTORY"}} {
 		if given.path == "" {
 			continue
@@ -170,7 +177,10 @@ func Locate(flag, env, home string) (string, error) {
 		}
 		return given.path, nil
 	}
-	candidates := []string{"/etc/gssh/hosts.yaml"}
+	var candidates []string
+	if system != "" {
+		candidates = append(candidates, system)
+	}
 	if home != "" {
 		candidates = append([]string{filepath.Join(home, ".config", "gssh", "hosts.yaml")}, candidates...)
 	}

@@ -173,8 +173,18 @@ func TestParseErrors(t *testing.T) {
 
 func TestLocate(t *testing.T) {
 	home := t.TempDir()
-	if _, err := Locate("", "", home); err != ErrNotFound && !fileExists("/etc/gssh/hosts.yaml") {
+	system := filepath.Join(t.TempDir(), "etc-gssh-hosts.yaml") // this test's machine-wide file
+	if _, err := Locate("", "", home, system); err != ErrNotFound {
 		t.Errorf("Locate with nothing = %v, want ErrNotFound", err)
+	}
+	if err := os.WriteFile(system, []byte("hosts:\n  - name: s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := Locate("", "", home, system); err != nil || p != system {
+		t.Errorf("Locate with the machine-wide file only = %q, %v; want %q", p, err, system)
+	}
+	if _, err := Locate("", "", home, ""); err != ErrNotFound {
+		t.Errorf("Locate with no machine-wide file named = %v, want ErrNotFound", err)
 	}
 	cfg := filepath.Join(home, ".config", "gssh", "hosts.yaml")
 	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
@@ -183,26 +193,24 @@ func TestLocate(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("hosts:\n  - name: a\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := Locate("", "", home); err != nil || p != cfg {
+	if p, err := Locate("", "", home, system); err != nil || p != cfg {
 		t.Errorf("Locate = %q, %v; want %q", p, err, cfg)
 	}
 	other := filepath.Join(home, "other.yaml")
 	os.WriteFile(other, []byte("hosts:\n  - name: b\n"), 0o644)
-	if p, _ := Locate("", other, home); p != other {
+	if p, _ := Locate("", other, home, system); p != other {
 		t.Errorf("env path not preferred: %q", p)
 	}
-	if p, _ := Locate(other, "/nonexistent", home); p != other {
+	if p, _ := Locate(other, "/nonexistent", home, system); p != other {
 		t.Errorf("flag path not preferred: %q", p)
 	}
-	if _, err := Locate("/nonexistent/h.yaml", "", home); err == nil || !strings.Contains(err.Error(), "--inventory") {
+	if _, err := Locate("/nonexistent/h.yaml", "", home, system); err == nil || !strings.Contains(err.Error(), "--inventory") {
 		t.Errorf("missing flag file: %v", err)
 	}
-	if _, err := Locate("", "/nonexistent/h.yaml", home); err == nil || !strings.Contains(err.Error(), "$GSSH_INVENTORY") {
+	if _, err := Locate("", "/nonexistent/h.yaml", home, system); err == nil || !strings.Contains(err.Error(), "$GSSH_INVENTORY") {
 		t.Errorf("missing env file: %v", err)
 	}
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func TestParsePercent(t *testing.T) {
 	for in, want := range map[string]float64{"10%": 10, "10": 10, " 12.5 % ": 12.5, "0": 0} {

@@ -84,7 +84,7 @@ func newLab(t *testing.T) *lab {
 	}
 	dir := t.TempDir()
 	l := &lab{t: t, dir: dir, gssh: filepath.Join(dir, "gssh"), runs: filepath.Join(dir, "runs"), links: map[string][2]string{}}
-	build := exec.Command("go", "build", "-o", l.gssh, "./cmd/gssh")
+	build := exec.Command("go", "build", "-tags", "gssh_test", "-o", l.gssh, "./cmd/gssh")
 	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build gssh: %v\n%s", err, out)
@@ -125,6 +125,7 @@ func newLab(t *testing.T) *lab {
 		}
 	}
 	l.env = append(os.Environ(), "HOME="+home, "SSH_AUTH_SOCK=", "GSSH_INVENTORY="+filepath.Join(dir, "hosts.yaml"),
+		"GSSH_TEST_SYSTEM_INVENTORY=", // the test build (-tags gssh_test) reads no /etc/gssh/hosts.yaml
 		"GSSH_STATE="+filepath.Join(dir, "state.db"), "GSSH_CLAIMS_DIR="+filepath.Join(dir, "claims"))
 	return l
 }

@@ -21,10 +21,10 @@ import (
 	"github.com/gssh/gssh/state"
 )
 
-// DefaultLabInventory is where gssh looks for a lab's shared queue: a
-// `lab:` block in this file makes every member's gssh use its state, its
-// policy and its hosts.
-const DefaultLabInventory = "/etc/gssh/hosts.yaml"
+// DefaultLabInventory is where gssh looks for a lab's shared queue, the
+// machine-wide inventory: a `lab:` block in this file makes every
+// member's gssh use its state, its policy and its hosts.
+const DefaultLabInventory = inventory.SystemPath
 
 // ErrNotPassUser means a member of a shared lab queue asked for what
 // only the lab's pass_user does: a pass (Schedule; Submit, Cancel, Hold,
@@ -66,7 +66,7 @@ func findLab(opt *Options) (*lab, error) {
 		}
 	}
 	if file == "" {
-		if p, err := inventory.Locate(opt.Fleet.InventoryPath, opt.Fleet.InventoryEnv, opt.Fleet.Home); err == nil {
+		if p, err := inventory.Locate(opt.Fleet.InventoryPath, opt.Fleet.InventoryEnv, opt.Fleet.Home, opt.Fleet.SystemInventory); err == nil {
 			if line, ok := inventory.LabLine(p); ok {
 				warn(fmt.Sprintf("%s:%d: its `lab:` block is ignored: a lab's shared queue is set up in %s (or the file $GSSH_INVENTORY names), not in a personal inventory; this gssh keeps its own queue", p, line, opt.LabInventory))
 			}
@@ -94,7 +94,7 @@ func findLab(opt *Options) (*lab, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s:%d: lab group %q: gid %q is not a number", file, max(lb.GroupLine, lb.Line), lb.Group, g.Gid)
 	}
-	if p, err := inventory.Locate(opt.Fleet.InventoryPath, "", opt.Fleet.Home); err == nil && p != file && p != opt.LabInventory {
+	if p, err := inventory.Locate(opt.Fleet.InventoryPath, "", opt.Fleet.Home, opt.Fleet.SystemInventory); err == nil && p != file && p != opt.LabInventory {
 		warn(fmt.Sprintf("inventory %s is ignored: %s:%d has a `lab:` block, so its hosts, policy and state are the lab's one queue", p, file, lb.Line))
 	}
 	if p := opt.Fleet.InventoryEnv; p != "" && p != file && p != opt.LabInventory && p != opt.Fleet.InventoryPath {

@@ -62,12 +62,12 @@ var raceScripts = map[string]string{
 }
 
 // buildGssh builds gssh as `make build` does (static, no cgo), with the
-// test clock (-tags gssh_testclock: testclock.go), into a directory of
+// test clock (-tags gssh_test: testhooks.go), into a directory of
 // its own, and returns that directory.
 func buildGssh(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", "gssh_testclock", "-o", filepath.Join(dir, "gssh"), ".")
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "gssh_test", "-o", filepath.Join(dir, "gssh"), ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/gssh: %v\n%s", err, out)
@@ -89,7 +89,7 @@ func testNow(t *testing.T) time.Time {
 		t.Fatalf("GSSH_TEST_NOW=%q: give an RFC 3339 time, such as 2026-12-02T23:30:00Z: %v", s, err)
 	}
 	if !testClockBuilt {
-		t.Fatalf("GSSH_TEST_NOW=%s: the scripts in raceScripts run this test binary, which has no test clock: go test -tags gssh_testclock", s)
+		t.Fatalf("GSSH_TEST_NOW=%s: the scripts in raceScripts run this test binary, which has no test clock: go test -tags gssh_test", s)
 	}
 	return at
 }
@@ -131,7 +131,7 @@ var testFleet = []fleetHost{
 
 // testClock is the scripts' environment that sets their clock to at
 // (nil when at is zero): the suite starts at that time on gssh's clock
-// (GSSH_TEST_CLOCK, testclock.go), which then runs on at the machine's
+// (GSSH_TEST_CLOCK, testhooks.go), which then runs on at the machine's
 // rate. The local host is the controller's own machine, whose clock it
 // shares: the script's processes (ctl's shells and jobs among them) run
 // on the same shifted clock through libfaketime. The sshd hosts keep the
@@ -227,6 +227,7 @@ func TestScripts(t *testing.T) {
 			}
 			e.Setenv("GSSH_FAKE_SMI_DIR", filepath.Join(fixtures, "a100x4"))
 			e.Setenv("GSSH_CLAIMS_DIR", filepath.Join(e.WorkDir, "ctl-claims")) // ctl's GPU claims: the script's own
+			e.Setenv(testInventoryEnv, "")                                      // no machine-wide inventory: never the machine's /etc/gssh
 			e.Setenv("FIXTURES", fixtures)
 			e.Setenv("ENCKEY", encrypted.Path)
 			e.Setenv("HELPERBIN", helperBin)

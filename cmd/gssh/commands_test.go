@@ -178,22 +178,23 @@ func TestVersionFlags(t *testing.T) {
 }
 
 // gssh lab init's inventory: --inventory, else $GSSH_INVENTORY when it
-// has a lab: block, else /etc/gssh/hosts.yaml.
+// has a lab: block, else the machine-wide inventory (/etc/gssh/hosts.yaml;
+// here the test's own).
 func TestLabInitFlags(t *testing.T) {
 	dir := t.TempDir()
-	lab, personal := dir+"/lab.yaml", dir+"/mine.yaml"
+	lab, personal, system := dir+"/lab.yaml", dir+"/mine.yaml", dir+"/etc-gssh-hosts.yaml"
 	writeFile(t, lab, "lab:\n  state: /srv/gssh/state.db\nhosts:\n  - name: a\n")
 	writeFile(t, personal, "hosts:\n  - name: a\n")
 	for _, tt := range []struct {
 		flag, env, want string
 	}{
-		{"", "", service.DefaultLabInventory},
+		{"", "", system},
 		{"", lab, lab},
-		{"", personal, service.DefaultLabInventory},
+		{"", personal, system},
 		{personal, lab, personal},
 	} {
 		a := testApp()
-		a.inventoryPath, a.env["GSSH_INVENTORY"] = tt.flag, tt.env
+		a.inventoryPath, a.env["GSSH_INVENTORY"], a.systemInventory = tt.flag, tt.env, system
 		var got *labInitOptions
 		if err := run(t, newLabInitCmd(a, func(o *labInitOptions) error { got = o; return nil })); err != nil || got.inventory != tt.want {
 			t.Errorf("--inventory %q, $GSSH_INVENTORY %q: %+v, %v; want %s", tt.flag, tt.env, got, err, tt.want)

@@ -52,7 +52,7 @@ and the host must have fs.protected_hardlinks=1 (else it refuses, exit 3).`,
 		RunE: func(*cobra.Command, []string) error {
 			opts.inventory = a.inventoryPath
 			if opts.inventory == "" {
-				opts.inventory = service.DefaultLabInventory
+				opts.inventory = a.systemInventory
 				if env := a.getenv("GSSH_INVENTORY"); env != "" {
 					if _, ok := inventory.LabLine(env); ok {
 						opts.inventory = env

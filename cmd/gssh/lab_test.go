@@ -98,7 +98,7 @@ func newSharedLab(t *testing.T) *sharedLab {
 	t.Cleanup(func() { os.RemoveAll(root) })
 	mustRun(t, "", "chmod", "755", root)
 	bin := filepath.Join(root, "gssh")
-	mustRun(t, "", "go", "build", "-o", bin, ".")
+	mustRun(t, "", "go", "build", "-tags", "gssh_test", "-o", bin, ".") // noSystemInventory: testhooks.go
 
 	// Each lab its own names: the shared-lab tests run in parallel.
 	tag := fmt.Sprintf("gl%d%c", os.Getpid()%100000, 'a'+labCount.Add(1)-1)
@@ -210,7 +210,7 @@ func (l *sharedLab) labInit() string {
 func (l *sharedLab) labInitOf(inv string) string {
 	l.t.Helper()
 	cmd := exec.Command(l.bin, "lab", "init")
-	cmd.Env = []string{"HOME=" + l.root, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "GSSH_INVENTORY=" + inv}
+	cmd.Env = []string{"HOME=" + l.root, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "GSSH_INVENTORY=" + inv, noSystemInventory}
 	out, err := cmd.CombinedOutput()
 	l.t.Logf("root$ gssh lab init\n%s", out)
 	if err != nil {
@@ -252,7 +252,7 @@ func (l *sharedLab) gsshQuiet(u *labUser, env []string, args ...string) (stdout,
 	l.t.Helper()
 	cmd := exec.Command(l.bin, args...)
 	cmd.Dir = u.home
-	cmd.Env = append([]string{"HOME=" + u.home, "PATH=/usr/bin:/bin", "USER=" + u.name, "SSH_AUTH_SOCK="}, env...)
+	cmd.Env = append([]string{"HOME=" + u.home, "PATH=/usr/bin:/bin", "USER=" + u.name, "SSH_AUTH_SOCK=", noSystemInventory}, env...)
 	groups := []uint32{uint32(l.gid)}
 	if slices.Contains(env, "GSSH_TEST_NO_GROUP=1") { // the user as one outside the lab's group
 		groups = []uint32{}
@@ -531,7 +531,7 @@ func TestSharedLab(t *testing.T) {
 	want("personal inventory in lab mode", errs, "inventory "+personal+" is ignored")
 	want("personal inventory in lab mode", out, "2\t"+bob.name+"\tcancelled")
 	cmd := exec.Command(bin, "--inventory", personal, "ps")
-	cmd.Env = []string{"HOME=" + alice.home, "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{"HOME=" + alice.home, "PATH=/usr/bin:/bin", noSystemInventory}
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("personal mode: %v: %s", err, b)
@@ -570,3 +570,8 @@ func mustRun(t *testing.T, dir string, name string, args ...string) {
 		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, b)
 	}
 }
+
+// noSystemInventory is the environment entry that keeps a test build of
+// gssh (-tags gssh_test) from reading the machine's /etc/gssh/hosts.yaml:
+// a test's gssh knows only the inventories the test gives it.
+const noSystemInventory = testInventoryEnv + "="

@@ -37,6 +37,10 @@ type app struct {
 	environ        []string
 	tty            bool // stdout is a terminal
 	now            func() time.Time
+	// systemInventory is the machine-wide inventory, where a lab's shared
+	// queue is set up (inventory.SystemPath; the test build can move it:
+	// testhooks.go).
+	systemInventory string
 
 	inventoryPath  string
 	stateFile      string
@@ -84,9 +88,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 	now, err := clockOf(a.env)
 	if err != nil {
 		fmt.Fprintln(stderr, "gssh:", err)
-		return 1
+		return exitUsage
 	}
-	a.now = now
+	a.now, a.systemInventory = now, systemInventoryOf(a.env)
 	if f, ok := stdout.(*os.File); ok {
 		a.tty = term.IsTerminal(int(f.Fd()))
 	}
@@ -210,19 +214,20 @@ func (a *app) service() service.Service {
 		hostname, _ := os.Hostname()
 		a.svc = service.New(service.Options{
 			Fleet: fleet.Options{
-				InventoryPath:  a.inventoryPath,
-				InventoryEnv:   a.getenv("GSSH_INVENTORY"),
-				Home:           home,
-				LocalUser:      a.localUser(),
-				LocalHost:      hostname,
-				SSHConfig:      a.sshConfigPath,
-				AgentSock:      a.getenv("SSH_AUTH_SOCK"),
-				ConnectTimeout: a.connectTimeout,
-				Environ:        a.environ,
-				HelperPath:     a.getenv("GSSH_HELPER"),
-				CacheDir:       a.cacheDir(home),
-				Warn:           func(s string) { fmt.Fprintln(a.stderr, "gssh:", s) },
-				Now:            a.now,
+				InventoryPath:   a.inventoryPath,
+				InventoryEnv:    a.getenv("GSSH_INVENTORY"),
+				SystemInventory: a.systemInventory,
+				Home:            home,
+				LocalUser:       a.localUser(),
+				LocalHost:       hostname,
+				SSHConfig:       a.sshConfigPath,
+				AgentSock:       a.getenv("SSH_AUTH_SOCK"),
+				ConnectTimeout:  a.connectTimeout,
+				Environ:         a.environ,
+				HelperPath:      a.getenv("GSSH_HELPER"),
+				CacheDir:        a.cacheDir(home),
+				Warn:            func(s string) { fmt.Fprintln(a.stderr, "gssh:", s) },
+				Now:             a.now,
 			},
 			StatePath:     a.statePath(),
 			StateExplicit: a.stateFile != "" || a.getenv("GSSH_STATE") != "",
@@ -233,7 +238,7 @@ func (a *app) service() service.Service {
 			Owner:         a.localUser(), // personal mode: the queue is the user's own
 			ProbeTimeout:  a.probeTimeout,
 			Now:           a.now,
-			LabInventory:  service.DefaultLabInventory,
+			LabInventory:  a.systemInventory,
 		})
 	}
 	return a.svc

@@ -301,7 +301,7 @@ func (a *app) simLab(opts *simOptions) (hosts []sched.Host, own *inventory.Inven
 	if doc.Schema != service.GPUsSchema && doc.Schema != service.GPUsSchemaV1 {
 		return nil, nil, fmt.Errorf("--lab %s: schema %q, want %q (save one with: gssh gpus --json > lab.json)", opts.lab, doc.Schema, service.GPUsSchema)
 	}
-	path, err := inventory.Locate(a.inventoryPath, a.getenv("GSSH_INVENTORY"), a.home())
+	path, err := inventory.Locate(a.inventoryPath, a.getenv("GSSH_INVENTORY"), a.home(), a.systemInventory)
 	switch {
 	case errors.Is(err, inventory.ErrNotFound):
 	case err != nil:

@@ -80,7 +80,7 @@ func TestClockSkew(t *testing.T) {
 	}
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "SSH_AUTH_SOCK=",
 		"GSSH_STATE=" + filepath.Join(dir, "state.db"), "GSSH_INVENTORY=" + filepath.Join(dir, "hosts.yaml"),
-		"GSSH_CLAIMS_DIR=" + filepath.Join(dir, "claims")}
+		"GSSH_CLAIMS_DIR=" + filepath.Join(dir, "claims"), noSystemInventory}
 	gssh := func(args ...string) string {
 		t.Helper()
 		var out, errb bytes.Buffer

@@ -1,17 +1,13 @@
-//go:build gssh_testclock
+//go:build gssh_test
 
 package main
 
 import (
 	"fmt"
 	"time"
-)
 
-// testClockEnv names the shift of the test build's clock: a Go duration
-// ("17h29m58.5s", "-2h") added to the machine's time, so that the CLI
-// scripts can run at any time of day (cli_test.go sets it from
-// $GSSH_TEST_NOW). Only a binary built with -tags gssh_testclock reads it.
-const testClockEnv = "GSSH_TEST_CLOCK"
+	"github.com/gssh/gssh/inventory"
+)
 
 // testClockBuilt says this build honours testClockEnv.
 const testClockBuilt = true
@@ -30,4 +26,13 @@ func clockOf(env map[string]string) (func() time.Time, error) {
 		return nil, fmt.Errorf("$%s %q: give a duration to shift the clock by, such as 17h30m or -2h: %w", testClockEnv, s, err)
 	}
 	return func() time.Time { return time.Now().Add(d) }, nil
+}
+
+// systemInventoryOf is $GSSH_TEST_SYSTEM_INVENTORY when it is set, else
+// inventory.SystemPath.
+func systemInventoryOf(env map[string]string) string {
+	if p, ok := env[testInventoryEnv]; ok {
+		return p
+	}
+	return inventory.SystemPath
 }
