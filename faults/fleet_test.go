@@ -148,9 +148,9 @@ func newFleet(t *testing.T, n int) *fleet {
 		"SSH_AUTH_SOCK=",
 		"GSSH_INVENTORY="+filepath.Join(f.dir, "hosts.yaml"),
 		"GSSH_STATE="+f.state,
-		"GSSH_FAKE_SMI_DIR="+smiDir,                           // ctl's GPUs
-		"GSSH_CLAIMS_DIR="+filepath.Join(f.dir, "ctl-claims"), // ctl's GPU claims: this test's own
-		"GSSH_TEST_SYSTEM_INVENTORY=",                         // the test build reads no /etc/gssh/hosts.yaml
+		"GSSH_FAKE_SMI_DIR="+smiDir,                                               // ctl's GPUs
+		"GSSH_CLAIMS_DIR="+filepath.Join(f.dir, "ctl-claims"),                     // ctl's GPU claims: this test's own
+		"GSSH_TEST_SYSTEM_INVENTORY="+filepath.Join(f.dir, "etc-gssh-hosts.yaml"), // the test build's machine-wide inventory: never the machine's
 	)
 	return f
 }

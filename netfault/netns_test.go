@@ -125,7 +125,7 @@ func newLab(t *testing.T) *lab {
 		}
 	}
 	l.env = append(os.Environ(), "HOME="+home, "SSH_AUTH_SOCK=", "GSSH_INVENTORY="+filepath.Join(dir, "hosts.yaml"),
-		"GSSH_TEST_SYSTEM_INVENTORY=", // the test build (-tags gssh_test) reads no /etc/gssh/hosts.yaml
+		"GSSH_TEST_SYSTEM_INVENTORY="+filepath.Join(dir, "etc-gssh-hosts.yaml"), // the test build's machine-wide inventory: never the machine's
 		"GSSH_STATE="+filepath.Join(dir, "state.db"), "GSSH_CLAIMS_DIR="+filepath.Join(dir, "claims"))
 	return l
 }

@@ -226,8 +226,8 @@ func TestScripts(t *testing.T) {
 				e.Setenv(k, v)
 			}
 			e.Setenv("GSSH_FAKE_SMI_DIR", filepath.Join(fixtures, "a100x4"))
-			e.Setenv("GSSH_CLAIMS_DIR", filepath.Join(e.WorkDir, "ctl-claims")) // ctl's GPU claims: the script's own
-			e.Setenv(testInventoryEnv, "")                                      // no machine-wide inventory: never the machine's /etc/gssh
+			e.Setenv("GSSH_CLAIMS_DIR", filepath.Join(e.WorkDir, "ctl-claims"))         // ctl's GPU claims: the script's own
+			e.Setenv(testInventoryEnv, filepath.Join(e.WorkDir, "etc-gssh-hosts.yaml")) // the script's own machine-wide inventory: never the machine's
 			e.Setenv("FIXTURES", fixtures)
 			e.Setenv("ENCKEY", encrypted.Path)
 			e.Setenv("HELPERBIN", helperBin)

@@ -80,3 +80,11 @@ func TestWrapLines(t *testing.T) {
 		t.Errorf("words lost or changed:\n%s", text)
 	}
 }
+
+func TestMsCell(t *testing.T) {
+	for s, want := range map[float64]string{0: "-", 0.0004: "0.4ms", 0.00981: "9.8ms", 0.00996: "10ms", 0.0131: "13ms", 0.1612: "161ms", 9.9994: "9999ms"} {
+		if got := msCell(s); got != want {
+			t.Errorf("msCell(%v) = %q, want %q", s, got, want)
+		}
+	}
+}

@@ -214,12 +214,19 @@ func driverCell(d service.HostInfo) string {
 	return cell
 }
 
-// msCell is a time in seconds, in milliseconds ("-" for 0).
+// msCell is a time in seconds, in milliseconds ("-" for 0): a tenth
+// below 10 ms ("0.4ms", "9.8ms"), whole ones above ("13ms", "161ms"), so
+// that a slow host widens the column by a character at most (the table
+// fits 100 columns with any round trip under 10 s).
 func msCell(s float64) string {
-	if s == 0 {
+	switch ms := s * 1000; {
+	case s == 0:
 		return "-"
+	case ms < 9.95:
+		return fmt.Sprintf("%.1fms", ms)
+	default:
+		return fmt.Sprintf("%.0fms", ms)
 	}
-	return fmt.Sprintf("%.1fms", s*1000)
 }
 
 // checkHostFlag refuses `--host ”`, which pflag reads as no host at all and

@@ -573,5 +573,7 @@ func mustRun(t *testing.T, dir string, name string, args ...string) {
 
 // noSystemInventory is the environment entry that keeps a test build of
 // gssh (-tags gssh_test) from reading the machine's /etc/gssh/hosts.yaml:
-// a test's gssh knows only the inventories the test gives it.
-const noSystemInventory = testInventoryEnv + "="
+// its machine-wide inventory is a path no machine has, so a test's gssh
+// knows only the inventories the test gives it, and looks for a lab as
+// gssh does (a lab inventory named by $GSSH_INVENTORY).
+const noSystemInventory = testInventoryEnv + "=/nonexistent/gssh-test/hosts.yaml"
