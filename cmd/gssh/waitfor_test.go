@@ -37,9 +37,11 @@ func scriptEnv(ts *testscript.TestScript) []string {
 // saying what it saw last, when DURATION (30s unless given) passes
 // first. It is what a script does instead of sleeping "long enough":
 //
-//	exit ID...          each job's exit file is written (its job dir is
-//	                    the one gssh show names: every test host's home
-//	                    is on this machine)
+//	exit ID...          each job's exit file is written and its run.sh
+//	                    (the pid in its pid file) has ended, as a pass
+//	                    needs to record the end (its job dir is the one
+//	                    gssh show names: every test host's home is on
+//	                    this machine)
 //	file PATH...        each file exists
 //	dead [-group] FILE  the process whose pid is FILE's first word (a
 //	                    glob naming one file) runs no more, or, with
@@ -76,6 +78,9 @@ func waitforCmd(ts *testscript.TestScript, neg bool, args []string) {
 				}
 				if st, err := os.Stat(filepath.Join(dirs[id], "exit")); err != nil || st.Size() == 0 {
 					return false, fmt.Sprintf("job %s: no exit file in %s", id, dirs[id])
+				}
+				if pid, ok := runsOn(filepath.Join(dirs[id], "pid")); ok {
+					return false, fmt.Sprintf("job %s: its exit file is written, its run.sh (pid %d) still runs", id, pid)
 				}
 			}
 			return true, ""
@@ -193,4 +198,33 @@ func liveProcs(pid int, group bool) []int {
 		live = append(live, n)
 	}
 	return live
+}
+
+// runsOn says whether the process a job's pid file names ("PID
+// STARTTIME", launch's run.sh writes it) still runs: its /proc entry is
+// there, not a zombie, with the same start time (so never a reused pid),
+// as launch's alive() tells.
+func runsOn(pidFile string) (int, bool) {
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0, false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return pid, false
+	}
+	_, rest, ok := strings.Cut(string(stat), ") ")
+	fields := strings.Fields(rest)
+	if !ok || len(fields) < 20 || fields[0] == "Z" || fields[0] == "X" {
+		return pid, false
+	}
+	return pid, fields[19] == f[1]
 }
