@@ -34,8 +34,8 @@ type Policy struct {
 	// lost_after): control.Options.Rules.
 	Health health.Rules
 	// Keep is housekeeping's ages (keep_jobs, keep_job_dirs):
-	// control.Options.Keep. The inventory imports control for it;
-	// control imports no inventory.
+	// control.Options.Keep (job.Keep: a leaf, so that the inventory
+	// imports no control).
 	Keep job.Keep
 	// KeepEvents is how long the event log keeps its rotated files
 	// (keep_events, at least a day): eventlog.Options.MaxAge (0 =

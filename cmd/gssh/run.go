@@ -210,11 +210,9 @@ func runRun(ctx context.Context, a *app, opts *runOptions) error {
 		return err
 	}
 	code := runExit(res)
-	if code != 0 {
-		say("job %s %s: %s", j.Ref(), j.State, j.Reason)
-	}
-	if code == 0 {
+	if code == exitOK {
 		return nil
 	}
+	say("job %s %s: %s", j.Ref(), j.State, j.Reason)
 	return &jobStatus{err: fmt.Errorf("job %s %s: %s", j.Ref(), j.State, j.Reason), code: code}
 }
