@@ -13,7 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/gssh/gssh/units"
 )
 
 // TestSimulatorDecidesAsTheControllerLong is TestSimulatorDecidesAsTheController
@@ -98,9 +99,9 @@ func TestWholeTracesLong(t *testing.T) {
 		}},
 	}
 	cell := map[string]func(Report) string{
-		"wait mean":               func(r Report) string { return tableTime(r.MeanWait) },
-		"wait p95":                func(r Report) string { return tableTime(r.P95Wait) },
-		"wait max":                func(r Report) string { return tableTime(r.MaxWait) },
+		"wait mean":               func(r Report) string { return units.FormatElapsed(r.MeanWait) },
+		"wait p95":                func(r Report) string { return units.FormatElapsed(r.P95Wait) },
+		"wait max":                func(r Report) string { return units.FormatElapsed(r.MaxWait) },
 		"waited > 1 day":          func(r Report) string { return strconv.Itoa(r.WaitedOverDay) },
 		"utilization, arrivals":   func(r Report) string { return strconv.FormatFloat(100*r.UtilizationArrivals, 'f', 1, 64) + "%" },
 		"fairness, waiting users": func(r Report) string { return strconv.FormatFloat(r.JainWaiting, 'f', 3, 64) },
@@ -136,19 +137,4 @@ func TestWholeTracesLong(t *testing.T) {
 			})
 		}
 	}
-}
-
-// tableTime is d as gssh sim's table prints it: 45s, 19m47s, 3h11m up to
-// 48 hours, then 3d00h.
-func tableTime(d time.Duration) string {
-	d = d.Round(time.Second)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%02dh", int(d.Hours()/24), int(d.Hours())%24)
 }
