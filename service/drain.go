@@ -10,7 +10,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/inventory"
@@ -324,13 +323,4 @@ func uniq(names []string) []string {
 		}
 	}
 	return out
-}
-
-// drainsOf is st's drain book, when it keeps one (a state file does; a
-// dry run's store without a file does not: nothing is drained yet).
-func drainsOf(st control.Store) control.DrainBook {
-	if b, ok := st.(control.DrainBook); ok {
-		return b
-	}
-	return nil
 }

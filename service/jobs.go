@@ -195,7 +195,7 @@ func (l *Local) Cancel(ctx context.Context, r CancelRequest) (CancelResult, erro
 	if err != nil {
 		return CancelResult{}, err
 	}
-	ctl, err := l.controller(f, st, nil)
+	ctl, err := l.controller(f, fileStores(st), nil)
 	if err != nil {
 		return CancelResult{}, err
 	}
@@ -268,7 +268,7 @@ func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Contro
 	if err != nil {
 		return nil, err
 	}
-	ctl, err := l.controller(f, st, nil)
+	ctl, err := l.controller(f, fileStores(st), nil)
 	if err != nil {
 		return nil, err
 	}

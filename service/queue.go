@@ -63,7 +63,7 @@ func (l *Local) Explain(ctx context.Context, id job.ID) (Explanation, error) {
 	if err != nil {
 		return Explanation{}, err
 	}
-	ctl, err := l.controller(f, st, nil)
+	ctl, err := l.controller(f, fileStores(st), nil)
 	if err != nil {
 		return Explanation{}, err
 	}

@@ -159,11 +159,11 @@ func (l *Local) Reap(ctx context.Context, r ReapRequest) (ReapDoc, error) {
 // that cannot be read) there are no jobs, so no orphans: every process
 // is foreign, unattributed or another queue's.
 func (l *Local) classify(ctx context.Context, f *fleet.Fleet, st *state.Bolt, reports []fleet.Report, dryRun bool) ([]control.HostReap, error) {
-	var store control.Store = st
-	if st == nil {
-		store = state.NewMem()
+	s := memStores(state.NewMem())
+	if st != nil {
+		s = fileStores(st)
 	}
-	ctl, err := l.controller(f, store, reports)
+	ctl, err := l.controller(f, s, reports)
 	if err != nil {
 		return nil, err
 	}

@@ -402,35 +402,34 @@ func workers(f *fleet.Fleet, cluster string) launch.Workers {
 	return launch.Workers{Cluster: cluster, Shell: func(h string) (launch.Shell, error) { return f.Shell(h) }}
 }
 
-// controller builds the pass of f and st, under the inventory's policy;
-// reports, when set, are the probe the pass uses instead of probing
-// again. st may be a store without a file (a dry run before the first
-// submit): then the cluster id is "".
-func (l *Local) controller(f *fleet.Fleet, st control.Store, reports []fleet.Report) (*control.Controller, error) {
-	return l.rebalancer(f, st, reports, false)
+// controller builds the pass of f over the stores s, under the
+// inventory's policy; reports, when set, are the probe the pass uses
+// instead of probing again.
+func (l *Local) controller(f *fleet.Fleet, s stores, reports []fleet.Report) (*control.Controller, error) {
+	return l.rebalancer(f, s, reports, false)
 }
 
 // rebalancer is controller, whose passes plan preemptions whatever the
 // policy says when rebalance is set (gssh schedule --rebalance).
-func (l *Local) rebalancer(f *fleet.Fleet, st control.Store, reports []fleet.Report, rebalance bool) (*control.Controller, error) {
+func (l *Local) rebalancer(f *fleet.Fleet, s stores, reports []fleet.Report, rebalance bool) (*control.Controller, error) {
 	cluster := ""
-	if c, ok := st.(interface{ ClusterID() (string, error) }); ok {
+	if s.cluster != nil {
 		var err error
-		if cluster, err = c.ClusterID(); err != nil {
+		if cluster, err = s.cluster(); err != nil {
 			return nil, err
 		}
 	}
 	snaps := otherQueues{Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports}, fleet: f, cluster: cluster, timeout: l.opt.ProbeTimeout}
 	w := workers(f, cluster)
 	return control.New(control.Options{
-		Store:     st,
+		Store:     s.queue,
 		Snapshots: snaps,
 		HostsOf:   snaps,
 		Workers:   w,
 		Reaper:    w,
 		Remover:   w,
-		Jobs:      listerOf(st),
-		Keeper:    keeperOf(st),
+		Jobs:      s.jobs,
+		Keeper:    s.keeper,
 		Events:    eventSink{l.eventLog()},
 		Sessions:  l.sessions(),
 		Self:      l.opt.User,
@@ -438,40 +437,13 @@ func (l *Local) rebalancer(f *fleet.Fleet, st control.Store, reports []fleet.Rep
 		Policy:    f.Inventory().Policy.Plan,
 		Cluster:   cluster,
 		Rebalance: rebalance,
-		Ledger:    ledgerOf(st),
-		Drains:    drainsOf(st),
+		Ledger:    s.ledger,
+		Drains:    s.drains,
 		Rules:     f.Inventory().Policy.Health,
 		Keep:      f.Inventory().Policy.Keep,
 		LogLimit:  f.Inventory().Policy.LogLimit,
 		Known:     func(h string) bool { _, ok := f.Inventory().Lookup(h); return ok },
 	})
-}
-
-// ledgerOf is st's host ledger, when it keeps one (a state file does; a
-// dry run's store without a file does not).
-func ledgerOf(st control.Store) control.HostLedger {
-	if l, ok := st.(control.HostLedger); ok {
-		return l
-	}
-	return nil
-}
-
-// keeperOf is st's history keeper (housekeeping), when it keeps one (a
-// state file does, and so does a dry run's store without a file).
-func keeperOf(st control.Store) control.Keeper {
-	if k, ok := st.(control.Keeper); ok {
-		return k
-	}
-	return nil
-}
-
-// listerOf is st's listing of every job, ended ones included, when it has
-// one (a state file does, and so does a dry run's store without a file).
-func listerOf(st control.Store) control.JobLister {
-	if l, ok := st.(control.JobLister); ok {
-		return l
-	}
-	return nil
 }
 
 // pass runs one pass under the pass lock (next to the state file),
@@ -486,7 +458,7 @@ func (l *Local) rebalancePass(ctx context.Context, f *fleet.Fleet, st *state.Bol
 	if l.member() {
 		return PassResult{}, l.notPassUser()
 	}
-	ctl, err := l.rebalancer(f, st, reports, rebalance)
+	ctl, err := l.rebalancer(f, fileStores(st), reports, rebalance)
 	if err != nil {
 		return PassResult{}, err
 	}
@@ -534,7 +506,7 @@ func (l *Local) Schedule(ctx context.Context, r ScheduleRequest) (PassResult, er
 		return PassResult{}, err
 	}
 	if r.DryRun {
-		ctl, err := l.rebalancer(f, st, nil, true)
+		ctl, err := l.rebalancer(f, fileStores(st), nil, true)
 		if err != nil {
 			return PassResult{}, err
 		}

@@ -89,16 +89,17 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	if err := l.checkPolicy(f.Inventory().Policy.Plan, s); err != nil {
 		return SubmitResult{}, err
 	}
-	var st control.Store
+	var ss stores
 	db, err := l.store(!r.DryRun)
 	switch {
 	case r.DryRun && errors.Is(err, state.ErrNoState):
-		st = state.NewMem() // nothing queued yet; a dry run creates nothing
+		ss = memStores(state.NewMem()) // nothing queued yet; a dry run creates nothing
 	case err != nil:
 		return SubmitResult{}, err
 	default:
-		st = db
+		ss = fileStores(db)
 	}
+	st := ss.queue
 	for _, d := range r.After {
 		if d.Ref.Task < 0 {
 			// A whole array is one dependency, however many its tasks.
@@ -141,7 +142,7 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		return SubmitResult{}, err
 	}
 	if r.DryRun {
-		ctl, err := l.controller(f, st, reports)
+		ctl, err := l.controller(f, ss, reports)
 		if err != nil {
 			return SubmitResult{}, err
 		}
