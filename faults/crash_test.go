@@ -64,6 +64,7 @@ const (
 // from the seed, which a failure prints: GSSH_CRASH_SEED=N reruns them
 // (the machine's timing still varies).
 func TestControllerCrash(t *testing.T) {
+	t.Parallel() // each test has a fleet of its own
 	sshtest.RequireSSHD(t)
 	cycles := crashCycles(t)
 	seed := uint64(time.Now().UnixNano())

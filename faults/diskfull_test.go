@@ -32,6 +32,7 @@ import (
 // past the blocks the file has (or when a new file writes its first
 // pages), before the meta page that would make them part of the file.
 func TestStateDiskFull(t *testing.T) {
+	t.Parallel() // each test has a fleet of its own
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("CI runs as root: this test mounts a small tmpfs")

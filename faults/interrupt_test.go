@@ -33,6 +33,7 @@ const interruptSteps = 12
 // job running in the queue, in its current attempt, and cancelling every
 // job leaves none.
 func TestInterruptedController(t *testing.T) {
+	t.Parallel() // each test has a fleet of its own
 	sshtest.RequireSSHD(t)
 	if _, err := exec.LookPath("flock"); err != nil {
 		if os.Getenv("CI") == "true" {

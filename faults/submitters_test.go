@@ -37,6 +37,7 @@ const (
 // transaction ($GSSH_STATE_TRACE: how long one operation held the lock)
 // and the slowest submit.
 func TestConcurrentSubmitters(t *testing.T) {
+	t.Parallel() // each test has a fleet of its own
 	sshtest.RequireSSHD(t)
 	n := ciSubmitters
 	if testing.Short() {
