@@ -5,7 +5,7 @@
 # loopback sshd hosts and the local host, then checks on the workers that
 # no job ran twice, that every job a submit reported is in the state, and
 # that clean passes end every job. make test runs a shorter version of
-# the same test (30 cycles).
+# the same test (20 cycles).
 #
 #   bash bench/crash.sh               # CYCLES=200, a fresh seed
 #   SEED=123 bash bench/crash.sh      # the random choices of a failed run again

@@ -25,10 +25,10 @@ import (
 )
 
 // Cycle counts of TestControllerCrash: GSSH_CRASH_CYCLES wins; make test
-// runs ciCycles (about 20 s on a 2-core machine under -race), -short
+// runs ciCycles (about 15 s on a 2-core machine under -race), -short
 // fewer; make bench (bench/crash.sh) runs 200.
 const (
-	ciCycles    = 30
+	ciCycles    = 20
 	shortCycles = 12
 )
 

@@ -17,14 +17,27 @@ import (
 )
 
 // interruptSteps is how many points of a command's run the sweep signals
-// it at: from at once to a little past the time it takes (1.1 times).
-const interruptSteps = 12
+// it at, from at once to a little past the time it takes (steps-1 of
+// steps-2 parts of it): $GSSH_INTERRUPT_STEPS (make bench runs 16), else
+// 8, the short version make test runs.
+func interruptSteps(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv("GSSH_INTERRUPT_STEPS")
+	if s == "" {
+		return 8
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 4 {
+		t.Fatalf("GSSH_INTERRUPT_STEPS=%q: want a number of steps of at least 4", s)
+	}
+	return n
+}
 
 // TestInterruptedController sends the signals a person or a service
 // manager sends (SIGINT: Ctrl-C; SIGTERM: systemd, timeout(1)) to gssh
 // submit and gssh schedule at points across their run on a real sshd
-// host: submits that launch their job in their own pass (SIGINT at 12
-// points, SIGTERM at 6), and passes that launch jobs stored while flock
+// host: submits that launch their job in their own pass (SIGINT at
+// interruptSteps points, SIGTERM at half as many), and passes that launch jobs stored while flock
 // held the pass lock (the submits stored them queued), SIGTERM a
 // quarter, half and three quarters in. The points are fractions of what the same command took when
 // left alone, so they land in every phase (connect, probe, plan, claim,
@@ -65,11 +78,12 @@ func TestInterruptedController(t *testing.T) {
 		}
 	}
 	took := clean(submit...)
-	for i := range interruptSteps {
-		interrupt(syscall.SIGINT, took*time.Duration(i)/time.Duration(interruptSteps-2), submit...)
+	steps := interruptSteps(t)
+	for i := range steps {
+		interrupt(syscall.SIGINT, took*time.Duration(i)/time.Duration(steps-2), submit...)
 	}
-	for i := range interruptSteps / 2 {
-		interrupt(syscall.SIGTERM, took*time.Duration(2*i)/time.Duration(interruptSteps-2), submit...)
+	for i := range steps / 2 {
+		interrupt(syscall.SIGTERM, took*time.Duration(2*i)/time.Duration(steps-2), submit...)
 	}
 	lock := f.state + ".pass.lock"
 	for i := range 4 {
