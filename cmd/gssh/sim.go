@@ -108,7 +108,7 @@ docs/simulator.md.`,
 	fl.Float64Var(&opts.reserve, "reserve", 0, "GPU memory kept back on each simulated GPU, in percent")
 	fl.BoolVar(&opts.json, "json", false, "print JSON")
 	fl.BoolVarP(&opts.quiet, "quiet", "q", false, "no progress on stderr")
-	fl.StringVar(&opts.plot, "plot", "", "also write an SVG plot to this file: jobs waiting and GPUs booked over time, a line per policy")
+	fl.StringVar(&opts.plot, "plot", "", "also write an SVG plot to this file: jobs waiting and GPUs booked over time, a line per policy (drawn by gssh-plot: beside gssh, on PATH or $GSSH_PLOT)")
 	return cmd
 }
 
