@@ -14,6 +14,7 @@ import (
 
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sshexec/sshtest"
+	"github.com/gssh/gssh/testenv"
 )
 
 // interruptSteps is how many points of a command's run the sweep signals
@@ -49,10 +50,7 @@ func TestInterruptedController(t *testing.T) {
 	t.Parallel() // each test has a fleet of its own
 	sshtest.RequireSSHD(t)
 	if _, err := exec.LookPath("flock"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("flock not found (CI=true, so no skip): apt-get install -y util-linux")
-		}
-		t.Skip("flock not found: apt-get install -y util-linux")
+		testenv.Need(t, "flock (apt-get install -y util-linux)")
 	}
 	f := newFleet(t, 1)
 	submit := []string{"submit", "--host", "w1", "--mem", "1G", "--", "sleep", "121"}
