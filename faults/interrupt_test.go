@@ -50,7 +50,7 @@ func TestInterruptedController(t *testing.T) {
 	t.Parallel() // each test has a fleet of its own
 	sshtest.RequireSSHD(t)
 	if _, err := exec.LookPath("flock"); err != nil {
-		testenv.Need(t, "flock (apt-get install -y util-linux)")
+		testenv.Need(t, "flock not found: apt-get install -y util-linux")
 	}
 	f := newFleet(t, 1)
 	submit := []string{"submit", "--host", "w1", "--mem", "1G", "--", "sleep", "121"}
