@@ -17,6 +17,7 @@ import (
 
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/launch"
+	"github.com/gssh/gssh/testenv"
 )
 
 // TestStateDiskFull puts the state file on a 1 MiB tmpfs and fills it:
@@ -33,12 +34,7 @@ import (
 // pages), before the meta page that would make them part of the file.
 func TestStateDiskFull(t *testing.T) {
 	t.Parallel() // each test has a fleet of its own
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root: this test mounts a small tmpfs")
-		}
-		t.Skip("needs root to mount a small tmpfs (CI runs as root)")
-	}
+	testenv.NeedRoot(t, "it mounts a small tmpfs")
 	f := newFleet(t, 0)
 	mnt := filepath.Join(t.TempDir(), "full")
 	if err := os.Mkdir(mnt, 0o700); err != nil {
