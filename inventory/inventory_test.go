@@ -122,6 +122,17 @@ func TestParseErrors(t *testing.T) {
 		{"days suffix", "hosts:\n  - name: a\npolicy:\n  fairshare: {window: 7d}\n", "h.yaml:4: policy fairshare window \"7d\" is not a duration: give a Go duration (24h, 90m) or Slurm's [D-]HH:MM:SS"},
 		{"half-life too short", "hosts:\n  - name: a\npolicy:\n  fairshare: {half_life: 1ns}\n", "h.yaml:4: policy fairshare half_life \"1ns\": give at least 1m0s"},
 		{"rebalance word", "hosts:\n  - name: a\npolicy:\n  rebalance: sometimes\n", "h.yaml:4: `policy rebalance` must be true or false, found \"sometimes\""},
+		{"negative weight", "hosts:\n  - name: a\npolicy:\n  weights: {fairshare: 1, age: -1}\n", "h.yaml:4: policy weights age \"-1\": give a number from 0 to 1000000"},
+		{"weights all zero", "hosts:\n  - name: a\npolicy:\n  weights:\n    fairshare: 0\n    age: 0\n", "h.yaml:5: `policy weights` are all 0: give at least one factor a weight more than 0"},
+		{"unknown weight", "hosts:\n  - name: a\npolicy:\n  weights:\n    fairshare: 1\n    qos: 2\n", "h.yaml:6: unknown key \"qos\" in `policy weights`; it takes fairshare, age, size"},
+		{"weights a list", "hosts:\n  - name: a\npolicy:\n  weights: [1, 2]\n", "h.yaml:4: `policy weights` must be a mapping"},
+		{"weight a word", "hosts:\n  - name: a\npolicy:\n  weights: {age: lots}\n", "h.yaml:4: policy weights age \"lots\": give a number"},
+		{"max_age zero", "hosts:\n  - name: a\npolicy:\n  max_age: 0\n", "h.yaml:4: policy max_age \"0\": give a duration more than 0"},
+		{"max_age negative", "hosts:\n  - name: a\npolicy:\n  max_age: -1d\n", "h.yaml:4: policy max_age \"-1d\": give a duration more than 0"},
+		{"reserve_depth zero", "hosts:\n  - name: a\npolicy:\n  reserve_depth: 0\n", "h.yaml:4: policy reserve_depth \"0\": give a whole number from 1 to 1000"},
+		{"reserve_depth big", "hosts:\n  - name: a\npolicy:\n  reserve_depth: 1001\n", "h.yaml:4: policy reserve_depth \"1001\": give a whole number from 1 to 1000"},
+		{"reserve_depth fraction", "hosts:\n  - name: a\npolicy:\n  reserve_depth: 2.5\n", "h.yaml:4: policy reserve_depth \"2.5\": give a whole number"},
+		{"favor_small word", "hosts:\n  - name: a\npolicy:\n  favor_small: maybe\n", "h.yaml:4: `policy favor_small` must be true or false"},
 		{"min_runtime zero", "hosts:\n  - name: a\npolicy:\n  min_runtime: 0s\n", "h.yaml:4: policy min_runtime \"0s\": give a duration more than 0"},
 		{"down_after tiny", "hosts:\n  - name: a\npolicy:\n  down_after: 1ns\n", "h.yaml:4: policy down_after \"1ns\": give at least 1s"},
 		{"lost_after zero", "hosts:\n  - name: a\npolicy:\n  lost_after: 0\n", "h.yaml:4: policy lost_after \"0\": give a duration more than 0"},
@@ -245,7 +256,8 @@ func TestParsePolicy(t *testing.T) {
 		"  backfill_estimate: 12h\n  default_timeout: 1-00:00:00\n" +
 		"  rebalance: true\n  preempt_after: 1s\n  min_runtime: 00:20:00\n  down_after: 30s\n  lost_after: 10m\n" +
 		"  keep_events: 90d\n" +
-		"  keep_jobs: 30d\n  keep_job_dirs: 36h\n  log_limit: 2G\n"
+		"  keep_jobs: 30d\n  keep_job_dirs: 36h\n  log_limit: 2G\n" +
+		"  weights: {fairshare: 1, age: 0.5, size: 0.1}\n  max_age: 14d\n  favor_small: true\n  reserve_depth: 4\n"
 	inv, err := Parse("h.yaml", strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +269,8 @@ func TestParsePolicy(t *testing.T) {
 				"carol": {Weight: 1, Caps: sched.Caps{MaxJobs: 1}}},
 			DefaultUser:      sched.Caps{MaxGPUs: 8},
 			BackfillEstimate: 12 * time.Hour, DefaultTimeout: 24 * time.Hour,
-			Rebalance: true, PreemptAfter: time.Second, MinRuntime: 20 * time.Minute},
+			Rebalance: true, PreemptAfter: time.Second, MinRuntime: 20 * time.Minute,
+			Weights: sched.Weights{FairShare: 1, Age: 0.5, Size: 0.1}, MaxAge: 14 * 24 * time.Hour, FavorSmall: true, ReserveDepth: 4},
 		Health:     health.Rules{DownAfter: 30 * time.Second, LostAfter: 10 * time.Minute},
 		Keep:       job.Keep{Jobs: 30 * 24 * time.Hour, JobDirs: 36 * time.Hour},
 		KeepEvents: 90 * 24 * time.Hour, LogLimit: 2 << 30}

@@ -16,7 +16,7 @@ import (
 )
 
 var (
-	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after", "keep_events", "keep_jobs", "keep_job_dirs", "log_limit"}
+	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after", "keep_events", "keep_jobs", "keep_job_dirs", "log_limit", "weights", "max_age", "favor_small", "reserve_depth"}
 	fairShareKeys = []string{"half_life", "window"}
 	userKeys      = []string{"weight", "admin", "max_gpus", "max_jobs"}
 	capKeys       = []string{"max_gpus", "max_jobs"}
@@ -28,7 +28,8 @@ var (
 type Policy struct {
 	// Plan is what the planner reads (sched.Plan): order, placement,
 	// backfill, fairshare, users, default_user, backfill_estimate,
-	// default_timeout, rebalance, preempt_after and min_runtime.
+	// default_timeout, rebalance, preempt_after, min_runtime, weights,
+	// max_age, favor_small and reserve_depth.
 	Plan sched.Policy
 	// Health is when a host is down and its jobs lost (down_after,
 	// lost_after): control.Options.Rules.
@@ -126,6 +127,28 @@ func (p parser) policy(m *yaml.Node, pol *Policy) error {
 				return p.errf(v, "policy log_limit: %v (leave log_limit out for no cap)", err)
 			}
 			pol.LogLimit = n
+		case "weights":
+			if err := p.weights(v, &pol.Plan.Weights); err != nil {
+				return err
+			}
+		case "max_age":
+			d, err := p.age(v, "policy max_age")
+			if err != nil {
+				return err
+			}
+			pol.Plan.MaxAge = d
+		case "favor_small":
+			b, err := p.boolean(v, "policy favor_small")
+			if err != nil {
+				return err
+			}
+			pol.Plan.FavorSmall = b
+		case "reserve_depth":
+			n, err := strconv.Atoi(v.Value)
+			if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || err != nil || n < 1 || n > sched.MaxReserveDepth {
+				return p.errf(v, "policy reserve_depth %s: give a whole number from 1 to %d, how many waiting jobs get reservations (1 is classic EASY backfill)", kindName(v), sched.MaxReserveDepth)
+			}
+			pol.Plan.ReserveDepth = n
 		case "rebalance":
 			b, err := p.boolean(v, "policy rebalance")
 			if err != nil {

@@ -41,7 +41,7 @@ type want struct {
 	// most jobs pass); explain: the job is Input.Explain; terse:
 	// Input.Terse, so a job that fits nowhere gets no words either.
 	quiet, explain, terse bool
-	inTime                int8 // see shape
+	inTime                int32 // see shape
 }
 
 func wantOf(j job.Job) *want {
@@ -217,15 +217,28 @@ func checkUnitShape(u *unit, w *want, _ *node) Reason {
 // Availability: what holds the unit now.
 
 // checkReserved: a unit reserved for a job that cannot start yet (EASY
-// backfill) takes only jobs that end before the reservation begins.
+// backfill) takes only jobs that end before the reservation begins, or
+// (in a reservation's what-if, from n.now) start after it ends. Of the
+// reservations in the way, the reason names the earliest.
 func checkReserved(u *unit, w *want, n *node) Reason {
-	if !n.reserved[u.key] || w.job == n.reservedFor || w.ends.Before(n.reservedFrom) && !w.ends.IsZero() {
-		return Reason{}
+	var in *hold
+	for i := range n.holds {
+		h := &n.holds[i]
+		switch {
+		case !h.units[u.key], h.job == w.job, !n.now.Before(h.until), !w.ends.IsZero() && w.ends.Before(h.from):
+			continue
+		}
+		if in == nil || h.from.Before(in.from) {
+			in = h
+		}
 	}
-	if w.quiet {
+	switch {
+	case in == nil:
+		return Reason{}
+	case w.quiet:
 		return because(CodeReserved, "")
 	}
-	return because(CodeReserved, fmt.Sprintf("reserved for job %s from %s", n.reservedRef, n.reservedFrom.UTC().Format("2006-01-02 15:04 UTC")))
+	return because(CodeReserved, fmt.Sprintf("reserved for job %s from %s", in.ref, in.from.UTC().Format("2006-01-02 15:04 UTC")))
 }
 
 // checkExclusive: an exclusive job needs a unit nothing else uses.

@@ -293,13 +293,10 @@ type node struct {
 	// gone are holders taken off in a what-if (a reservation: "once these
 	// jobs end"): they hold nothing, and what their processes use is free.
 	gone map[job.ID]bool
-	// reserved are the units a reservation holds from reservedFrom, for
-	// reservedFor (named reservedRef, job.Job.Ref): only a job that ends
-	// before then may use them.
-	reserved     map[string]bool
-	reservedFrom time.Time
-	reservedFor  job.ID
-	reservedRef  string
+	// holds are the reservations on n's units, in the order the plan made
+	// them: only a job that ends before a hold begins (or starts after
+	// it ends) may use its units.
+	holds []hold
 	// verdicts of feasible for each job shape (want.shape) since the
 	// ledger or reservation last changed (version): a booking elsewhere
 	// leaves this host's answers as they were, so a queue of thousands
@@ -308,6 +305,46 @@ type node struct {
 	version, cached int
 	cache           shapeMemo[hostVerdict]
 	nocache         bool // plan without memo: every answer worked out afresh
+}
+
+// hold is a reservation of some of a node's units for a queued job that
+// cannot start yet: from when it is expected to start until its expected
+// end (from plus its walltime, or the backfill estimate).
+type hold struct {
+	units       map[string]bool // unit keys
+	from, until time.Time
+	job         job.ID
+	ref         string // job.Job.Ref
+}
+
+// reserve records a reservation for job (named ref) on n.
+func (n *node) reserve(r Reservation, j job.ID, ref string, until time.Time) {
+	h := hold{units: map[string]bool{}, from: r.From, until: until, job: j, ref: ref}
+	for _, k := range placementKeys(job.Placement{GPUs: r.GPUs, Indexes: r.Indexes}) {
+		h.units[k] = true
+	}
+	n.holds = append(n.holds, h)
+	n.changed()
+}
+
+// isReserved reports whether some hold on n takes unit key.
+func (n *node) isReserved(key string) bool {
+	for _, h := range n.holds {
+		if h.units[key] {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsFor reports whether some hold on n is job id's.
+func (n *node) holdsFor(id job.ID) bool {
+	for _, h := range n.holds {
+		if h.job == id {
+			return true
+		}
+	}
+	return false
 }
 
 // hostVerdict is one answer of feasible.
@@ -322,7 +359,7 @@ func (n *node) changed() { n.version++ }
 
 // feasibleCached is feasible, through n's cache.
 func (n *node) feasibleCached(w *want, key shape) ([]*unit, Reason) {
-	if n.reserved != nil && w.job == n.reservedFor {
+	if n.holdsFor(w.job) {
 		return feasible(n, w) // the one job the reservation is for: not its shape's answer
 	}
 	if n.cached != n.version {
@@ -360,7 +397,7 @@ func (n *node) booking(key string) (live Booking, gone []Holder) {
 // the ledger and snapshot are shared, never changed.
 func (n *node) whatIf(gone map[job.ID]bool) *node {
 	c := *n
-	c.gone, c.reserved, c.cache = gone, nil, shapeMemo[hostVerdict]{}
+	c.gone, c.holds, c.cache = gone, nil, shapeMemo[hostVerdict]{}
 	return &c
 }
 

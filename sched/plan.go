@@ -144,7 +144,10 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	out := Decisions{Starts: []Start{}, Pending: make([]Pending, 0, len(in.Queue))}
 	var blocker *job.Job
 	var blocked Reason // what every job behind the blocker is told
-	var reservation *Reservation
+	// froms are the reservations' starts, earliest first: a job's end
+	// against them is all the checks read of it (want.inTime).
+	var froms []time.Time
+	reservations := 0
 	// failed remembers, per request shape, the decision of a job that did
 	// not fit: until the next booking or reservation (capacity only
 	// shrinks during a plan) every job of that shape gets the same answer,
@@ -152,7 +155,8 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	// times. The key holds everything the checks read of a job.
 	var failed shapeMemo[decision]
 	var unreservable shapeMemo[bool]
-	picks := newPicker(in.Queue, pol, in.Usage)
+	rank := NewRanking(pol, in.Now, in.Usage, usersOf(in))
+	picks := newPicker(in.Queue, rank)
 	w := new(want) // each job's in turn: nothing keeps it past its turn
 	states := jobStates{in: &in, gone: ended}
 	capped := pol.hasCaps()
@@ -203,11 +207,8 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 		}
 		w.windowed = windowed
 		w.holder.Ends = in.Now.Add(walltime(*j, pol))
-		if reservation != nil {
-			w.inTime = 2
-			if !w.ends.IsZero() && w.ends.Before(reservation.From) {
-				w.inTime = 1
-			}
+		if len(froms) > 0 {
+			w.inTime = inTime(w.ends, froms)
 		}
 		w.explain = j.ID == in.Explain
 		w.terse = in.Terse && !w.explain
@@ -223,19 +224,18 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			case pol.Backfill == BackfillNone && d.exhausted:
 				blocker = j
 				blocked = because(CodeBlocked, fmt.Sprintf("waiting behind job %s, which goes first and does not fit yet (backfill: none)", j.Ref()))
-			case pol.Backfill == BackfillEasy && d.exhausted && reservation == nil && !isTrue(unreservable.get(key)):
+			case pol.Backfill == BackfillEasy && d.exhausted && (reservations < pol.ReserveDepth || reservations < pol.ReserveDepth+MaxAgedReservations && in.Now.Sub(WaitingSince(j)) >= pol.MaxAge) &&
+				!isTrue(unreservable.get(key)):
 				// A shape no gssh job's end makes room for stays so for
 				// the plan: bookings only add holders.
-				if reservation = reserve(hosts, w, pol, in.Now); reservation == nil {
+				if res := reserve(hosts, w, pol, in.Now); res == nil {
 					unreservable.put(key, true)
 				} else {
-					n := byName[reservation.Host]
-					n.reserved, n.reservedFrom, n.reservedFor, n.reservedRef = map[string]bool{}, reservation.From, j.ID, j.Ref()
-					n.changed()
-					for _, k := range placementKeys(job.Placement{GPUs: reservation.GPUs, Indexes: reservation.Indexes}) {
-						n.reserved[k] = true
-					}
-					p.Reservation = reservation
+					byName[res.Host].reserve(*res, j.ID, j.Ref(), res.From.Add(walltime(*j, pol)))
+					reservations++
+					i, _ := slices.BinarySearchFunc(froms, res.From, time.Time.Compare)
+					froms = slices.Insert(froms, i, res.From)
+					p.Reservation = res
 					failed.clear()
 				}
 			}
@@ -300,9 +300,10 @@ func expectedEnd(j job.Job, pol Policy, now time.Time) time.Time {
 // every one of them gone (what blocks it is no gssh job's).
 func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 	type ending struct {
-		at  int64 // t in Unix ns, to sort by
-		job job.ID
-		t   time.Time
+		at   int64 // t in Unix ns, to sort by
+		job  job.ID
+		t    time.Time
+		hold bool // a reservation's end, not a holder's
 	}
 	before := func(a, b ending) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.job, b.job)) }
 	var gone map[job.ID]bool
@@ -328,8 +329,15 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 					if at.IsZero() || at.Before(now) {
 						at = now
 					}
-					ends = append(ends, ending{at.UnixNano(), h.Job, at})
+					ends = append(ends, ending{at.UnixNano(), h.Job, at, false})
 				}
+			}
+		}
+		// The reservations made before end too: the job may fit once one
+		// is over.
+		for _, h := range n.holds {
+			if h.job != w.job {
+				ends = append(ends, ending{h.until.UnixNano(), h.job, h.until, true})
 			}
 		}
 		// A job holding several GPUs is listed once per GPU, each time alike.
@@ -339,17 +347,22 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 			if best != nil && before(e, bestEnd) >= 0 {
 				break
 			}
-			gone[e.job] = true
+			if !e.hold {
+				gone[e.job] = true
+			}
 			if !mayFit(n, w, gone) {
 				continue
 			}
 			trial := n.whatIf(gone)
 			trial.now = e.t // a drain ahead takes the job only if it ends by the drain's start from then
-			us, why := feasible(trial, w)
+			trial.holds = n.holds
+			at := *w // started at e.t, the reservations before it are in its way
+			at.ends = e.t.Add(w.holder.Ends.Sub(now))
+			us, why := feasible(trial, &at)
 			if !why.ok() {
 				continue
 			}
-			p := choose(pol.Fit, []option{{trial, us}}, w)
+			p := choose(pol.Fit, []option{{trial, us}}, &at)
 			best, bestEnd = &Reservation{Host: p.Host, GPUs: p.GPUs, Indexes: p.Indexes, From: e.t}, e
 			break
 		}
@@ -360,6 +373,38 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 		}
 	}
 	return best
+}
+
+// inTime is a job's end against the reservations' starts (froms,
+// earliest first), as shape keys it: 1 + how many it does not end before
+// (all of them when it has no end).
+func inTime(ends time.Time, froms []time.Time) int32 {
+	if ends.IsZero() {
+		return int32(1 + len(froms))
+	}
+	before, _ := slices.BinarySearchFunc(froms, ends, func(f, e time.Time) int {
+		if e.Before(f) {
+			return 1
+		}
+		return -1
+	})
+	return int32(1 + before)
+}
+
+// usersOf yields the users of in's queued and running jobs.
+func usersOf(in Input) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for i := range in.Queue {
+			if !yield(in.Queue[i].User) {
+				return
+			}
+		}
+		for i := range in.Running {
+			if !yield(in.Running[i].User) {
+				return
+			}
+		}
+	}
 }
 
 // mayFit is false when n cannot take w once the holders in gone are gone,
@@ -522,64 +567,6 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 	return Forecast{Why: fmt.Sprintf("more than %d job ends ahead of it", MaxForecastSteps)}
 }
 
-// rankText says what puts the job at pos of queue where it is, in words.
-func rankText(queue []ranked, pos int, pol Policy) string {
-	j := queue[pos]
-	head := ordinal(pos+1) + " in the queue"
-	if pos == 0 {
-		return head
-	}
-	switch pol.Order {
-	case OrderFIFO:
-		return head + " (submit order)"
-	case OrderPriority:
-		return fmt.Sprintf("%s: priority %d, behind %s", head, j.Spec.Priority, ahead(queue[:pos], func(r ranked) string {
-			return fmt.Sprintf("job %s (priority %d)", r.Ref(), r.Spec.Priority)
-		}))
-	}
-	// The users ranked ahead in this priority class, lowest score first
-	// (their queue order), up to 3; the user's own jobs ahead; the jobs of
-	// higher classes.
-	seen := map[string]bool{j.User: true}
-	var users []string
-	more, own, higher := 0, 0, 0
-	for k := 0; k < pos; k++ {
-		r := queue[k]
-		switch {
-		case r.Spec.Priority < j.Spec.Priority:
-			higher++ // a higher class, not fair-share, puts those ahead
-			continue
-		case r.Spec.Priority != j.Spec.Priority:
-			continue
-		case r.User == j.User:
-			own++
-			continue
-		case seen[r.User]:
-			continue
-		}
-		seen[r.User] = true
-		if len(users) == 3 {
-			more++
-			continue
-		}
-		users = append(users, r.User+" "+ScoreText(r.score))
-	}
-	if more > 0 {
-		users = append(users, fmt.Sprintf("%d more %s", more, units.Plural(more, "user", "users")))
-	}
-	var parts []string
-	if len(users) > 0 {
-		parts = append(parts, "ranks behind "+joinAnd(users))
-	}
-	if own > 0 {
-		parts = append(parts, fmt.Sprintf("behind %d earlier %s of %s own", own, units.Plural(own, "job", "jobs"), j.User+"'s"))
-	}
-	if higher > 0 {
-		parts = append(parts, fmt.Sprintf("behind %d %s of a higher priority class", higher, units.Plural(higher, "job", "jobs")))
-	}
-	return head + ": " + j.User + "'s fair-share score " + ScoreText(j.score) + " " + strings.Join(parts, "; ")
-}
-
 // ScoreText prints a fair-share score (or usage), given in GPU-seconds,
 // in GPU-hours as people read them: "0", "<0.01", "0.42", "1.5", "17.3".
 func ScoreText(seconds float64) string {
@@ -652,7 +639,7 @@ type shape struct {
 	// inTime is all the checks read of the job's end: whether it ends
 	// before the plan's reservation (1) or not (2); 0 while there is
 	// none. (The exact end would make every job a shape of its own.)
-	inTime int8
+	inTime int32
 	// wall is the job's walltime while some host's drain is ahead (it
 	// decides whether the job ends by the drain's start, and the reason
 	// names it); 0 otherwise.

@@ -14,9 +14,12 @@ type Order string
 
 // Orders.
 const (
-	OrderFIFO     Order = "fifo"      // submit order
-	OrderPriority Order = "priority"  // priority class (0 first), then submit order
-	OrderFair     Order = "fairshare" // priority class, then fair-share score (lowest first), then submit order
+	OrderFIFO     Order = "fifo"     // submit order
+	OrderPriority Order = "priority" // priority class (0 first), then submit order
+	// OrderFair: priority class, then the multifactor priority
+	// (fair-share, age and size, by Policy.Weights; highest first), then
+	// submit order.
+	OrderFair Order = "fairshare"
 )
 
 // Fit is how a job's GPUs are chosen among the hosts that can take it.
@@ -44,20 +47,40 @@ const (
 	// BackfillSkip: the plan goes on past a job that does not fit, so a
 	// small job behind it may start first (and a big job may wait long).
 	BackfillSkip Backfill = "skip"
-	// BackfillEasy is EASY backfill: the first job that does not fit gets a
-	// reservation (the earliest time, and the GPUs, at which the running
-	// jobs' walltimes leave it room); a job behind it starts now only if
-	// it ends before that time or stays off the reserved GPUs.
+	// BackfillEasy is EASY backfill, deepened: the first ReserveDepth jobs
+	// that do not fit get reservations (the earliest time, and the GPUs,
+	// at which the running jobs' walltimes and the reservations before
+	// leave them room), as do those that waited MaxAge; a job behind them
+	// starts now only if it ends before each reservation on the GPUs it
+	// takes begins. ReserveDepth 1 is classic EASY.
 	BackfillEasy Backfill = "easy"
 )
 
 // Defaults of the policy's durations.
 const (
-	DefaultHalfLife         = 24 * time.Hour   // fair-share usage halves every day
-	DefaultBackfillEstimate = 24 * time.Hour   // the walltime assumed for a job without --timeout
-	DefaultPreemptAfter     = 10 * time.Minute // the wait before rebalancing preempts for a job
-	DefaultMinRuntime       = 10 * time.Minute // the least run before a job may be preempted
+	DefaultHalfLife         = 24 * time.Hour     // fair-share usage halves every day
+	DefaultBackfillEstimate = 24 * time.Hour     // the walltime assumed for a job without --timeout
+	DefaultPreemptAfter     = 10 * time.Minute   // the wait before rebalancing preempts for a job
+	DefaultMinRuntime       = 10 * time.Minute   // the least run before a job may be preempted
+	DefaultMaxAge           = 7 * 24 * time.Hour // the wait at which the age factor is 1
 )
+
+// DefaultReserveDepth is how many waiting jobs, in queue order, get
+// reservations by default; MaxReserveDepth is the most a policy may ask.
+const (
+	DefaultReserveDepth = 1
+	MaxReserveDepth     = 1000
+)
+
+// MaxAgedReservations is how many jobs past MaxAge, beyond ReserveDepth,
+// get reservations in one plan, in queue order: each reservation makes
+// the next one's search longer, and a queue of thousands of aged jobs
+// would make a pass take seconds.
+const MaxAgedReservations = 16
+
+// DefaultWeights are the multifactor weights gssh orders by unless told
+// otherwise.
+var DefaultWeights = Weights{FairShare: 1}
 
 // Policy holds the planner's knobs: the settings of the inventory's
 // `policy:` block that Plan reads (the others are their readers': host
@@ -98,6 +121,18 @@ type Policy struct {
 	// it may be preempted (0 = DefaultMinRuntime): a job preempted once
 	// is not preempted again within MinRuntime of its restart.
 	MinRuntime time.Duration `json:"-"`
+	// Weights weigh the factors of the multifactor priority under
+	// OrderFair (zero: DefaultWeights).
+	Weights Weights `json:"weights"`
+	// MaxAge is the wait at which a job's age factor reaches 1, and after
+	// which it always gets a reservation (0 = DefaultMaxAge).
+	MaxAge time.Duration `json:"-"`
+	// FavorSmall makes the size factor favour small jobs (fewer
+	// GPU-hours) instead of large ones.
+	FavorSmall bool `json:"favor_small,omitempty"`
+	// ReserveDepth is how many waiting jobs, in queue order, get
+	// reservations under BackfillEasy (0 = DefaultReserveDepth).
+	ReserveDepth int `json:"reserve_depth"`
 }
 
 // FairShare weighs a user's GPU-seconds over time: with a half-life (a
@@ -148,6 +183,15 @@ func (p Policy) WithDefaults() Policy {
 	if p.MinRuntime == 0 {
 		p.MinRuntime = DefaultMinRuntime
 	}
+	if p.Weights == (Weights{}) {
+		p.Weights = DefaultWeights
+	}
+	if p.MaxAge == 0 {
+		p.MaxAge = DefaultMaxAge
+	}
+	if p.ReserveDepth == 0 {
+		p.ReserveDepth = DefaultReserveDepth
+	}
 	return p
 }
 
@@ -186,6 +230,15 @@ func (p Policy) Check() error {
 	}
 	if p.PreemptAfter < 0 || p.MinRuntime < 0 {
 		return errors.New("policy: preempt_after and min_runtime take a duration more than 0, such as 10m")
+	}
+	if w := p.Weights; w.FairShare < 0 || w.Age < 0 || w.Size < 0 {
+		return fmt.Errorf("policy weights: %g, %g, %g: give numbers of 0 or more, at least one more than 0, such as {fairshare: 1, age: 0.5}", w.FairShare, w.Age, w.Size)
+	}
+	if p.MaxAge < 0 {
+		return errors.New("policy max_age: give a duration more than 0, such as 7d")
+	}
+	if p.ReserveDepth < 0 || p.ReserveDepth > MaxReserveDepth {
+		return fmt.Errorf("policy reserve_depth %d: give a number from 1 to %d", p.ReserveDepth, MaxReserveDepth)
 	}
 	if err := p.DefaultUser.check("policy default_user"); err != nil {
 		return err

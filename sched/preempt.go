@@ -111,14 +111,14 @@ func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool
 	for i := range in.Queue {
 		queued[in.Queue[i].ID] = &in.Queue[i]
 	}
-	score := func(user string) float64 { return in.Usage[user] / pol.Weight(user) }
+	rank := NewRanking(pol, in.Now, in.Usage, usersOf(in))
 	tried := 0
 	for _, p := range pending {
 		w, ok := queued[p.Job]
 		if !ok || !p.Exhausted {
 			continue
 		}
-		if waited := in.Now.Sub(waitingSince(w)); waited < pol.PreemptAfter {
+		if waited := in.Now.Sub(WaitingSince(w)); waited < pol.PreemptAfter {
 			// not counted in maxWaiters: a job not due yet takes no
 			// search from those that are
 			holds = append(holds, Hold{Job: w.ID, Ref: w.Ref(), Setting: "preempt_after", Text: fmt.Sprintf("preempt_after: %s to go (it has waited %s of %s)",
@@ -141,7 +141,7 @@ func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool
 						continue
 					}
 					seen[v.ID] = true
-					if r, ok := preemptible(*v, *w, pol, in.Now, score); ok {
+					if r, ok := preemptible(v, w, rank, in.Now); ok {
 						why[v.ID] = r
 						out = append(out, v)
 					}
@@ -153,7 +153,7 @@ func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool
 		}
 		chosen := chooseVictims(in, hosts, w, victims, memo)
 		if chosen == nil {
-			holds = append(holds, notYet(in, pol, w, running, score))
+			holds = append(holds, notYet(in, pol, w, running, rank))
 			continue
 		}
 		out := make([]Preempt, len(chosen.jobs))
@@ -169,13 +169,13 @@ func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool
 // notYet is the Hold of waiting job w that has waited preempt_after but
 // has no victims now: the running job that would rank behind it the
 // soonest once it has run min_runtime, else none.
-func notYet(in Input, pol Policy, w *job.Job, running map[job.ID]*job.Job, score func(string) float64) Hold {
+func notYet(in Input, pol Policy, w *job.Job, running map[job.ID]*job.Job, rank *Ranking) Hold {
 	var soonest *job.Job
 	for _, v := range running {
 		if v.StartedAt.IsZero() || in.Now.Sub(v.StartedAt) >= pol.MinRuntime {
 			continue
 		}
-		if _, ok := preemptible(*v, *w, pol, v.StartedAt.Add(pol.MinRuntime), score); ok &&
+		if _, ok := preemptible(v, w, rank, v.StartedAt.Add(pol.MinRuntime)); ok &&
 			(soonest == nil || v.StartedAt.Before(soonest.StartedAt) || v.StartedAt.Equal(soonest.StartedAt) && v.ID < soonest.ID) {
 			soonest = v
 		}
@@ -188,32 +188,38 @@ func notYet(in Input, pol Policy, w *job.Job, running map[job.ID]*job.Job, score
 		units.FormatDuration((pol.MinRuntime - ran).Round(time.Second)), soonest.Ref(), units.FormatDuration(ran.Round(time.Second)), units.FormatDuration(pol.MinRuntime.Round(time.Second)))}
 }
 
-// waitingSince is when queued job j began to wait: its submit, its last
-// requeue (the end of its last run), or its --begin, the latest.
-func waitingSince(j *job.Job) time.Time {
-	t := j.SubmittedAt
-	if n := len(j.Runs); n > 0 && j.Runs[n-1].Ended.After(t) {
-		t = j.Runs[n-1].Ended
-	}
-	if j.Spec.Begin.After(t) {
-		t = j.Spec.Begin
-	}
-	return t
-}
-
 // preemptible says whether running job v may be preempted for waiting job
-// w under pol at now, and why it ranks behind w ("priority 4 ranks ahead
-// of 6", "fair-share: alice's score 0.30 ranks ahead of bob's 1.8").
-func preemptible(v, w job.Job, pol Policy, now time.Time, score func(string) float64) (string, bool) {
+// w at now, as rank orders them, and why it ranks behind w ("priority 4
+// ranks ahead of 6", "fair-share: alice's score 0.30 ranks ahead of
+// bob's 1.8"). Within a priority class (order: fairshare), w must rank
+// ahead of v queued again now even once w's user is charged w's GPUs for
+// MinRuntime: so that v does not outrank w again as soon as it may be
+// preempted, and two users of one class do not take a GPU from each
+// other every MinRuntime.
+func preemptible(v, w *job.Job, rank *Ranking, now time.Time) (string, bool) {
+	pol := rank.Policy()
 	switch {
 	case v.State != job.Running, !v.Spec.Preemptible, v.Spec.Interactive != nil, v.StartedAt.IsZero(),
 		now.Sub(v.StartedAt) < pol.MinRuntime:
 		return "", false
 	case w.Spec.Priority < v.Spec.Priority:
 		return fmt.Sprintf("priority %d ranks ahead of %d", w.Spec.Priority, v.Spec.Priority), true
-	case pol.Order == OrderFair && w.Spec.Priority == v.Spec.Priority && w.User != v.User &&
-		score(w.User)+pol.MinRuntime.Seconds()*float64(max(w.Spec.GPUs, 1))/pol.Weight(w.User) < score(v.User):
-		return fmt.Sprintf("fair-share: %s's score %s ranks ahead of %s's %s", w.User, ScoreText(score(w.User)), v.User, ScoreText(score(v.User))), true
+	case pol.Order != OrderFair || w.Spec.Priority != v.Spec.Priority || w.User == v.User:
+		return "", false
+	}
+	ws, vs := rank.Score(w.User), rank.Score(v.User)
+	if pol.Weights.FairShareOnly() {
+		if ws+pol.MinRuntime.Seconds()*float64(max(w.Spec.GPUs, 1))/pol.Weight(w.User) < vs {
+			return fmt.Sprintf("fair-share: %s's score %s ranks ahead of %s's %s", w.User, ScoreText(ws), v.User, ScoreText(vs)), true
+		}
+		return "", false
+	}
+	again := *v // queued again now: its wait begins
+	again.SubmittedAt, again.Runs, again.Spec.Begin = now, nil, time.Time{}
+	charged := ws + rank.Charge(w, float64(max(w.Spec.GPUs, 1)), pol.MinRuntime)
+	pw, pv := rank.Of(w, charged), rank.Of(&again, vs)
+	if rank.Compare(pw, pv) < 0 {
+		return fmt.Sprintf("%s's %s ranks ahead of %s's %s", w.User, FactorsText(pw, pol), v.User, FactorsText(pv, pol)), true
 	}
 	return "", false
 }

@@ -77,7 +77,7 @@ func tightest(o option, w *want, need int) ([]*unit, packing) {
 	}
 	cs := make([]cand, len(o.units))
 	for i, u := range o.units {
-		cs[i] = cand{u: u, open: !o.host.reserved[u.key]}
+		cs[i] = cand{u: u, open: !o.host.isReserved(u.key)}
 		switch {
 		case w.MemPerGPU > 0:
 			cs[i].left = o.host.room(u) - min(o.host.room(u), w.MemPerGPU)

@@ -107,13 +107,17 @@ type UserUsage struct {
 	// half-life, or summed over the window); Score = Decayed / Weight.
 	Decayed float64 `json:"decayed_gpu_hours"`
 	Score   float64 `json:"score"`
+	// Factor is the fair-share factor of the user's jobs' priority, in
+	// [0, 1]: 2^(−Score / the fair score), 1 for no usage
+	// (sched.Ranking.FairShareFactor).
+	Factor float64 `json:"fairshare_factor"`
 	// Share is the user's part of everyone's decayed usage; Fair is what
 	// the weights give them: weight / the sum of the weights of the users
 	// with jobs queued or running now (0 without any).
 	Share float64 `json:"share"`
 	Fair  float64 `json:"fair"`
-	// Rank is the user's place in the fair-share order (1 = first), among
-	// the users listed.
+	// Rank is the user's place in the fair-share order (1 = first, the
+	// highest factor), among the users listed.
 	Rank int `json:"rank"`
 	// Caps are the user's caps on running jobs and GPUs (the policy's
 	// users, else default_user; absent: none).
@@ -200,16 +204,20 @@ func usageRows(pol sched.Policy, now time.Time, period time.Duration, uses []job
 		}
 	}
 	var total, weights float64
+	var busy []string
 	for _, r := range rows {
 		total += r.Decayed
 		if r.Queued+r.RunningJobs > 0 {
 			weights += r.Weight
+			busy = append(busy, r.User)
 		}
 	}
+	rank := sched.NewRanking(pol, now, decayed, slices.Values(busy))
 	out := make([]UserUsage, 0, len(rows))
 	for _, name := range slices.Sorted(maps.Keys(rows)) {
 		r := rows[name]
-		r.Score = r.Decayed / r.Weight
+		r.Score = rank.Score(name) / 3600
+		r.Factor = rank.FairShareFactor(rank.Score(name))
 		if total > 0 {
 			r.Share = r.Decayed / total
 		}

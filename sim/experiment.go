@@ -25,18 +25,34 @@ type Policy struct {
 var Policies = []Policy{
 	{"gssh", sched.DefaultPolicy(), "priority class, then fair-share; best fit; EASY backfill"},
 	{"fifo", sched.Policy{Order: sched.OrderFIFO, Fit: sched.FitFirst, Backfill: sched.BackfillNone}, "submit order, strict (head-of-line blocking); first fit"},
-	{"fifo-backfill", sched.Policy{Order: sched.OrderFIFO, Fit: sched.FitFirst, Backfill: sched.BackfillEasy}, "submit order with EASY backfill; first fit"},
+	{"fifo-backfill", sched.Policy{Order: sched.OrderFIFO, Fit: sched.FitFirst, Backfill: sched.BackfillEasy, ReserveDepth: 1}, "submit order with EASY backfill; first fit"},
 	{"firstfit", sched.Policy{Order: sched.OrderPriority, Fit: sched.FitFirst, Backfill: sched.BackfillSkip}, "priority then submit order; any job that fits starts (skip); first fit"},
 }
 
-// ParsePolicies reads --policy: comma-separated names of Policies.
+// Variants are the other policies --policy may name: the multifactor
+// settings the default was compared with (docs/simulator.md, Choosing the
+// defaults).
+var Variants = []Policy{
+	{"multifactor", sched.Policy{Order: sched.OrderFair, Fit: sched.FitBest, Backfill: sched.BackfillEasy,
+		Weights: sched.Weights{FairShare: 1, Age: 1, Size: 0.1}, MaxAge: 30 * 24 * time.Hour, FavorSmall: true},
+		"priority class, then fair-share 1 + age 1 (max_age 30d) + size 0.1 (small first); best fit; EASY backfill"},
+	{"age-size", sched.Policy{Order: sched.OrderFair, Fit: sched.FitBest, Backfill: sched.BackfillEasy,
+		Weights: sched.Weights{Age: 1, Size: 0.1}, MaxAge: 30 * 24 * time.Hour, FavorSmall: true},
+		"priority class, then age 1 (max_age 30d) + size 0.1 (small first), no fair-share; best fit; EASY backfill"},
+	{"deep", sched.Policy{Order: sched.OrderFair, Fit: sched.FitBest, Backfill: sched.BackfillEasy, ReserveDepth: 8},
+		"priority class, then fair-share; best fit; reservations for the first 8 waiting jobs"},
+}
+
+// ParsePolicies reads --policy: comma-separated names of Policies and
+// Variants.
 func ParsePolicies(s string) ([]Policy, error) {
 	var out []Policy
+	all := slices.Concat(Policies, Variants)
 	for _, name := range strings.Split(s, ",") {
-		i := slices.IndexFunc(Policies, func(p Policy) bool { return p.Name == name })
+		i := slices.IndexFunc(all, func(p Policy) bool { return p.Name == name })
 		if i < 0 {
-			names := make([]string, len(Policies))
-			for k, p := range Policies {
+			names := make([]string, len(all))
+			for k, p := range all {
 				names[k] = p.Name
 			}
 			return nil, fmt.Errorf("--policy %q: no policy %q; give some of %s, comma-separated", s, name, strings.Join(names, ", "))
@@ -44,7 +60,7 @@ func ParsePolicies(s string) ([]Policy, error) {
 		if slices.ContainsFunc(out, func(p Policy) bool { return p.Name == name }) {
 			return nil, fmt.Errorf("--policy %q: %q given twice", s, name)
 		}
-		out = append(out, Policies[i])
+		out = append(out, all[i])
 	}
 	return out, nil
 }

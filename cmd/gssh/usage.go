@@ -28,8 +28,9 @@ func newUsageCmd(a *app, runF func(*usageOptions) error) *cobra.Command {
 		Long: `Show each user's fair-share standing, as Slurm's sshare does, first in the
 queue's order first: WEIGHT, RUNNING jobs and GPUs, QUEUED jobs, GPU-HOURS
 used, DECAYED (what the order weighs), SCORE (DECAYED / WEIGHT: lowest
-first), SHARE of everyone's usage, FAIR share by weight, RANK, and CAPS when
-the policy sets any. It reads the state file and the policy; it probes no
+first), FACTOR (the fair-share factor of the user's jobs' priority, from 1
+for no usage down to 0), SHARE of everyone's usage, FAIR share by weight,
+RANK, and CAPS when the policy sets any. It reads the state file and the policy; it probes no
 host. More: docs/scheduling.md.`,
 		Example: `  gssh usage
   gssh usage --json | jq '.users[] | {user, score}'`,
@@ -64,13 +65,13 @@ func usageRun(ctx context.Context, a *app, opts *usageOptions) error {
 	rows := make([][]string, len(doc.Users))
 	for i, u := range doc.Users {
 		rows[i] = []string{printable(u.User), num(u.Weight), fmt.Sprintf("%d (%s %s)", u.RunningJobs, num(u.RunningGPUs), gpusWord(u.RunningGPUs)),
-			strconv.Itoa(u.Queued), hours(u.GPUHours), hours(u.Decayed), hours(u.Score), pctOf(u.Share), pctOf(u.Fair), strconv.Itoa(u.Rank)}
+			strconv.Itoa(u.Queued), hours(u.GPUHours), hours(u.Decayed), hours(u.Score), strconv.FormatFloat(u.Factor, 'f', 2, 64), pctOf(u.Share), pctOf(u.Fair), strconv.Itoa(u.Rank)}
 		if capped {
 			rows[i] = append(rows[i], capsCell(u.Caps))
 		}
 	}
 	period := units.FormatAge(time.Duration(doc.PeriodS * float64(time.Second)))
-	head := []string{"USER", "WEIGHT", "RUNNING", "QUEUED", "GPU-HOURS (" + period + ")", "DECAYED", "SCORE", "SHARE", "FAIR", "RANK"}
+	head := []string{"USER", "WEIGHT", "RUNNING", "QUEUED", "GPU-HOURS (" + period + ")", "DECAYED", "SCORE", "FACTOR", "SHARE", "FAIR", "RANK"}
 	if capped {
 		head = append(head, "CAPS")
 	}
