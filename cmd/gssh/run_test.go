@@ -323,16 +323,16 @@ func TestShowQueued(t *testing.T) {
 // usage prints one line per user, in the order the service gives.
 func TestUsageRun(t *testing.T) {
 	svc := &fakeService{usage: service.UsageDoc{PeriodS: 7 * 86400, Users: []service.UserUsage{
-		{User: "bob", Weight: 2, RunningJobs: 1, RunningGPUs: 0.1 + 0.2, Queued: 3, GPUHours: 10, Decayed: 4, Score: 2, Share: 0.25, Fair: 2.0 / 3, Rank: 1},
-		{User: "ann", Weight: 1, GPUHours: 20, Decayed: 12, Score: 12, Share: 0.75, Rank: 2},
+		{User: "bob", Weight: 2, RunningJobs: 1, RunningGPUs: 0.1 + 0.2, Queued: 3, GPUHours: 10, Decayed: 4, Score: 2, Factor: 0.707, Share: 0.25, Fair: 2.0 / 3, Rank: 1},
+		{User: "ann", Weight: 1, GPUHours: 20, Decayed: 12, Score: 12, Factor: 0.125, Share: 0.75, Rank: 2},
 	}}}
 	a, out, _ := fakeApp(svc)
 	if err := usageRun(context.Background(), a, &usageOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want := "USER\tWEIGHT\tRUNNING\tQUEUED\tGPU-HOURS (7d)\tDECAYED\tSCORE\tSHARE\tFAIR\tRANK\n" +
-		"bob\t2\t1 (0.3 GPUs)\t3\t10.0\t4.0\t2.0\t25%\t67%\t1\n" +
-		"ann\t1\t0 (0 GPUs)\t0\t20.0\t12.0\t12.0\t75%\t0%\t2\n"
+	want := "USER\tWEIGHT\tRUNNING\tQUEUED\tGPU-HOURS (7d)\tDECAYED\tSCORE\tFACTOR\tSHARE\tFAIR\tRANK\n" +
+		"bob\t2\t1 (0.3 GPUs)\t3\t10.0\t4.0\t2.0\t0.71\t25%\t67%\t1\n" +
+		"ann\t1\t0 (0 GPUs)\t0\t20.0\t12.0\t12.0\t0.12\t75%\t0%\t2\n"
 	if out.String() != want {
 		t.Errorf("usage:\n%s\nwant:\n%s", out.String(), want)
 	}
