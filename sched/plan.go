@@ -224,7 +224,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			case pol.Backfill == BackfillNone && d.exhausted:
 				blocker = j
 				blocked = because(CodeBlocked, fmt.Sprintf("waiting behind job %s, which goes first and does not fit yet (backfill: none)", j.Ref()))
-			case pol.Backfill == BackfillEasy && d.exhausted && (reservations < pol.ReserveDepth || reservations < pol.ReserveDepth+MaxAgedReservations && in.Now.Sub(WaitingSince(j)) >= pol.MaxAge) &&
+			case pol.Backfill == BackfillEasy && d.exhausted && (reservations < pol.ReserveDepth || aged(j, pol, in.Now, reservations)) &&
 				!isTrue(unreservable.get(key)):
 				// A shape no gssh job's end makes room for stays so for
 				// the plan: bookings only add holders.
@@ -373,6 +373,15 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 		}
 	}
 	return best
+}
+
+// aged reports whether queued job j gets a reservation beyond the
+// policy's depth, with reservations made so far: under the multifactor
+// order (max_age is its knob), when it has waited MaxAge, up to
+// MaxAgedReservations beyond the depth. (Under fifo the oldest jobs are
+// first anyway, and EASY stays EASY.)
+func aged(j *job.Job, pol Policy, now time.Time, reservations int) bool {
+	return pol.Order == OrderFair && reservations < pol.ReserveDepth+MaxAgedReservations && now.Sub(WaitingSince(j)) >= pol.MaxAge
 }
 
 // inTime is a job's end against the reservations' starts (froms,

@@ -162,11 +162,17 @@ func TestReserveDepth(t *testing.T) {
 	if got := plan(2, 0).Pending[1].Reservation.From; !got.Equal(t0.Add(2 * time.Hour)) {
 		t.Errorf("depth 2, a short job: from %s", got)
 	}
-	// Past max_age, job 4 gets one at depth 1 too.
+	// Past max_age, job 4 gets one at depth 1 too under the multifactor
+	// order (not under fifo: EASY stays EASY).
 	one.SubmittedAt = now.Add(-2 * time.Hour)
 	queue = []job.Job{big, one}
-	if d := plan(1, time.Hour); d.Pending[1].Reservation == nil {
-		t.Errorf("an aged job has no reservation: %+v", d.Pending[1])
+	if d := plan(1, time.Hour); d.Pending[1].Reservation != nil {
+		t.Errorf("fifo: an aged job has a reservation: %+v", d.Pending[1])
+	}
+	d = Plan(Input{Now: now, Hosts: hosts, Running: []job.Job{r1, r2}, Queue: queue,
+		Policy: Policy{Backfill: BackfillEasy, ReserveDepth: 1, MaxAge: time.Hour}})
+	if d.Pending[0].Job != 3 || d.Pending[1].Reservation == nil {
+		t.Errorf("fairshare: an aged job has no reservation: %+v", d.Pending)
 	}
 	// GPU 0 free now, GPU 1 until t0+5h: job 3 is reserved from t0+5h;
 	// job 6 (6 h) cannot end before it, so it gets the second
