@@ -13,8 +13,9 @@ import (
 // carryOut carries a plan out, one outcome after the other: the jobs it
 // cancels (a dependency that can never be met), its preemptions
 // (preempt.go), its starts in order (launch.go), then the pending reasons
-// that changed. queued is sorted by id (input keeps the store's order).
-func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued, running []job.Job, res *Result) {
+// that changed. The queued jobs are c.act's; running are those that hold
+// GPUs (sched.Input.Running).
+func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, running []job.Job, res *Result) {
 	res.Queued = len(plan.Pending)
 	for _, cn := range plan.Cancels {
 		c.cancelQueued(cn, res)
@@ -25,24 +26,18 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued,
 			res.Queued++ // the next pass starts it
 			continue
 		}
-		c.startPlanned(ctx, byID(queued, s.Job), s.Placement, res)
+		c.startPlanned(ctx, *c.queuedJob(s.Job), s.Placement, res)
 	}
-	for _, p := range plan.Pending {
-		c.leavePending(byID(queued, p.Job), p, res)
+	for i := range plan.Pending {
+		c.leavePending(c.queuedJob(plan.Pending[i].Job), &plan.Pending[i], res)
 	}
 }
 
-// byID is the job of queued (sorted by id) with id, which is there.
-func byID(queued []job.Job, id job.ID) job.Job {
-	lo, hi := 0, len(queued) // by index: a job is too big to pass around by value
-	for lo < hi {
-		if m := int(uint(lo+hi) >> 1); queued[m].ID < id {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return queued[lo]
+// queuedJob is queued job id, which is there, in place in c.act: a job
+// is too big to pass around by value.
+func (c *Controller) queuedJob(id job.ID) *job.Job {
+	i, _ := find(c.act.qids, id)
+	return &c.act.queued[i]
 }
 
 // cancelQueued records the queued job the plan cancels cancelled, with
@@ -89,7 +84,7 @@ func (c *Controller) startPlanned(ctx context.Context, j job.Job, p job.Placemen
 
 // leavePending records the plan's pending reason p of queued job j when
 // it is not j's already; a job no longer queued is left as it is.
-func (c *Controller) leavePending(j job.Job, p sched.Pending, res *Result) {
+func (c *Controller) leavePending(j *job.Job, p *sched.Pending, res *Result) {
 	if j.Reason == p.Reason.Text && j.ReasonCode == string(p.Reason.Code) {
 		return // nothing new to write
 	}

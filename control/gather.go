@@ -29,6 +29,27 @@ func (c *Controller) input(active []job.Job) sched.Input {
 	return in
 }
 
+// inputOf is the planner's input for a pass (the hosts aside): queued,
+// the jobs of running that hold GPUs, the policy and now. The slices are
+// the caller's still: the planner only reads them.
+func (c *Controller) inputOf(queued, running []job.Job) sched.Input {
+	in := sched.Input{Now: c.now(), Policy: c.policy, Cluster: c.cluster, Terse: c.terse, Rebalance: c.rebal}
+	in.Queue = queued[:len(queued):len(queued)]
+	if slices.ContainsFunc(running, func(j job.Job) bool { return !j.State.Active() }) {
+		sc := &c.scratch
+		clear(sc.held)
+		sc.held = sc.held[:0]
+		for i := range running {
+			if running[i].State.Active() {
+				sc.held = append(sc.held, running[i])
+			}
+		}
+		running = sc.held
+	}
+	in.Running = running[:len(running):len(running)]
+	return in
+}
+
 // partition moves the jobs keep accepts to the front of js, in their
 // order, and returns how many there are; the others are left after them,
 // in no order. Each kept job is written at or before where it was read,
@@ -114,21 +135,42 @@ func (c *Controller) deps(in *sched.Input) error {
 // now). With an error wrapping state.ErrBadRecord it is the usage of what
 // could be read.
 func (c *Controller) Usage(active []job.Job, now time.Time) (map[string]float64, error) {
+	usage, _, err := c.usageOf(now, nil, func(buf []job.Use) []job.Use { return appendUses(buf, active) })
+	return usage, err
+}
+
+// usageOf is Usage, the uses of the active jobs appended by held, all
+// gathered in buf's room; it returns buf, grown as needed, for the next
+// call.
+func (c *Controller) usageOf(now time.Time, buf []job.Use, held func([]job.Use) []job.Use) (map[string]float64, []job.Use, error) {
 	if c.usage != nil {
 		usage, err := c.usage.UsageAt(now, c.policy.FairShare)
 		if err != nil && !errors.Is(err, state.ErrBadRecord) {
-			return nil, err
+			return nil, buf, err
 		}
-		for user, v := range sched.Usage(sched.Uses(active), now, c.policy.FairShare) {
+		buf = held(buf[:0])
+		for user, v := range sched.Usage(buf, now, c.policy.FairShare) {
 			usage[user] += v
 		}
-		return usage, err
+		return usage, buf, err
 	}
 	ended, err := c.ended(now)
 	if err != nil && !errors.Is(err, state.ErrBadRecord) {
-		return nil, err
+		return nil, buf, err
 	}
-	return sched.Usage(append(slices.Clip(ended), sched.Uses(active)...), now, c.policy.FairShare), err
+	buf = held(append(buf[:0], ended...))
+	return sched.Usage(buf, now, c.policy.FairShare), buf, err
+}
+
+// appendUses appends the GPU uses of jobs to uses (sched.Uses: those that
+// never started left out), reading the jobs in place.
+func appendUses(uses []job.Use, jobs []job.Job) []job.Use {
+	for i := range jobs {
+		if u, ok := jobs[i].Use(); ok {
+			uses = append(uses, u)
+		}
+	}
+	return uses
 }
 
 // UsageStore works the fair-share usage of the store's ended jobs out

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
 	"sync"
@@ -23,6 +24,31 @@ type workers struct {
 	// defaultTimeout is the policy's: the walltime of a job without one.
 	defaultTimeout time.Duration
 	running        map[job.ID]*runState
+	// due are the running jobs by when a pass must see them (their end,
+	// or past their walltime), earliest first; one that ended before
+	// stays until it comes first (nextEnd).
+	due dueHeap
+}
+
+// dueAt is a running job and when a pass must see it.
+type dueAt struct {
+	at time.Time
+	id job.ID
+	r  *runState // the run it is of: the job may run again
+}
+
+// dueHeap is a min-heap of dueAt by at (container/heap).
+type dueHeap []dueAt
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueAt)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 type runState struct {
@@ -52,6 +78,7 @@ func (w *workers) Start(_ context.Context, j job.Job) (job.Remote, error) {
 		r.overdue = now.Add(wt + time.Nanosecond)
 	}
 	w.running[j.ID] = r
+	heap.Push(&w.due, dueAt{at: cmp.Or(r.overdue, r.ends), id: j.ID, r: r})
 	return job.Remote{PID: int(j.ID), Dir: fmt.Sprintf("sim/%d.%d", j.ID, j.Attempt)}, nil
 }
 
@@ -101,19 +128,16 @@ func (w *workers) Stop(_ context.Context, j job.Job, _ time.Duration, _ job.Stat
 	return job.Stopped{}, nil
 }
 
-// nextEnd is the earliest end of a running job, and whether one runs.
+// nextEnd is the earliest end of a running job (or the instant it is
+// past its walltime), and whether one runs.
 func (w *workers) nextEnd() (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var next time.Time
-	for _, r := range w.running {
-		e := r.ends
-		if !r.overdue.IsZero() {
-			e = r.overdue
-		}
-		if next.IsZero() || e.Before(next) {
-			next = e
-		}
+	for len(w.due) > 0 && w.running[w.due[0].id] != w.due[0].r {
+		heap.Pop(&w.due) // it ended
 	}
-	return next, !next.IsZero()
+	if len(w.due) == 0 {
+		return time.Time{}, false
+	}
+	return w.due[0].at, true
 }
