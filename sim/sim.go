@@ -215,9 +215,9 @@ func sampleOf(st queue, at time.Duration) (Sample, error) {
 // sampled is what one active job adds to a Sample.
 type sampled struct {
 	queued bool
-	whole  bool    // queued, it needs whole GPUs
-	booked bool    // it holds GPUs, share of them (job.Use)
-	share  float64 // whole GPUs
+	whole  bool     // queued, it needs whole GPUs
+	booked bool     // it holds GPUs, share of them (job.Use)
+	share  float64  // whole GPUs
 	shared []string // the GPUs it holds shared (--mem), by UUID
 }
 
