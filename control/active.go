@@ -36,10 +36,13 @@ type ChangeFeed interface {
 // returned, or dropped when that record ended.
 type active struct {
 	queued, running []job.Job
-	// In step with them: their ids (a search reads no job), and the GPU
-	// use of each of the others (job.Use, for fair-share).
+	// In step with them: their ids (a search reads no job); for each of
+	// the others, its GPU use (job.Use, for fair-share) and the place of
+	// its host in hosts (−1: not placed).
 	qids, rids []job.ID
 	ruses      []heldUse
+	rhost      []int32
+	hosts      hostTable
 	// mark is the feed's (ChangeFeed) as of the last read, when kept is
 	// set: the next read asks only what changed since.
 	mark uint64
@@ -52,9 +55,40 @@ type heldUse struct {
 	ok  bool
 }
 
-func useOf(j *job.Job) heldUse {
-	u, ok := j.Use()
-	return heldUse{u, ok}
+// hostTable numbers the hosts jobs were placed on, in the order first
+// seen, and keeps them in name order too.
+type hostTable struct {
+	names []string
+	at    map[string]int32
+	order []int32 // the places of names in name order; short of names: to sort again
+}
+
+// place is host's place in t, −1 for "" (not placed).
+func (t *hostTable) place(host string) int32 {
+	if host == "" {
+		return -1
+	}
+	if k, ok := t.at[host]; ok {
+		return k
+	}
+	if t.at == nil {
+		t.at = map[string]int32{}
+	}
+	k := int32(len(t.names))
+	t.at[host], t.names = k, append(t.names, host)
+	return k
+}
+
+// sorted are the places of t's hosts in name order.
+func (t *hostTable) sorted() []int32 {
+	if len(t.order) < len(t.names) {
+		t.order = t.order[:0]
+		for k := range t.names {
+			t.order = append(t.order, int32(k))
+		}
+		slices.SortFunc(t.order, func(x, y int32) int { return cmp.Compare(t.names[x], t.names[y]) })
+	}
+	return t.order
 }
 
 // readActive brings c.act up to the store: from what the feed says
@@ -78,10 +112,6 @@ func (c *Controller) readActive() error {
 		mark = c.feed.Mark()
 	}
 	all, err := c.store.Active()
-	clear(a.queued)
-	clear(a.running)
-	clear(a.ruses)
-	a.queued, a.running, a.qids, a.rids, a.ruses = a.queued[:0], a.running[:0], a.qids[:0], a.rids[:0], a.ruses[:0]
 	for i := 1; i < len(all); i++ {
 		if all[i-1].ID >= all[i].ID { // not the id order Store promises: put right
 			all = slices.Clone(all)
@@ -89,11 +119,16 @@ func (c *Controller) readActive() error {
 			break
 		}
 	}
+	clear(a.queued)
+	clear(a.running)
+	clear(a.ruses)
+	a.queued, a.qids = a.queued[:0], a.qids[:0]
+	a.running, a.rids, a.ruses, a.rhost = a.running[:0], a.rids[:0], a.ruses[:0], a.rhost[:0]
 	for i := range all {
 		if j := &all[i]; j.State == job.Queued {
 			a.queued, a.qids = append(a.queued, *j), append(a.qids, j.ID)
 		} else {
-			a.running, a.rids, a.ruses = append(a.running, *j), append(a.rids, j.ID), append(a.ruses, useOf(j))
+			a.insertRunning(len(a.running), j)
 		}
 	}
 	a.kept, a.mark = c.feed != nil && err == nil, mark // a store with bad records is read whole each pass: each reports them
@@ -126,10 +161,10 @@ func (a *active) set(u *job.Job) {
 	}
 	if i, ok := find(a.rids, u.ID); ok {
 		if !queued && !ended {
-			a.running[i], a.ruses[i] = *u, useOf(u)
+			a.running[i], a.ruses[i], a.rhost[i] = *u, useOf(u), a.hosts.place(u.Placement.Host)
 			return
 		}
-		a.running, a.rids, a.ruses = slices.Delete(a.running, i, i+1), slices.Delete(a.rids, i, i+1), slices.Delete(a.ruses, i, i+1)
+		a.deleteRunning(i)
 	}
 	switch {
 	case ended:
@@ -138,7 +173,7 @@ func (a *active) set(u *job.Job) {
 		a.queued, a.qids = slices.Insert(a.queued, i, *u), slices.Insert(a.qids, i, u.ID)
 	default:
 		i, _ := find(a.rids, u.ID)
-		a.running, a.rids, a.ruses = slices.Insert(a.running, i, *u), slices.Insert(a.rids, i, u.ID), slices.Insert(a.ruses, i, useOf(u))
+		a.insertRunning(i, u)
 	}
 }
 
@@ -148,8 +183,26 @@ func (a *active) drop(id job.ID) {
 		a.queued, a.qids = slices.Delete(a.queued, i, i+1), slices.Delete(a.qids, i, i+1)
 	}
 	if i, ok := find(a.rids, id); ok {
-		a.running, a.rids, a.ruses = slices.Delete(a.running, i, i+1), slices.Delete(a.rids, i, i+1), slices.Delete(a.ruses, i, i+1)
+		a.deleteRunning(i)
 	}
+}
+
+// insertRunning puts j at place i of the others, and what is kept in
+// step with it.
+func (a *active) insertRunning(i int, j *job.Job) {
+	a.running, a.rids = slices.Insert(a.running, i, *j), slices.Insert(a.rids, i, j.ID)
+	a.ruses, a.rhost = slices.Insert(a.ruses, i, useOf(j)), slices.Insert(a.rhost, i, a.hosts.place(j.Placement.Host))
+}
+
+// deleteRunning takes the job at place i of the others off.
+func (a *active) deleteRunning(i int) {
+	a.running, a.rids = slices.Delete(a.running, i, i+1), slices.Delete(a.rids, i, i+1)
+	a.ruses, a.rhost = slices.Delete(a.ruses, i, i+1), slices.Delete(a.rhost, i, i+1)
+}
+
+func useOf(j *job.Job) heldUse {
+	u, ok := j.Use()
+	return heldUse{u, ok}
 }
 
 // each calls fn with every active job in id order, queued or not: fn

@@ -3,7 +3,6 @@ package control
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/gssh/gssh/job"
@@ -35,7 +34,7 @@ func (c *Controller) input(active []job.Job) sched.Input {
 func (c *Controller) inputOf(queued, running []job.Job) sched.Input {
 	in := sched.Input{Now: c.now(), Policy: c.policy, Cluster: c.cluster, Terse: c.terse, Rebalance: c.rebal}
 	in.Queue = queued[:len(queued):len(queued)]
-	if slices.ContainsFunc(running, func(j job.Job) bool { return !j.State.Active() }) {
+	if !allHold(running) {
 		sc := &c.scratch
 		clear(sc.held)
 		sc.held = sc.held[:0]
@@ -48,6 +47,16 @@ func (c *Controller) inputOf(queued, running []job.Job) sched.Input {
 	}
 	in.Running = running[:len(running):len(running)]
 	return in
+}
+
+// allHold reports whether every job of running holds GPUs (State.Active).
+func allHold(running []job.Job) bool {
+	for i := range running {
+		if !running[i].State.Active() {
+			return false
+		}
+	}
+	return true
 }
 
 // partition moves the jobs keep accepts to the front of js, in their
@@ -72,6 +81,13 @@ func partition(js []job.Job, keep func(*job.Job) bool) int {
 // cancels its dependents); one it cannot read is given as "unreadable"
 // (not ended: its dependents wait) and reported.
 func (c *Controller) deps(in *sched.Input) error {
+	waits := false
+	for i := range in.Queue {
+		waits = waits || len(in.Queue[i].Spec.After) > 0
+	}
+	if !waits {
+		return nil // most queues: nothing to read
+	}
 	// Every job some queued one waits for, once: a whole array named by
 	// many dependents is listed once, its tasks not materialized per
 	// dependent.
@@ -84,7 +100,8 @@ func (c *Controller) deps(in *sched.Input) error {
 			need = append(need, dep)
 		}
 	}
-	for _, j := range in.Queue {
+	for i := range in.Queue {
+		j := &in.Queue[i] // in place: a queue of thousands is not copied
 		for _, d := range j.Spec.After {
 			if d.Tasks == 0 {
 				add(d.Job, j.ID)

@@ -3,7 +3,6 @@ package control
 import (
 	"context"
 	"errors"
-	"maps"
 	"slices"
 	"sync"
 
@@ -13,58 +12,56 @@ import (
 // scratch is what a pass fills anew each time, kept in the controller
 // for its room: a simulator's thousands of passes allocate it once.
 type scratch struct {
-	at     map[string]int // host → its place in hosts
-	count  []int
-	hosts  []string
-	all    []*job.Job
-	byHost [][]*job.Job
-	polled []map[job.ID]job.Status
-	errs   []error
-	uses   []job.Use // fair-share: the ended jobs' and the running ones'
-	held   []job.Job // the jobs holding GPUs, when others are among c.act.running
+	count   []int // by place in active.hosts
+	slot    []int // by place in active.hosts: its place in hosts
+	hosts   []string
+	all     []*job.Job
+	byHost  [][]*job.Job
+	polled  []map[job.ID]job.Status
+	errs    []error
+	uses    []job.Use // fair-share: the ended jobs' and the running ones'
+	held    []job.Job // the jobs holding GPUs, when others are among c.act.running
+	changed changes   // what reconcile changed
 }
 
-// onHosts groups the jobs of running (the active jobs not queued) placed
-// on a host by host, hosts in name order, jobs in their order, as
-// pointers into running (a pass over a lab of hundreds of running jobs
-// copies none of them). The slices are sc's, filled anew by the next
-// call.
-func (sc *scratch) onHosts(running []job.Job, skip func(*job.Job) bool) (hosts []string, byHost [][]*job.Job) {
-	if sc.at == nil {
-		sc.at = map[string]int{}
+// onHosts groups the jobs of a.running (the active jobs not queued) that
+// hold GPUs on a host, but those skip skips, by host, hosts in name
+// order, jobs in their order, as pointers into a.running (a pass over a
+// lab of hundreds of running jobs copies none of them). The slices are
+// sc's, filled anew by the next call.
+func (sc *scratch) onHosts(a *active, skip func(*job.Job) bool) (hosts []string, byHost [][]*job.Job) {
+	n := len(a.hosts.names)
+	count := slices.Grow(sc.count[:0], n)[:n]
+	slot := slices.Grow(sc.slot[:0], n)[:n]
+	clear(count)
+	polled := func(i int) bool {
+		j := &a.running[i]
+		return a.rhost[i] >= 0 && j.State.Active() && !skip(j)
 	}
-	clear(sc.at)
-	hosts, count := sc.hosts[:0], sc.count[:0]
 	placed := 0
-	for i := range running {
-		if j := &running[i]; j.State.Active() && j.Placement.Host != "" && !skip(j) {
-			k, ok := sc.at[j.Placement.Host]
-			if !ok {
-				k = len(hosts)
-				sc.at[j.Placement.Host] = k
-				hosts, count = append(hosts, j.Placement.Host), append(count, 0)
-			}
-			count[k]++
+	for i := range a.running {
+		if polled(i) {
+			count[a.rhost[i]]++
 			placed++
 		}
 	}
-	slices.Sort(hosts)
+	hosts, byHost = sc.hosts[:0], sc.byHost[:0]
 	all := slices.Grow(sc.all[:0], placed)[:placed]
-	byHost = slices.Grow(sc.byHost[:0], len(hosts))[:len(hosts)]
 	off := 0
-	for k, h := range hosts {
-		n := count[sc.at[h]]
-		byHost[k] = all[off : off : off+n]
-		sc.at[h] = k
-		off += n
-	}
-	for i := range running {
-		if j := &running[i]; j.State.Active() && j.Placement.Host != "" && !skip(j) {
-			k := sc.at[j.Placement.Host]
-			byHost[k] = append(byHost[k], j)
+	for _, k := range a.hosts.sorted() {
+		if c := count[k]; c > 0 {
+			slot[k] = len(hosts)
+			hosts, byHost = append(hosts, a.hosts.names[k]), append(byHost, all[off:off:off+c])
+			off += c
 		}
 	}
-	sc.hosts, sc.count, sc.all, sc.byHost = hosts, count, all, byHost
+	for i := range a.running {
+		if polled(i) {
+			k := slot[a.rhost[i]]
+			byHost[k] = append(byHost[k], &a.running[i])
+		}
+	}
+	sc.count, sc.slot, sc.hosts, sc.all, sc.byHost = count, slot, hosts, all, byHost
 	return hosts, byHost
 }
 
@@ -75,7 +72,7 @@ func (c *Controller) reconcile(ctx context.Context, res *Result) {
 	c.endedElsewhere(res)
 	c.notInInventory(res)
 	sc := &c.scratch
-	hosts, byHost := sc.onHosts(c.act.running, func(j *job.Job) bool { return c.elsewhere(j) || !c.inInventory(j.Placement.Host) })
+	hosts, byHost := sc.onHosts(&c.act, func(j *job.Job) bool { return c.elsewhere(j) || !c.inInventory(j.Placement.Host) })
 	// Hosts with strays and no job to poll are reached all the same: the
 	// attempts given up there must be killed when they answer.
 	if c.contacted == nil {
@@ -100,17 +97,11 @@ func (c *Controller) reconcile(ctx context.Context, res *Result) {
 	sc.polled, sc.errs = polled, errs
 	c.onEach(hosts, func(i int, host string) { polled[i], errs[i] = c.workers.Poll(ctx, host, byHost[i]) })
 	now := c.now()
-	var changed map[job.ID]job.Job // most passes change nothing: no map
-	note := func(m map[job.ID]job.Job) {
-		if len(m) > 0 && changed == nil {
-			changed = map[job.ID]job.Job{}
-		}
-		maps.Copy(changed, m)
-	}
+	changed := &sc.changed
 	for i, host := range hosts {
 		if errs[i] != nil {
 			if errors.Is(errs[i], job.ErrNoContact) {
-				note(c.noAnswer(ctx, host, errs[i], byHost[i], now, res))
+				changed.noteAll(c.noAnswer(ctx, host, errs[i], byHost[i], now, res))
 			} else {
 				res.Errors = append(res.Errors, errs[i]) // a host that cannot be polled keeps its jobs as they are
 			}
@@ -118,10 +109,10 @@ func (c *Controller) reconcile(ctx context.Context, res *Result) {
 		}
 		c.observe(host, "", now, res)
 		c.reached[host] = true
-		note(c.killStrays(ctx, host, false, res))
+		changed.noteAll(c.killStrays(ctx, host, false, res))
 	}
 	for _, host := range strayOnly {
-		note(c.killStrays(ctx, host, true, res))
+		changed.noteAll(c.killStrays(ctx, host, true, res))
 	}
 	// The polls are applied after every stray was settled: a result
 	// recovered from an attempt given up on a host is weighed against the
@@ -135,14 +126,11 @@ func (c *Controller) reconcile(ctx context.Context, res *Result) {
 			if !ok {
 				continue
 			}
-			if u, settled := changed[j.ID]; settled && (u.State.Terminal() || u.Attempt != j.Attempt) {
+			if u := changed.of(j.ID); u != nil && (u.State.Terminal() || u.Attempt != j.Attempt) {
 				continue // ended by an earlier attempt's result
 			}
 			if u, ok := c.apply(ctx, *j, st, now, res); ok {
-				if changed == nil {
-					changed = map[job.ID]job.Job{}
-				}
-				changed[j.ID] = u
+				changed.note(&u)
 			}
 		}
 	}
@@ -150,11 +138,43 @@ func (c *Controller) reconcile(ctx context.Context, res *Result) {
 	clear(errs)
 	// A queued job may have changed too: one whose earlier attempt's
 	// result was recovered. The jobs changed but not active are left out.
-	for id, u := range changed {
-		if c.act.has(id) {
-			c.act.set(&u)
+	for i := range *changed {
+		if u := &(*changed)[i]; c.act.has(u.ID) {
+			c.act.set(u)
 		}
 	}
+	clear(*changed)
+	*changed = (*changed)[:0]
+}
+
+// changes are the records a pass's reconcile changed, the last of each
+// job (a few: a linear search finds one).
+type changes []job.Job
+
+// note records u, in place of an earlier record of its job.
+func (cs *changes) note(u *job.Job) {
+	if p := cs.of(u.ID); p != nil {
+		*p = *u
+		return
+	}
+	*cs = append(*cs, *u)
+}
+
+// noteAll records each of m.
+func (cs *changes) noteAll(m map[job.ID]job.Job) {
+	for _, u := range m {
+		cs.note(&u)
+	}
+}
+
+// of is the record of job id, nil when it did not change.
+func (cs changes) of(id job.ID) *job.Job {
+	for i := range cs {
+		if cs[i].ID == id {
+			return &cs[i]
+		}
+	}
+	return nil
 }
 
 // onEach calls fn for each host (and its place in hosts), the hosts in

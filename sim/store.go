@@ -20,6 +20,7 @@ import (
 type store struct {
 	jobs   []job.Job // by id − 1
 	adds   []sampled // what each job adds to a sample (sampledOf), by id − 1
+	cur    job.Job   // the copy Update's fn changes
 	sm     sampler
 	buf    []job.Job // what Active and Changed return, filled anew each call
 	active []job.ID  // non-terminal jobs, ascending
@@ -84,12 +85,14 @@ func (s *store) sample(at time.Duration) Sample {
 // Update implements control.Store, as state.Mem does: fn changes a copy;
 // an error leaves the job as it was; an ended job keeps its state.
 func (s *store) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
-	cur, err := s.Get(id)
+	j, err := s.Get(id)
 	if err != nil {
 		return job.Job{}, err
 	}
+	s.cur = j // fn's copy: the store's room, not one allocated per update
+	cur := &s.cur
 	was := cur.State
-	if err := fn(&cur); err != nil {
+	if err := fn(cur); err != nil {
 		return job.Job{}, err
 	}
 	switch {
@@ -98,7 +101,7 @@ func (s *store) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
 	case was.Terminal() && cur.State != was:
 		return job.Job{}, fmt.Errorf("update: job %d: %s -> %s: %w", id, was, cur.State, state.ErrTerminal)
 	}
-	s.jobs[id-1], s.adds[id-1] = cur, sampledOf(&cur)
+	s.jobs[id-1], s.adds[id-1] = *cur, sampledOf(cur)
 	s.written = append(s.written, id)
 	if cur.State.Terminal() && !was.Terminal() {
 		s.close(id)
@@ -110,7 +113,7 @@ func (s *store) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
 			}
 		}
 	}
-	return cur, nil
+	return *cur, nil
 }
 
 // close takes id off the active index.
