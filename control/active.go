@@ -43,6 +43,10 @@ type active struct {
 	ruses      []heldUse
 	rhost      []int32
 	hosts      hostTable
+	// reasons are the queued jobs' pending reasons, one string for each
+	// text: the planner gives thousands of jobs one reason of kilobytes
+	// (every host and why not), which a pass compares with each job's.
+	reasons map[string]string
 	// mark is the feed's (ChangeFeed) as of the last read, when kept is
 	// set: the next read asks only what changed since.
 	mark uint64
@@ -124,9 +128,11 @@ func (c *Controller) readActive() error {
 	clear(a.ruses)
 	a.queued, a.qids = a.queued[:0], a.qids[:0]
 	a.running, a.rids, a.ruses, a.rhost = a.running[:0], a.rids[:0], a.ruses[:0], a.rhost[:0]
+	clear(a.reasons)
 	for i := range all {
 		if j := &all[i]; j.State == job.Queued {
 			a.queued, a.qids = append(a.queued, *j), append(a.qids, j.ID)
+			a.intern(&a.queued[len(a.queued)-1])
 		} else {
 			a.insertRunning(len(a.running), j)
 		}
@@ -155,6 +161,7 @@ func (a *active) set(u *job.Job) {
 	if i, ok := find(a.qids, u.ID); ok {
 		if queued {
 			a.queued[i] = *u
+			a.intern(&a.queued[i])
 			return
 		}
 		a.queued, a.qids = slices.Delete(a.queued, i, i+1), slices.Delete(a.qids, i, i+1)
@@ -171,11 +178,35 @@ func (a *active) set(u *job.Job) {
 	case queued:
 		i, _ := find(a.qids, u.ID)
 		a.queued, a.qids = slices.Insert(a.queued, i, *u), slices.Insert(a.qids, i, u.ID)
+		a.intern(&a.queued[i])
 	default:
 		i, _ := find(a.rids, u.ID)
 		a.insertRunning(i, u)
 	}
 }
+
+// intern makes queued job j's reason the string a.reasons has for its
+// text. The strings of reasons no job has any more go when there are
+// more of them than jobs.
+func (a *active) intern(j *job.Job) {
+	if len(j.Reason) < internMin {
+		return // short: as quick to compare as to look up
+	}
+	if r, ok := a.reasons[j.Reason]; ok {
+		j.Reason = r
+		return
+	}
+	if len(a.reasons) > 2*len(a.queued)+64 {
+		clear(a.reasons) // the next reads put those still in use back
+	}
+	if a.reasons == nil {
+		a.reasons = map[string]string{}
+	}
+	a.reasons[j.Reason] = j.Reason
+}
+
+// internMin is the shortest reason interned.
+const internMin = 64
 
 // drop takes job id off the active jobs.
 func (a *active) drop(id job.ID) {

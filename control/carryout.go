@@ -28,9 +28,43 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, running
 		}
 		c.startPlanned(ctx, *c.queuedJob(s.Job), s.Placement, res)
 	}
+	seen := c.scratch.seen[:0]
 	for i := range plan.Pending {
-		c.leavePending(c.queuedJob(plan.Pending[i].Job), &plan.Pending[i], res)
+		p := &plan.Pending[i]
+		var text string
+		text, seen = sameText(p.Reason.Text, seen, c.act.reasons)
+		c.leavePending(c.queuedJob(p.Job), p, text, res)
 	}
+	clear(seen)
+	c.scratch.seen = seen[:0]
+}
+
+// seenText is a reason the planner gave, and the string of c.act's
+// queued jobs with its text (itself, when none has it).
+type seenText struct{ text, same string }
+
+// sameText is the string of interned (active.reasons) with text's text,
+// or text: the planner gives many jobs one string, and a job's reason
+// that is interned compares with it at once. seen are the planner's
+// strings looked up already in this pass; it returns them, text's
+// added.
+func sameText(text string, seen []seenText, interned map[string]string) (string, []seenText) {
+	if len(text) < internMin {
+		return text, seen
+	}
+	for _, s := range seen {
+		if s.text == text { // at once for the same string; texts that differ do early
+			return s.same, seen
+		}
+	}
+	same, ok := interned[text]
+	if !ok {
+		same = text
+	}
+	if len(seen) < 16 { // a plan of many texts: the others are compared as they are
+		seen = append(seen, seenText{text, same})
+	}
+	return same, seen
 }
 
 // queuedJob is queued job id, which is there, in place in c.act: a job
@@ -83,9 +117,11 @@ func (c *Controller) startPlanned(ctx context.Context, j job.Job, p job.Placemen
 }
 
 // leavePending records the plan's pending reason p of queued job j when
-// it is not j's already; a job no longer queued is left as it is.
-func (c *Controller) leavePending(j *job.Job, p *sched.Pending, res *Result) {
-	if j.Reason == p.Reason.Text && j.ReasonCode == string(p.Reason.Code) {
+// it is not j's already; a job no longer queued is left as it is. text
+// is p's text (the same string as j's, when they are the same text and
+// j's is interned: sameText).
+func (c *Controller) leavePending(j *job.Job, p *sched.Pending, text string, res *Result) {
+	if j.ReasonCode == string(p.Reason.Code) && j.Reason == text {
 		return // nothing new to write
 	}
 	updated, err := c.store.Update(j.ID, func(x *job.Job) error {

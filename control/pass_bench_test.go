@@ -12,13 +12,15 @@ import (
 	"github.com/gssh/gssh/state"
 )
 
-// BenchmarkPass is one scheduling pass of a busy lab over state.Mem:
+// BenchmarkPass is one scheduling pass of a busy lab over state.Mem (read
+// for what changed since the last pass: control.ChangeFeed):
 // 100 hosts × 8 idle 80 GiB GPUs, every GPU booked by the running jobs
 // (3 two-GPU and 2 one-GPU jobs a host), and a queue of jobs of 20
 // users, 1 to 8 GPUs each, that cannot start. The workers answer every
-// poll "still running". The pass before the timed ones wrote every
-// queued job's pending reason: a timed pass polls, plans and writes
-// nothing, the steady state of a daemon between two events.
+// poll "still running". The passes before the timed ones wrote every
+// queued job's pending reason and read them back: a timed pass polls,
+// plans and writes nothing, the steady state of a daemon between two
+// events.
 func BenchmarkPass(b *testing.B) {
 	for _, size := range []struct{ queued, running int }{{10_000, 500}, {50, 200}} {
 		b.Run(fmt.Sprintf("queued=%d/running=%d", size.queued, size.running), func(b *testing.B) {
@@ -26,8 +28,8 @@ func BenchmarkPass(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				res, err := ctl.Pass(context.Background())
-				if err != nil || len(res.Errors) > 0 || len(res.Started) > 0 || res.Queued != size.queued {
-					b.Fatalf("pass: %v %v, %d started, %d queued", err, res.Errors, len(res.Started), res.Queued)
+				if err != nil || len(res.Errors) > 0 || len(res.Started) > 0 || len(res.Pending) > 0 || res.Queued != size.queued {
+					b.Fatalf("pass: %v %v, %d started, %d pending reasons written, %d queued", err, res.Errors, len(res.Started), len(res.Pending), res.Queued)
 				}
 			}
 			b.StopTimer()
@@ -41,8 +43,9 @@ func BenchmarkPass(b *testing.B) {
 // busyLab is BenchmarkPass's lab: hosts hosts of 8 GPUs, running jobs
 // (as many on each host, sharing its 8 GPUs out: 5 a host are 3 jobs of
 // two GPUs and 2 of one) started on them by one pass, then queued jobs
-// submitted and one pass run that leaves them queued with their reasons.
-// It returns the controller and its store.
+// submitted and two passes run: one leaves them queued with their
+// reasons, the next reads those back. It returns the controller and its
+// store.
 func busyLab(b *testing.B, hosts, running, queued int) (*control.Controller, *state.Mem) {
 	b.Helper()
 	if running%hosts != 0 || running/hosts > 8 {
@@ -54,7 +57,7 @@ func busyLab(b *testing.B, hosts, running, queued int) (*control.Controller, *st
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	store := state.NewMem()
-	ctl, err := control.New(control.Options{Store: store, Snapshots: &lab2{lab}, Workers: stillRunning{}, Now: func() time.Time { return now }})
+	ctl, err := control.New(control.Options{Store: store, Changes: store, Snapshots: &lab2{lab}, Workers: stillRunning{}, Now: func() time.Time { return now }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -84,6 +87,11 @@ func busyLab(b *testing.B, hosts, running, queued int) (*control.Controller, *st
 	now = now.Add(time.Minute)
 	if res, err := ctl.Pass(context.Background()); err != nil || len(res.Pending) != queued || res.Queued != queued {
 		b.Fatalf("first pass over the queue: %d pending, %d queued (%v)", len(res.Pending), res.Queued, err)
+	}
+	// The next pass reads those reasons back, as every pass reads what
+	// the one before wrote, and writes nothing.
+	if res, err := ctl.Pass(context.Background()); err != nil || len(res.Pending) != 0 || res.Queued != queued {
+		b.Fatalf("second pass over the queue: %d pending, %d queued (%v)", len(res.Pending), res.Queued, err)
 	}
 	return ctl, store
 }

@@ -19,9 +19,10 @@ type scratch struct {
 	byHost  [][]*job.Job
 	polled  []map[job.ID]job.Status
 	errs    []error
-	uses    []job.Use // fair-share: the ended jobs' and the running ones'
-	held    []job.Job // the jobs holding GPUs, when others are among c.act.running
-	changed changes   // what reconcile changed
+	uses    []job.Use  // fair-share: the ended jobs' and the running ones'
+	held    []job.Job  // the jobs holding GPUs, when others are among c.act.running
+	changed changes    // what reconcile changed
+	seen    []seenText // the planner's reasons, for carryOut
 }
 
 // onHosts groups the jobs of a.running (the active jobs not queued) that
