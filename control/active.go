@@ -43,6 +43,7 @@ type active struct {
 	ruses      []heldUse
 	rhost      []int32
 	hosts      hostTable
+	marks      marks
 	// reasons are the queued jobs' pending reasons, one string for each
 	// text: the planner gives thousands of jobs one reason of kilobytes
 	// (every host and why not), which a pass compares with each job's.
@@ -128,11 +129,11 @@ func (c *Controller) readActive() error {
 	clear(a.ruses)
 	a.queued, a.qids = a.queued[:0], a.qids[:0]
 	a.running, a.rids, a.ruses, a.rhost = a.running[:0], a.rids[:0], a.ruses[:0], a.rhost[:0]
+	a.marks = marks{}
 	clear(a.reasons)
 	for i := range all {
 		if j := &all[i]; j.State == job.Queued {
-			a.queued, a.qids = append(a.queued, *j), append(a.qids, j.ID)
-			a.intern(&a.queued[len(a.queued)-1])
+			a.insertQueued(len(a.queued), j)
 		} else {
 			a.insertRunning(len(a.running), j)
 		}
@@ -160,15 +161,14 @@ func (a *active) set(u *job.Job) {
 	queued, ended := u.State == job.Queued, u.State.Terminal()
 	if i, ok := find(a.qids, u.ID); ok {
 		if queued {
-			a.queued[i] = *u
-			a.intern(&a.queued[i])
+			a.replaceQueued(i, u)
 			return
 		}
-		a.queued, a.qids = slices.Delete(a.queued, i, i+1), slices.Delete(a.qids, i, i+1)
+		a.deleteQueued(i)
 	}
 	if i, ok := find(a.rids, u.ID); ok {
 		if !queued && !ended {
-			a.running[i], a.ruses[i], a.rhost[i] = *u, useOf(u), a.hosts.place(u.Placement.Host)
+			a.replaceRunning(i, u)
 			return
 		}
 		a.deleteRunning(i)
@@ -177,8 +177,7 @@ func (a *active) set(u *job.Job) {
 	case ended:
 	case queued:
 		i, _ := find(a.qids, u.ID)
-		a.queued, a.qids = slices.Insert(a.queued, i, *u), slices.Insert(a.qids, i, u.ID)
-		a.intern(&a.queued[i])
+		a.insertQueued(i, u)
 	default:
 		i, _ := find(a.rids, u.ID)
 		a.insertRunning(i, u)
@@ -211,24 +210,69 @@ const internMin = 64
 // drop takes job id off the active jobs.
 func (a *active) drop(id job.ID) {
 	if i, ok := find(a.qids, id); ok {
-		a.queued, a.qids = slices.Delete(a.queued, i, i+1), slices.Delete(a.qids, i, i+1)
+		a.deleteQueued(i)
 	}
 	if i, ok := find(a.rids, id); ok {
 		a.deleteRunning(i)
 	}
 }
 
-// insertRunning puts j at place i of the others, and what is kept in
-// step with it.
+// The changes of the active jobs, each of one job at place i of the
+// queued ones or of the others, and of what is kept in step with it.
+
+func (a *active) insertQueued(i int, j *job.Job) {
+	a.queued, a.qids = slices.Insert(a.queued, i, *j), slices.Insert(a.qids, i, j.ID)
+	a.intern(&a.queued[i])
+	a.marks.count(j, true, 1)
+}
+
+func (a *active) replaceQueued(i int, j *job.Job) {
+	a.marks.count(&a.queued[i], true, -1)
+	a.queued[i] = *j
+	a.intern(&a.queued[i])
+	a.marks.count(j, true, 1)
+}
+
+func (a *active) deleteQueued(i int) {
+	a.marks.count(&a.queued[i], true, -1)
+	a.queued, a.qids = slices.Delete(a.queued, i, i+1), slices.Delete(a.qids, i, i+1)
+}
+
 func (a *active) insertRunning(i int, j *job.Job) {
 	a.running, a.rids = slices.Insert(a.running, i, *j), slices.Insert(a.rids, i, j.ID)
 	a.ruses, a.rhost = slices.Insert(a.ruses, i, useOf(j)), slices.Insert(a.rhost, i, a.hosts.place(j.Placement.Host))
+	a.marks.count(j, false, 1)
 }
 
-// deleteRunning takes the job at place i of the others off.
+func (a *active) replaceRunning(i int, j *job.Job) {
+	a.marks.count(&a.running[i], false, -1)
+	a.running[i], a.ruses[i], a.rhost[i] = *j, useOf(j), a.hosts.place(j.Placement.Host)
+	a.marks.count(j, false, 1)
+}
+
 func (a *active) deleteRunning(i int) {
+	a.marks.count(&a.running[i], false, -1)
 	a.running, a.rids = slices.Delete(a.running, i, i+1), slices.Delete(a.rids, i, i+1)
 	a.ruses, a.rhost = slices.Delete(a.ruses, i, i+1), slices.Delete(a.rhost, i, i+1)
+}
+
+// marks count the active jobs a pass has a step for, so that a pass
+// whose jobs have none reads none of them for it: a cancel asked for
+// (cancelRequested), launched by some user's gssh (Remote.By:
+// endedElsewhere), queued for a gssh run (dropOrphanedRuns).
+type marks struct{ cancels, remote, runs int }
+
+// count adds d for each mark j (queued or not) has.
+func (m *marks) count(j *job.Job, queued bool, d int) {
+	if j.CancelRequested != nil {
+		m.cancels += d
+	}
+	if j.Remote.By != "" {
+		m.remote += d
+	}
+	if queued && j.Spec.Interactive != nil {
+		m.runs += d
+	}
 }
 
 func useOf(j *job.Job) heldUse {

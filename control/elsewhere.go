@@ -24,6 +24,9 @@ func (c *Controller) elsewhere(j *job.Job) bool {
 // whose gssh run is gone (its keeper on the worker stopped the job's
 // processes when its connection went), and takes them off c.act.
 func (c *Controller) endedElsewhere(res *Result) {
+	if c.act.marks.remote == 0 {
+		return // none launched by a gssh of its own
+	}
 	var gone []job.Job // copies: c.act changes as they end
 	c.act.each(func(j *job.Job) {
 		if c.elsewhere(j) && c.ownerGone(j) {
@@ -59,6 +62,9 @@ const ownerGoneReason = "its gssh run went away before the job started"
 // gone (nobody is there to attach them: placing one would hold GPUs for
 // no one) and takes them off c.act.
 func (c *Controller) dropOrphanedRuns(res *Result) {
+	if c.act.marks.runs == 0 {
+		return // no gssh run waits
+	}
 	var gone []job.Job // copies: c.act changes as they end
 	for i := range c.act.queued {
 		if j := &c.act.queued[i]; c.ownerGone(j) {

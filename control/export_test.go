@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/gssh/gssh/job"
 )
@@ -39,6 +40,27 @@ func (c *Controller) CheckActive() error {
 				return fmt.Errorf("%s: job %d kept as\n%+v\nthe store has\n%+v", p.what, p.read[i].ID, p.kept[i], p.read[i])
 			}
 		}
+	}
+	a := &c.act
+	if !slices.Equal(a.qids, ids(a.queued)) || !slices.Equal(a.rids, ids(a.running)) || len(a.ruses) != len(a.running) || len(a.rhost) != len(a.running) {
+		return fmt.Errorf("the ids kept with the jobs are not theirs: %v %v (%d uses, %d hosts)", a.qids, a.rids, len(a.ruses), len(a.rhost))
+	}
+	var m marks
+	for i := range a.queued {
+		m.count(&a.queued[i], true, 1)
+	}
+	for i := range a.running {
+		j := &a.running[i]
+		m.count(j, false, 1)
+		if a.ruses[i] != useOf(j) {
+			return fmt.Errorf("job %d: use kept %+v, its record's %+v", j.ID, a.ruses[i], useOf(j))
+		}
+		if k := a.rhost[i]; k < 0 && j.Placement.Host != "" || k >= 0 && a.hosts.names[k] != j.Placement.Host {
+			return fmt.Errorf("job %d: host kept %d, its record's %q", j.ID, k, j.Placement.Host)
+		}
+	}
+	if m != a.marks {
+		return fmt.Errorf("marks kept %+v, the jobs' %+v", a.marks, m)
 	}
 	return nil
 }

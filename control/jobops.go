@@ -298,6 +298,9 @@ func (c *Controller) RequestCancel(id job.ID, grace time.Duration, who string) (
 // off c.act. A job it could not stop keeps its request for the next
 // pass.
 func (c *Controller) cancelRequested(ctx context.Context, res *Result) {
+	if c.act.marks.cancels == 0 {
+		return
+	}
 	var asked []job.Job // copies: c.act changes as they end
 	c.act.each(func(j *job.Job) {
 		if j.CancelRequested != nil {
