@@ -26,14 +26,17 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, running
 			res.Queued++ // the next pass starts it
 			continue
 		}
-		c.startPlanned(ctx, *c.queuedJob(s.Job), s.Placement, res)
+		j, _ := c.queuedJob(s.Job, -1)
+		c.startPlanned(ctx, *j, s.Placement, res)
 	}
-	seen := c.scratch.seen[:0]
+	seen, at := c.scratch.seen[:0], -1
 	for i := range plan.Pending {
 		p := &plan.Pending[i]
 		var text string
+		var j *job.Job
 		text, seen = sameText(p.Reason.Text, seen, c.act.reasons)
-		c.leavePending(c.queuedJob(p.Job), p, text, res)
+		j, at = c.queuedJob(p.Job, at)
+		c.leavePending(j, p, text, res)
 	}
 	clear(seen)
 	c.scratch.seen = seen[:0]
@@ -67,11 +70,16 @@ func sameText(text string, seen []seenText, interned map[string]string) (string,
 	return same, seen
 }
 
-// queuedJob is queued job id, which is there, in place in c.act: a job
-// is too big to pass around by value.
-func (c *Controller) queuedJob(id job.ID) *job.Job {
-	i, _ := find(c.act.qids, id)
-	return &c.act.queued[i]
+// queuedJob is queued job id, which is there, in place in c.act (a job
+// is too big to pass around by value), and its place there. The plan
+// often lists jobs in id order: the place after the one before is tried
+// first.
+func (c *Controller) queuedJob(id job.ID, after int) (*job.Job, int) {
+	i := after + 1
+	if i >= len(c.act.qids) || c.act.qids[i] != id {
+		i, _ = find(c.act.qids, id)
+	}
+	return &c.act.queued[i], i
 }
 
 // cancelQueued records the queued job the plan cancels cancelled, with
