@@ -13,8 +13,9 @@ import (
 // carryOut carries a plan out, one outcome after the other: the jobs it
 // cancels (a dependency that can never be met), its preemptions
 // (preempt.go), its starts in order (launch.go), then the pending reasons
-// that changed. queued is sorted by id (input keeps the store's order).
-func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued, running []job.Job, res *Result) {
+// that changed. The queued jobs are c.act's; running are those that hold
+// GPUs (sched.Input.Running).
+func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, running []job.Job, res *Result) {
 	res.Queued = len(plan.Pending)
 	for _, cn := range plan.Cancels {
 		c.cancelQueued(cn, res)
@@ -25,24 +26,60 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, queued,
 			res.Queued++ // the next pass starts it
 			continue
 		}
-		c.startPlanned(ctx, byID(queued, s.Job), s.Placement, res)
+		j, _ := c.queuedJob(s.Job, -1)
+		c.startPlanned(ctx, *j, s.Placement, res)
 	}
-	for _, p := range plan.Pending {
-		c.leavePending(byID(queued, p.Job), p, res)
+	seen, at := c.scratch.seen[:0], -1
+	for i := range plan.Pending {
+		p := &plan.Pending[i]
+		var text string
+		var j *job.Job
+		text, seen = sameText(p.Reason.Text, seen, c.act.reasons)
+		j, at = c.queuedJob(p.Job, at)
+		c.leavePending(j, p, text, res)
 	}
+	clear(seen)
+	c.scratch.seen = seen[:0]
 }
 
-// byID is the job of queued (sorted by id) with id, which is there.
-func byID(queued []job.Job, id job.ID) job.Job {
-	lo, hi := 0, len(queued) // by index: a job is too big to pass around by value
-	for lo < hi {
-		if m := int(uint(lo+hi) >> 1); queued[m].ID < id {
-			lo = m + 1
-		} else {
-			hi = m
+// seenText is a reason the planner gave, and the string of c.act's
+// queued jobs with its text (itself, when none has it).
+type seenText struct{ text, same string }
+
+// sameText is the string of interned (active.reasons) with text's text,
+// or text: the planner gives many jobs one string, and a job's reason
+// that is interned compares with it at once. seen are the planner's
+// strings looked up already in this pass; it returns them, text's
+// added.
+func sameText(text string, seen []seenText, interned map[string]string) (string, []seenText) {
+	if len(text) < internMin {
+		return text, seen
+	}
+	for _, s := range seen {
+		if s.text == text { // at once for the same string; texts that differ do early
+			return s.same, seen
 		}
 	}
-	return queued[lo]
+	same, ok := interned[text]
+	if !ok {
+		same = text
+	}
+	if len(seen) < 16 { // a plan of many texts: the others are compared as they are
+		seen = append(seen, seenText{text, same})
+	}
+	return same, seen
+}
+
+// queuedJob is queued job id, which is there, in place in c.act (a job
+// is too big to pass around by value), and its place there. The plan
+// often lists jobs in id order: the place after the one before is tried
+// first.
+func (c *Controller) queuedJob(id job.ID, after int) (*job.Job, int) {
+	i := after + 1
+	if i >= len(c.act.qids) || c.act.qids[i] != id {
+		i, _ = find(c.act.qids, id)
+	}
+	return &c.act.queued[i], i
 }
 
 // cancelQueued records the queued job the plan cancels cancelled, with
@@ -88,9 +125,11 @@ func (c *Controller) startPlanned(ctx context.Context, j job.Job, p job.Placemen
 }
 
 // leavePending records the plan's pending reason p of queued job j when
-// it is not j's already; a job no longer queued is left as it is.
-func (c *Controller) leavePending(j job.Job, p sched.Pending, res *Result) {
-	if j.Reason == p.Reason.Text && j.ReasonCode == string(p.Reason.Code) {
+// it is not j's already; a job no longer queued is left as it is. text
+// is p's text (the same string as j's, when they are the same text and
+// j's is interned: sameText).
+func (c *Controller) leavePending(j *job.Job, p *sched.Pending, text string, res *Result) {
+	if j.ReasonCode == string(p.Reason.Code) && j.Reason == text {
 		return // nothing new to write
 	}
 	updated, err := c.store.Update(j.ID, func(x *job.Job) error {

@@ -100,6 +100,11 @@ type Options struct {
 	// nothing queued reads the health of their GPUs through it; nil: such
 	// a pass probes nothing. fleet.Snapshots is one.
 	HostsOf HostsOf
+	// Changes says which job records the store wrote since a pass read
+	// them (the simulator's store, *state.Mem): the controller keeps the
+	// active jobs from one pass to the next and reads only those again;
+	// nil: every pass reads Store.Active whole.
+	Changes ChangeFeed
 	// Usage works the fair-share usage of the ended jobs out itself (the
 	// simulator's store); nil: sched.Usage over Store.Uses.
 	Usage UsageStore
@@ -155,6 +160,7 @@ type Controller struct {
 	known   func(string) bool
 	drains  DrainBook
 	hostsOf HostsOf
+	feed    ChangeFeed
 	usage   UsageStore
 	reaper  Reaper
 	jobs    JobLister
@@ -167,6 +173,10 @@ type Controller struct {
 	health    map[string]health.Host // the host records, as this pass knows them
 	contacted map[string]bool        // the hosts this pass polled (or reached for strays)
 	reached   map[string]bool        // the hosts that answered this pass's polls or probe
+	// From one pass to the next: the active jobs (readActive), and what
+	// a pass fills anew each time, kept for their room.
+	act     active
+	scratch scratch
 }
 
 // New returns a controller, or an error naming a missing seam or a policy
@@ -189,7 +199,7 @@ func New(opt Options) (*Controller, error) {
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events, owners: opt.Sessions, self: opt.Self,
 		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially, rebal: opt.Rebalance,
 		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), keep: opt.Keep.WithDefaults(), defaultLogLimit: opt.LogLimit, known: opt.Known, drains: opt.Drains,
-		hostsOf: opt.HostsOf, usage: opt.Usage, reaper: opt.Reaper, jobs: opt.Jobs, keeper: opt.Keeper, remover: opt.Remover}
+		hostsOf: opt.HostsOf, feed: opt.Changes, usage: opt.Usage, reaper: opt.Reaper, jobs: opt.Jobs, keeper: opt.Keeper, remover: opt.Remover}
 	if c.now == nil {
 		c.now = time.Now
 	}

@@ -256,7 +256,7 @@ type rig struct {
 func newRig(t *testing.T, policy sched.Policy, hosts ...sched.Host) *rig {
 	t.Helper()
 	r := &rig{store: state.NewMem(), lab: &lab{hosts: hosts}, workers: newWorkers(), events: &events{}}
-	ctl, err := control.New(control.Options{Store: r.store, Keeper: r.store, Jobs: r.store, Snapshots: r.lab, Workers: r.workers, Events: r.events, Policy: policy})
+	ctl, err := control.New(control.Options{Store: r.store, Changes: r.store, Keeper: r.store, Jobs: r.store, Snapshots: r.lab, Workers: r.workers, Events: r.events, Policy: policy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,6 +283,9 @@ func (r *rig) pass(t *testing.T) control.Result {
 	res, err := r.ctl.Pass(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := r.ctl.CheckActive(); err != nil {
+		t.Errorf("after the pass, the active jobs the controller keeps are not the store's: %v", err)
 	}
 	return res
 }

@@ -22,15 +22,18 @@ func (c *Controller) elsewhere(j *job.Job) bool {
 
 // endedElsewhere ends, without SSH, the active jobs launched elsewhere
 // whose gssh run is gone (its keeper on the worker stopped the job's
-// processes when its connection went), and returns the others.
-func (c *Controller) endedElsewhere(active []job.Job, res *Result) []job.Job {
-	out := active[:0]
-	for i := range active {
-		if !c.elsewhere(&active[i]) || !c.ownerGone(&active[i]) {
-			out = append(out, active[i]) // in place: len(out) <= i
-			continue
+// processes when its connection went), and takes them off c.act.
+func (c *Controller) endedElsewhere(res *Result) {
+	if c.act.marks.remote == 0 {
+		return // none launched by a gssh of its own
+	}
+	var gone []job.Job // copies: c.act changes as they end
+	c.act.each(func(j *job.Job) {
+		if c.elsewhere(j) && c.ownerGone(j) {
+			gone = append(gone, *j)
 		}
-		j := active[i]
+	})
+	for _, j := range gone {
 		now := c.now()
 		u, err := c.store.Update(j.ID, func(x *job.Job) error {
 			if x.State.Terminal() || x.Remote.By != j.Remote.By || x.Attempt != j.Attempt {
@@ -44,13 +47,11 @@ func (c *Controller) endedElsewhere(active []job.Job, res *Result) []job.Job {
 		case err == nil:
 			res.Finished = append(res.Finished, u)
 			c.emit(eventlog.JobEnd, u)
-			continue
+			c.act.drop(j.ID)
 		case !errors.Is(err, errSkip):
 			res.Errors = append(res.Errors, fmt.Errorf("job %s: %w", j.Ref(), err))
 		}
-		out = append(out, j)
 	}
-	return out
 }
 
 // ownerGoneReason is the end of an interactive job whose gssh run went
@@ -59,14 +60,18 @@ const ownerGoneReason = "its gssh run went away before the job started"
 
 // dropOrphanedRuns ends the queued interactive jobs whose gssh run is
 // gone (nobody is there to attach them: placing one would hold GPUs for
-// no one) and returns the active jobs without them.
-func (c *Controller) dropOrphanedRuns(active []job.Job, res *Result) []job.Job {
-	out := active[:0]
-	for _, j := range active {
-		if j.State != job.Queued || !c.ownerGone(&j) {
-			out = append(out, j)
-			continue
+// no one) and takes them off c.act.
+func (c *Controller) dropOrphanedRuns(res *Result) {
+	if c.act.marks.runs == 0 {
+		return // no gssh run waits
+	}
+	var gone []job.Job // copies: c.act changes as they end
+	for i := range c.act.queued {
+		if j := &c.act.queued[i]; c.ownerGone(j) {
+			gone = append(gone, *j)
 		}
+	}
+	for _, j := range gone {
 		now := c.now()
 		u, err := c.store.Update(j.ID, func(x *job.Job) error {
 			if x.State != job.Queued {
@@ -79,11 +84,9 @@ func (c *Controller) dropOrphanedRuns(active []job.Job, res *Result) []job.Job {
 		case err == nil:
 			res.Finished = append(res.Finished, u)
 			c.emit(eventlog.JobEnd, u)
-			continue
+			c.act.drop(j.ID)
 		case !errors.Is(err, errSkip):
 			res.Errors = append(res.Errors, fmt.Errorf("job %s: record it cancelled (%s): %w", j.Ref(), ownerGoneReason, err))
 		}
-		out = append(out, j)
 	}
-	return out
 }

@@ -3,7 +3,6 @@ package control
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/gssh/gssh/job"
@@ -29,6 +28,37 @@ func (c *Controller) input(active []job.Job) sched.Input {
 	return in
 }
 
+// inputOf is the planner's input for a pass (the hosts aside): queued,
+// the jobs of running that hold GPUs, the policy and now. The slices are
+// the caller's still: the planner only reads them.
+func (c *Controller) inputOf(queued, running []job.Job) sched.Input {
+	in := sched.Input{Now: c.now(), Policy: c.policy, Cluster: c.cluster, Terse: c.terse, Rebalance: c.rebal}
+	in.Queue = queued[:len(queued):len(queued)]
+	if !allHold(running) {
+		sc := &c.scratch
+		clear(sc.held)
+		sc.held = sc.held[:0]
+		for i := range running {
+			if running[i].State.Active() {
+				sc.held = append(sc.held, running[i])
+			}
+		}
+		running = sc.held
+	}
+	in.Running = running[:len(running):len(running)]
+	return in
+}
+
+// allHold reports whether every job of running holds GPUs (State.Active).
+func allHold(running []job.Job) bool {
+	for i := range running {
+		if !running[i].State.Active() {
+			return false
+		}
+	}
+	return true
+}
+
 // partition moves the jobs keep accepts to the front of js, in their
 // order, and returns how many there are; the others are left after them,
 // in no order. Each kept job is written at or before where it was read,
@@ -51,6 +81,13 @@ func partition(js []job.Job, keep func(*job.Job) bool) int {
 // cancels its dependents); one it cannot read is given as "unreadable"
 // (not ended: its dependents wait) and reported.
 func (c *Controller) deps(in *sched.Input) error {
+	waits := false
+	for i := range in.Queue {
+		waits = waits || len(in.Queue[i].Spec.After) > 0
+	}
+	if !waits {
+		return nil // most queues: nothing to read
+	}
 	// Every job some queued one waits for, once: a whole array named by
 	// many dependents is listed once, its tasks not materialized per
 	// dependent.
@@ -63,7 +100,8 @@ func (c *Controller) deps(in *sched.Input) error {
 			need = append(need, dep)
 		}
 	}
-	for _, j := range in.Queue {
+	for i := range in.Queue {
+		j := &in.Queue[i] // in place: a queue of thousands is not copied
 		for _, d := range j.Spec.After {
 			if d.Tasks == 0 {
 				add(d.Job, j.ID)
@@ -114,21 +152,42 @@ func (c *Controller) deps(in *sched.Input) error {
 // now). With an error wrapping state.ErrBadRecord it is the usage of what
 // could be read.
 func (c *Controller) Usage(active []job.Job, now time.Time) (map[string]float64, error) {
+	usage, _, err := c.usageOf(now, nil, func(buf []job.Use) []job.Use { return appendUses(buf, active) })
+	return usage, err
+}
+
+// usageOf is Usage, the uses of the active jobs appended by held, all
+// gathered in buf's room; it returns buf, grown as needed, for the next
+// call.
+func (c *Controller) usageOf(now time.Time, buf []job.Use, held func([]job.Use) []job.Use) (map[string]float64, []job.Use, error) {
 	if c.usage != nil {
 		usage, err := c.usage.UsageAt(now, c.policy.FairShare)
 		if err != nil && !errors.Is(err, state.ErrBadRecord) {
-			return nil, err
+			return nil, buf, err
 		}
-		for user, v := range sched.Usage(sched.Uses(active), now, c.policy.FairShare) {
+		buf = held(buf[:0])
+		for user, v := range sched.Usage(buf, now, c.policy.FairShare) {
 			usage[user] += v
 		}
-		return usage, err
+		return usage, buf, err
 	}
 	ended, err := c.ended(now)
 	if err != nil && !errors.Is(err, state.ErrBadRecord) {
-		return nil, err
+		return nil, buf, err
 	}
-	return sched.Usage(append(slices.Clip(ended), sched.Uses(active)...), now, c.policy.FairShare), err
+	buf = held(append(buf[:0], ended...))
+	return sched.Usage(buf, now, c.policy.FairShare), buf, err
+}
+
+// appendUses appends the GPU uses of jobs to uses (sched.Uses: those that
+// never started left out), reading the jobs in place.
+func appendUses(uses []job.Use, jobs []job.Job) []job.Use {
+	for i := range jobs {
+		if u, ok := jobs[i].Use(); ok {
+			uses = append(uses, u)
+		}
+	}
+	return uses
 }
 
 // UsageStore works the fair-share usage of the store's ended jobs out

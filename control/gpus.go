@@ -34,8 +34,8 @@ func (c *Controller) watchGPUs(ctx context.Context, running []job.Job, res *Resu
 		return
 	}
 	var names []string
-	for _, j := range running {
-		if j.State == job.Running && j.Placement.Host != "" && !slices.Contains(names, j.Placement.Host) && !c.elsewhere(&j) {
+	for i := range running {
+		if j := &running[i]; j.State == job.Running && j.Placement.Host != "" && !slices.Contains(names, j.Placement.Host) && !c.elsewhere(j) {
 			names = append(names, j.Placement.Host)
 		}
 	}
@@ -48,7 +48,7 @@ func (c *Controller) watchGPUs(ctx context.Context, running []job.Job, res *Resu
 		return // the next pass looks again
 	}
 	c.gpuHealth(hosts, running, c.now(), res)
-	c.reapOrphans(ctx, hosts, running, res) // nothing is queued: running is every active job
+	c.reapOrphans(ctx, hosts, res, running) // nothing is queued: running is every active job
 }
 
 // gpuHealth records, for each host the pass probed, which GPUs read
@@ -100,7 +100,8 @@ func (c *Controller) gpuHealth(hosts []sched.Host, running []job.Job, now time.T
 				h.Recovering[g.Index] = "recovering: " + g.Text()
 			}
 		}
-		for _, j := range running {
+		for i := range running {
+			j := &running[i]
 			if j.State != job.Running || j.Placement.Host != h.Name || j.ReasonCode == codeGPUFailed {
 				continue
 			}
@@ -119,7 +120,7 @@ func (c *Controller) gpuHealth(hosts []sched.Host, running []job.Job, now time.T
 				if !listed {
 					why = "missing from the probe"
 				}
-				c.markGPUFailed(j, fmt.Sprintf("GPU %d (%s) on %s read %s at %s while the job ran", idx, id, h.Name, why, clock(now)), res)
+				c.markGPUFailed(*j, fmt.Sprintf("GPU %d (%s) on %s read %s at %s while the job ran", idx, id, h.Name, why, clock(now)), res)
 				break
 			}
 		}

@@ -70,7 +70,10 @@ func (c *Controller) observe(host string, why string, now time.Time, res *Result
 // loadHealth reads every host record for the pass (c.health); an error
 // leaves the records it could read and is reported.
 func (c *Controller) loadHealth(res *Result) {
-	c.health = map[string]health.Host{}
+	if c.health == nil {
+		c.health = map[string]health.Host{}
+	}
+	clear(c.health)
 	if c.ledger == nil {
 		return
 	}

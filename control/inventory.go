@@ -11,11 +11,14 @@ import (
 func (c *Controller) inInventory(host string) bool { return c.known == nil || c.known(host) }
 
 // notInInventory gives the active jobs placed on a host the inventory no
-// longer has a reason that says so (once), and returns active: they are
-// not polled, nor an error of every pass; gssh cancel --force ends them.
-func (c *Controller) notInInventory(active []job.Job, res *Result) []job.Job {
-	for i := range active {
-		j := &active[i]
+// longer has a reason that says so (once), in c.act too: they are not
+// polled, nor an error of every pass; gssh cancel --force ends them.
+func (c *Controller) notInInventory(res *Result) {
+	if c.known == nil {
+		return // every host is
+	}
+	for i := range c.act.running {
+		j := &c.act.running[i]
 		if !j.State.Active() || j.Placement.Host == "" || c.inInventory(j.Placement.Host) || j.ReasonCode == codeNotInInventory {
 			continue
 		}
@@ -29,12 +32,11 @@ func (c *Controller) notInInventory(active []job.Job, res *Result) []job.Job {
 		})
 		switch {
 		case err == nil:
-			*j = u
+			c.act.set(&u) // still active: in its place
 		case !errors.Is(err, errSkip):
 			res.Errors = append(res.Errors, fmt.Errorf("job %s: %w", j.Ref(), err))
 		}
 	}
-	return active
 }
 
 // codeNotInInventory is the reason code of an active job whose host the

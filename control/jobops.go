@@ -294,30 +294,32 @@ func (c *Controller) RequestCancel(id job.ID, grace time.Duration, who string) (
 }
 
 // cancelRequested carries out the cancels recorded for the pass
-// (shared-lab mode: job.Job.CancelRequested) and returns the active jobs
-// without those it ended. A job it could not stop keeps its request for
-// the next pass.
-func (c *Controller) cancelRequested(ctx context.Context, active []job.Job, res *Result) []job.Job {
-	out := active[:0]
-	for _, j := range active {
-		r := j.CancelRequested
-		if r == nil {
-			out = append(out, j)
-			continue
+// (shared-lab mode: job.Job.CancelRequested) and takes the jobs it ended
+// off c.act. A job it could not stop keeps its request for the next
+// pass.
+func (c *Controller) cancelRequested(ctx context.Context, res *Result) {
+	if c.act.marks.cancels == 0 {
+		return
+	}
+	var asked []job.Job // copies: c.act changes as they end
+	c.act.each(func(j *job.Job) {
+		if j.CancelRequested != nil {
+			asked = append(asked, *j)
 		}
+	})
+	for _, j := range asked {
+		r := j.CancelRequested
 		u, err := c.Cancel(ctx, j.ID, r.Grace, r.By)
 		switch {
 		case err == nil && u.State.Terminal():
 			res.Finished = append(res.Finished, u)
-			continue
+			c.act.drop(j.ID)
 		case errors.Is(err, ErrEnded):
-			continue
+			c.act.drop(j.ID)
 		case err != nil:
 			res.Errors = append(res.Errors, fmt.Errorf("job %s: the cancel %s asked for: %w", j.Ref(), r.By, err))
 		}
-		out = append(out, j)
 	}
-	return out
 }
 
 // ForceCancel records j cancelled without reaching its worker (gssh

@@ -58,7 +58,10 @@ type Result struct {
 // rest are in Result.Errors. A pass that was not stopped ends with its
 // housekeeping (housekeep), on the hosts it reached.
 func (c *Controller) Pass(ctx context.Context) (Result, error) {
-	c.reached = map[string]bool{}
+	if c.reached == nil {
+		c.reached = map[string]bool{}
+	}
+	clear(c.reached)
 	res, err := c.pass(ctx)
 	if err == nil && ctx.Err() == nil {
 		c.housekeep(ctx, &res)
@@ -69,19 +72,18 @@ func (c *Controller) Pass(ctx context.Context) (Result, error) {
 // pass is Pass but its housekeeping.
 func (c *Controller) pass(ctx context.Context) (Result, error) {
 	var res Result
-	active, err := c.store.Active()
-	if err != nil {
+	if err := c.readActive(); err != nil {
 		if !errors.Is(err, state.ErrBadRecord) {
 			return res, err
 		}
 		res.Errors = append(res.Errors, err) // the others still get their pass
 	}
 	c.loadHealth(&res)
-	active = c.cancelRequested(ctx, active, &res)
-	active = c.reconcile(ctx, active, &res)
-	active = c.dropOrphanedRuns(active, &res)
+	c.cancelRequested(ctx, &res)
+	c.reconcile(ctx, &res)
+	c.dropOrphanedRuns(&res)
 
-	in := c.input(active)
+	in := c.inputOf(c.act.queued, c.act.running)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -89,7 +91,12 @@ func (c *Controller) pass(ctx context.Context) (Result, error) {
 		c.watchGPUs(ctx, in.Running, &res)
 		return res, nil
 	}
-	if in.Usage, err = c.Usage(in.Running, in.Now); err != nil {
+	held := c.act.uses // what each holds, worked out as it was read
+	if len(in.Running) != len(c.act.running) {
+		held = func(buf []job.Use) []job.Use { return appendUses(buf, in.Running) } // the others left out
+	}
+	var err error
+	if in.Usage, c.scratch.uses, err = c.usageOf(in.Now, c.scratch.uses, held); err != nil {
 		res.Errors = append(res.Errors, fmt.Errorf("fair-share usage: %w", err)) // planned on what could be read
 	}
 	if in.Hosts, err = c.hosts(ctx); err != nil {
@@ -103,10 +110,10 @@ func (c *Controller) pass(ctx context.Context) (Result, error) {
 	}
 	c.probed(in.Hosts, c.contacted, c.now(), &res)
 	c.gpuHealth(in.Hosts, in.Running, c.now(), &res)
-	c.reapOrphans(ctx, in.Hosts, active, &res) // in.Queue and in.Running: active, reordered
+	c.reapOrphans(ctx, in.Hosts, &res, c.act.queued, c.act.running)
 	if err := c.deps(&in); err != nil {
 		res.Errors = append(res.Errors, err)
 	}
-	c.carryOut(ctx, sched.Plan(in), in.Queue, in.Running, &res)
+	c.carryOut(ctx, sched.Plan(in), in.Running, &res)
 	return res, nil
 }

@@ -80,7 +80,7 @@ func (c *Controller) Reap(ctx context.Context, hosts []sched.Host, dryRun bool) 
 	if err != nil && !errors.Is(err, state.ErrBadRecord) {
 		return nil, err
 	}
-	out, rerr := c.reapHosts(ctx, hosts, active, nil, dryRun)
+	out, rerr := c.reapHosts(ctx, hosts, [][]job.Job{active}, nil, dryRun)
 	return out, errors.Join(err, rerr)
 }
 
@@ -89,8 +89,9 @@ func (c *Controller) Reap(ctx context.Context, hosts []sched.Host, dryRun bool) 
 // kill (see Reap), before the plan, which still counts what those
 // processes hold on their GPUs (the snapshot lists them: the plan places
 // nothing on that memory, and the next pass sees it free). Each process
-// ended is an event; a host whose reap failed is a pass error.
-func (c *Controller) reapOrphans(ctx context.Context, hosts []sched.Host, active []job.Job, res *Result) {
+// ended is an event; a host whose reap failed is a pass error. active are
+// the active jobs, in parts (the queued ones, the others).
+func (c *Controller) reapOrphans(ctx context.Context, hosts []sched.Host, res *Result, active ...[]job.Job) {
 	if c.reaper == nil {
 		return
 	}
@@ -106,9 +107,9 @@ func (c *Controller) reapOrphans(ctx context.Context, hosts []sched.Host, active
 	}
 }
 
-// reapHosts classifies and reaps hosts against active (and ended, jobs
-// that ended already in hand).
-func (c *Controller) reapHosts(ctx context.Context, hosts []sched.Host, active, ended []job.Job, dryRun bool) ([]HostReap, error) {
+// reapHosts classifies and reaps hosts against active (the active jobs,
+// in parts) and ended (jobs that ended already in hand).
+func (c *Controller) reapHosts(ctx context.Context, hosts []sched.Host, active [][]job.Job, ended []job.Job, dryRun bool) ([]HostReap, error) {
 	jobs, err := c.reapJobs(hosts, active, ended)
 	now := c.now()
 	out := make([]HostReap, len(hosts))
@@ -181,7 +182,7 @@ func (c *Controller) emitReaped(hosts []HostReap, jobs map[string][]job.Job) {
 // name (read from the store when not active), and the ended ones in hand
 // or among the newest jobs (their sessions, for reap.SessionWindow),
 // read only when some process could need them.
-func (c *Controller) reapJobs(hosts []sched.Host, active, ended []job.Job) (map[string][]job.Job, error) {
+func (c *Controller) reapJobs(hosts []sched.Host, active [][]job.Job, ended []job.Job) (map[string][]job.Job, error) {
 	want := map[job.ID][]string{} // job id → the hosts whose processes name it
 	sessions := false             // some process may be an ended job's by its session
 	for _, h := range hosts {
@@ -197,13 +198,15 @@ func (c *Controller) reapJobs(hosts []sched.Host, active, ended []job.Job) (map[
 		}
 	}
 	found := map[job.ID]bool{}
-	for _, j := range active {
-		placed(j)
-		for _, h := range want[j.ID] {
-			if h != j.Placement.Host || j.Remote.PID <= 0 {
-				out[h] = append(out[h], j)
+	for _, part := range active {
+		for _, j := range part {
+			placed(j)
+			for _, h := range want[j.ID] {
+				if h != j.Placement.Host || j.Remote.PID <= 0 {
+					out[h] = append(out[h], j)
+				}
+				found[j.ID] = true
 			}
-			found[j.ID] = true
 		}
 	}
 	var errs []error

@@ -41,7 +41,7 @@ func (c *Controller) addStray(j job.Job, now time.Time, why string) (health.Host
 // later pass. It returns the jobs it changed, as recorded.
 func (c *Controller) killStrays(ctx context.Context, host string, record bool, res *Result) map[job.ID]job.Job {
 	recorded := !record
-	changed := map[job.ID]job.Job{}
+	var changed map[job.ID]job.Job // most hosts have no strays: no map
 	contact := func(err error) {
 		if !recorded {
 			recorded = true
@@ -82,6 +82,9 @@ func (c *Controller) killStrays(ctx context.Context, host string, record bool, r
 		if polled && finished(st) && gerr == nil { // a job that cannot be read: its stray is killed, as any
 			u, ok, done := c.recoverStray(ctx, host, s, st, cur, res)
 			if ok {
+				if changed == nil {
+					changed = map[job.ID]job.Job{}
+				}
 				changed[u.ID] = u
 			}
 			if !done {

@@ -83,15 +83,16 @@ type queue interface {
 
 // Run replays cfg. The error is a pass's that stopped the run.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	st := newStore()
-	return run(ctx, cfg, st, st, nil)
+	st := newStore(len(cfg.Jobs))
+	return run(ctx, cfg, st, st, st, nil)
 }
 
 // run replays cfg through st (a test runs it over state.Mem, whose
 // semantics are the state file's, to show the simulator's store decides
-// nothing differently), with st's fair-share usage from usage and its
-// housekeeping by keeper, when not nil (control.Options.Usage, Keeper).
-func run(ctx context.Context, cfg Config, st queue, usage control.UsageStore, keeper control.Keeper) (*Result, error) {
+// nothing differently), with what changed in st from changes, st's
+// fair-share usage from usage and its housekeeping by keeper, when not
+// nil (control.Options.Changes, Usage, Keeper).
+func run(ctx context.Context, cfg Config, st queue, changes control.ChangeFeed, usage control.UsageStore, keeper control.Keeper) (*Result, error) {
 	order := make([]int, len(cfg.Jobs))
 	for i := range order {
 		order[i] = i
@@ -104,7 +105,7 @@ func run(ctx context.Context, cfg Config, st queue, usage control.UsageStore, ke
 	hosts := slices.Clone(cfg.Hosts)
 	sched.Prepare(hosts) // the lab never changes: its GPUs are listed once
 	ctl, err := control.New(control.Options{Store: st, Snapshots: staticHosts(hosts), Workers: w, Now: clock, Policy: cfg.Policy,
-		Terse: true, PollSerially: true, Usage: usage, Keeper: keeper})
+		Terse: true, PollSerially: true, Changes: changes, Usage: usage, Keeper: keeper})
 	if err != nil {
 		return nil, err
 	}
@@ -192,46 +193,78 @@ type staticHosts []sched.Host
 
 func (h staticHosts) Hosts(context.Context) ([]sched.Host, error) { return h, nil }
 
-// sampleOf is the lab as st's active jobs show it now: read in place
-// where st is the simulator's store, else from a copy.
+// sampleOf is the lab as st's active jobs show it now: from what each
+// adds to a sample, kept as it was written, where st is the simulator's
+// store, else from a copy of them.
 func sampleOf(st queue, at time.Duration) (Sample, error) {
 	if s, ok := st.(*store); ok {
-		return sample(s.eachActive, at), nil
+		return s.sample(at), nil
 	}
 	active, err := st.Active()
 	if err != nil {
 		return Sample{}, err
 	}
-	return sample(func(yield func(*job.Job)) {
-		for i := range active {
-			yield(&active[i])
-		}
-	}, at), nil
+	var sm sampler
+	for i := range active {
+		x := sampledOf(&active[i])
+		sm.add(&x)
+	}
+	return sm.sample(at), nil
 }
 
-// sample is the lab as the active jobs each yields show it now.
-func sample(each func(func(*job.Job)), at time.Duration) Sample {
-	s := Sample{After: at}
-	var partial map[string]bool // GPUs partly booked by shared jobs
-	each(func(j *job.Job) {
-		switch {
-		case j.State == job.Queued:
-			s.Queued++
-			s.Whole = s.Whole || j.Spec.MemPerGPU == 0
-		case j.State.Active():
-			if u, ok := j.Use(); ok {
-				s.Booked += u.Share
-			}
-			if j.Spec.MemPerGPU > 0 {
-				if partial == nil {
-					partial = map[string]bool{}
-				}
-				for _, g := range j.Placement.GPUs {
-					partial[g] = true // sim GPU UUIDs name their host
-				}
-			}
+// sampled is what one active job adds to a Sample.
+type sampled struct {
+	queued bool
+	whole  bool     // queued, it needs whole GPUs
+	booked bool     // it holds GPUs, share of them (job.Use)
+	share  float64  // whole GPUs
+	shared []string // the GPUs it holds shared (--mem), by UUID
+}
+
+// sampledOf is what active job j adds to a sample.
+func sampledOf(j *job.Job) sampled {
+	var x sampled
+	switch {
+	case j.State == job.Queued:
+		x.queued, x.whole = true, j.Spec.MemPerGPU == 0
+	case j.State.Active():
+		if u, ok := j.Use(); ok {
+			x.booked, x.share = true, u.Share
 		}
-	})
-	s.Partial = len(partial)
+		if j.Spec.MemPerGPU > 0 {
+			x.shared = j.Placement.GPUs // sim GPU UUIDs name their host
+		}
+	}
+	return x
+}
+
+// sampler adds up what the active jobs add to a sample, in id order.
+type sampler struct {
+	s       Sample
+	partial map[string]bool // GPUs partly booked by shared jobs; cleared by sample
+}
+
+func (sm *sampler) add(x *sampled) {
+	switch {
+	case x.queued:
+		sm.s.Queued++
+		sm.s.Whole = sm.s.Whole || x.whole
+	case x.booked:
+		sm.s.Booked += x.share
+	}
+	if len(x.shared) > 0 && sm.partial == nil {
+		sm.partial = map[string]bool{}
+	}
+	for _, g := range x.shared {
+		sm.partial[g] = true
+	}
+}
+
+// sample is the sum at at, and starts the next one.
+func (sm *sampler) sample(at time.Duration) Sample {
+	s := sm.s
+	s.After, s.Partial = at, len(sm.partial)
+	sm.s = Sample{}
+	clear(sm.partial)
 	return s
 }

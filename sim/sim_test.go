@@ -86,7 +86,8 @@ var policies = map[string]sched.Policy{
 // The simulator decides as the controller does: the same run through the
 // simulator's store and through state.Mem (the state file's semantics,
 // JSON copies and the ledger read back each pass) gives every job the
-// same start, end and host, under every policy. 60 jobs here; `make
+// same start, end and host, under every policy, and so does state.Mem
+// read only for what changed (control.ChangeFeed). 60 jobs here; `make
 // bench` runs 300 (TestSimulatorDecidesAsTheControllerLong, build tag
 // longreplay: state.Mem's copies make it quadratic). The digests pin the
 // simulator's decisions, per policy (outcomesDigest).
@@ -118,7 +119,7 @@ func decidesAsTheController(t *testing.T, n int, digests map[string]string) {
 				t.Fatal(err)
 			}
 			m := state.NewMem()
-			mem, err := run(context.Background(), cfg, m, nil, m)
+			mem, err := run(context.Background(), cfg, m, nil, nil, m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,6 +127,21 @@ func decidesAsTheController(t *testing.T, n int, digests map[string]string) {
 				for i := range fast.Jobs {
 					if fast.Jobs[i] != mem.Jobs[i] {
 						t.Errorf("job %d: simulator %+v, controller over state.Mem %+v", i, fast.Jobs[i], mem.Jobs[i])
+						break
+					}
+				}
+			}
+			// The controller that reads only what changed in state.Mem
+			// decides as the one that reads its active jobs every pass.
+			m = state.NewMem()
+			fed, err := run(context.Background(), cfg, m, m, nil, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(fed.Jobs, mem.Jobs) || fed.Passes != mem.Passes {
+				for i := range fed.Jobs {
+					if fed.Jobs[i] != mem.Jobs[i] {
+						t.Errorf("job %d: over state.Mem's changes %+v, over its active jobs %+v", i, fed.Jobs[i], mem.Jobs[i])
 						break
 					}
 				}

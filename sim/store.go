@@ -18,11 +18,17 @@ import (
 // index, the terminal rule, a usage ledger ordered by end) but without
 // the JSON round trips, which would cost a simulated week minutes.
 type store struct {
-	jobs   []job.Job        // by id − 1
-	buf    []job.Job        // what Active returns, filled anew each call
-	active []job.ID         // non-terminal jobs, ascending
-	uses   []job.Use        // ended jobs' uses, by end (the clock only moves on)
-	open   map[job.ID]int32 // active: id → index in active
+	jobs   []job.Job // by id − 1
+	adds   []sampled // what each job adds to a sample (sampledOf), by id − 1
+	cur    job.Job   // the copy Update's fn changes
+	sm     sampler
+	buf    []job.Job // what Active and Changed return, filled anew each call
+	active []job.ID  // non-terminal jobs, ascending
+	uses   []job.Use // ended jobs' uses, by end (the clock only moves on)
+	// written are the ids written since the mark written0 (the count of
+	// writes before written[0]), for Changed.
+	written  []job.ID
+	written0 uint64
 	// decayed is, per user, the half-life usage of the ended jobs at the
 	// reference time ref, under halfLife: the usage at t is decayed ×
 	// 2^(−(t−ref)/halfLife), so each pass costs a map copy, not the ledger.
@@ -31,7 +37,10 @@ type store struct {
 	decayed  map[string]float64
 }
 
-func newStore() *store { return &store{open: map[job.ID]int32{}} }
+// newStore returns an empty store with room for n jobs.
+func newStore(n int) *store {
+	return &store{jobs: make([]job.Job, 0, n), adds: make([]sampled, 0, n)}
+}
 
 // Submit stores j, queued unless it says otherwise, under the next id.
 func (s *store) Submit(j job.Job) (job.Job, error) {
@@ -39,9 +48,9 @@ func (s *store) Submit(j job.Job) (job.Job, error) {
 	if j.State == "" {
 		j.State = job.Queued
 	}
-	s.jobs = append(s.jobs, j)
-	s.open[j.ID] = int32(len(s.active))
+	s.jobs, s.adds = append(s.jobs, j), append(s.adds, sampledOf(&j))
 	s.active = append(s.active, j.ID)
+	s.written = append(s.written, j.ID)
 	return j, nil
 }
 
@@ -57,6 +66,7 @@ func (s *store) Get(id job.ID) (job.Job, error) {
 // The slice is the store's, filled anew by the next call (a pass reads
 // it once): a simulated week is not a million copies of the queue.
 func (s *store) Active() ([]job.Job, error) {
+	clear(s.buf)
 	s.buf = slices.Grow(s.buf[:0], len(s.active))
 	for _, id := range s.active {
 		s.buf = append(s.buf, s.jobs[id-1])
@@ -64,23 +74,25 @@ func (s *store) Active() ([]job.Job, error) {
 	return s.buf, nil
 }
 
-// eachActive calls fn with each non-terminal job in id order, in place:
-// fn only reads.
-func (s *store) eachActive(fn func(*job.Job)) {
+// sample is the lab as the active jobs show it at at (sampleOf).
+func (s *store) sample(at time.Duration) Sample {
 	for _, id := range s.active {
-		fn(&s.jobs[id-1])
+		s.sm.add(&s.adds[id-1])
 	}
+	return s.sm.sample(at)
 }
 
 // Update implements control.Store, as state.Mem does: fn changes a copy;
 // an error leaves the job as it was; an ended job keeps its state.
 func (s *store) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
-	cur, err := s.Get(id)
+	j, err := s.Get(id)
 	if err != nil {
 		return job.Job{}, err
 	}
+	s.cur = j // fn's copy: the store's room, not one allocated per update
+	cur := &s.cur
 	was := cur.State
-	if err := fn(&cur); err != nil {
+	if err := fn(cur); err != nil {
 		return job.Job{}, err
 	}
 	switch {
@@ -89,7 +101,8 @@ func (s *store) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
 	case was.Terminal() && cur.State != was:
 		return job.Job{}, fmt.Errorf("update: job %d: %s -> %s: %w", id, was, cur.State, state.ErrTerminal)
 	}
-	s.jobs[id-1] = cur
+	s.jobs[id-1], s.adds[id-1] = *cur, sampledOf(cur)
+	s.written = append(s.written, id)
 	if cur.State.Terminal() && !was.Terminal() {
 		s.close(id)
 		if u, ok := cur.Use(); ok {
@@ -100,17 +113,44 @@ func (s *store) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
 			}
 		}
 	}
-	return cur, nil
+	return *cur, nil
 }
 
 // close takes id off the active index.
 func (s *store) close(id job.ID) {
-	i := s.open[id]
-	delete(s.open, id)
-	s.active = slices.Delete(s.active, int(i), int(i)+1)
-	for k := int(i); k < len(s.active); k++ {
-		s.open[s.active[k]] = int32(k)
+	if i, ok := slices.BinarySearch(s.active, id); ok {
+		s.active = slices.Delete(s.active, i, i+1)
 	}
+}
+
+// Mark implements control.ChangeFeed: what Changed returns later is
+// what was written after this call.
+func (s *store) Mark() uint64 { return s.forget() }
+
+// Changed implements control.ChangeFeed: the records written since mark,
+// in id order, ended ones included, and the mark of now. The slice is
+// the store's, filled anew by the next call of Changed or Active; one
+// reader at a time gets the changes (each call forgets what it gave).
+func (s *store) Changed(mark uint64) ([]job.Job, uint64, bool) {
+	if mark < s.written0 || mark > s.written0+uint64(len(s.written)) {
+		return nil, 0, false
+	}
+	ids := s.written[mark-s.written0:]
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	clear(s.buf)
+	s.buf = s.buf[:0]
+	for _, id := range ids {
+		s.buf = append(s.buf, s.jobs[id-1])
+	}
+	return s.buf, s.forget(), true
+}
+
+// forget drops the ids written so far and returns the mark of now.
+func (s *store) forget() uint64 {
+	s.written0 += uint64(len(s.written))
+	s.written = s.written[:0]
+	return s.written0
 }
 
 // Uses implements control.Store: the uses of the jobs that ended at or

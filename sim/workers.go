@@ -2,8 +2,10 @@ package sim
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,7 +24,32 @@ type workers struct {
 	duration map[job.ID]time.Duration // what each job runs
 	// defaultTimeout is the policy's: the walltime of a job without one.
 	defaultTimeout time.Duration
-	running        map[job.ID]*runState
+	running        []*runState // by id − 1 (ids are dense); nil: not running
+	// due are the running jobs by when a pass must see them (their end,
+	// or past their walltime), earliest first; one that ended before
+	// stays until it comes first (nextEnd).
+	due dueHeap
+}
+
+// dueAt is a running job and when a pass must see it.
+type dueAt struct {
+	at time.Time
+	id job.ID
+	r  *runState // the run it is of: the job may run again
+}
+
+// dueHeap is a min-heap of dueAt by at (container/heap).
+type dueHeap []dueAt
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueAt)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 type runState struct {
@@ -35,7 +62,7 @@ type runState struct {
 }
 
 func newWorkers(now func() time.Time, defaultTimeout time.Duration) *workers {
-	return &workers{now: now, duration: map[job.ID]time.Duration{}, defaultTimeout: defaultTimeout, running: map[job.ID]*runState{}}
+	return &workers{now: now, duration: map[job.ID]time.Duration{}, defaultTimeout: defaultTimeout}
 }
 
 // Start implements control.Workers.
@@ -51,7 +78,11 @@ func (w *workers) Start(_ context.Context, j job.Job) (job.Remote, error) {
 	if wt := cmp.Or(j.Spec.Timeout, w.defaultTimeout); wt > 0 && wt < d {
 		r.overdue = now.Add(wt + time.Nanosecond)
 	}
-	w.running[j.ID] = r
+	if n := int(j.ID); n > len(w.running) {
+		w.running = slices.Grow(w.running, n-len(w.running))[:n]
+	}
+	w.running[j.ID-1] = r
+	heap.Push(&w.due, dueAt{at: cmp.Or(r.overdue, r.ends), id: j.ID, r: r})
 	return job.Remote{PID: int(j.ID), Dir: fmt.Sprintf("sim/%d.%d", j.ID, j.Attempt)}, nil
 }
 
@@ -72,9 +103,9 @@ func (w *workers) Poll(_ context.Context, _ string, jobs []*job.Job) (map[job.ID
 		out[id] = st
 	}
 	for _, j := range jobs {
-		r, ok := w.running[j.ID]
+		r := w.run(j.ID)
 		switch {
-		case !ok:
+		case r == nil:
 			report(j.ID, job.Status{State: job.Lost, Missing: true, Reason: "not started by the simulator"})
 		case !now.Before(r.ends):
 			code := 0
@@ -87,33 +118,42 @@ func (w *workers) Poll(_ context.Context, _ string, jobs []*job.Job) (map[job.ID
 	return out, nil
 }
 
-func (w *workers) end(id job.ID) { delete(w.running, id) }
+// run is job id's run, nil when it does not run.
+func (w *workers) run(id job.ID) *runState {
+	if id < 1 || int(id) > len(w.running) {
+		return nil
+	}
+	return w.running[id-1]
+}
+
+func (w *workers) end(id job.ID) {
+	if w.run(id) != nil {
+		w.running[id-1] = nil
+	}
+}
 
 // Stop implements control.Workers: the job ends now (the pass that
 // stopped it records how).
 func (w *workers) Stop(_ context.Context, j job.Job, _ time.Duration, _ job.State) (job.Stopped, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.running[j.ID]; ok {
+	if w.run(j.ID) != nil {
 		w.end(j.ID)
 		return job.Stopped{Signalled: 1}, nil
 	}
 	return job.Stopped{}, nil
 }
 
-// nextEnd is the earliest end of a running job, and whether one runs.
+// nextEnd is the earliest end of a running job (or the instant it is
+// past its walltime), and whether one runs.
 func (w *workers) nextEnd() (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var next time.Time
-	for _, r := range w.running {
-		e := r.ends
-		if !r.overdue.IsZero() {
-			e = r.overdue
-		}
-		if next.IsZero() || e.Before(next) {
-			next = e
-		}
+	for len(w.due) > 0 && w.run(w.due[0].id) != w.due[0].r {
+		heap.Pop(&w.due) // it ended
 	}
-	return next, !next.IsZero()
+	if len(w.due) == 0 {
+		return time.Time{}, false
+	}
+	return w.due[0].at, true
 }

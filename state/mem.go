@@ -33,6 +33,15 @@ type Mem struct {
 	// record is written again, as Bolt's putJob writes them again).
 	history map[job.ID]bool
 	pruned  map[string]bool
+	// ledger are the uses of every record (what Bolt's ledger would hold
+	// but for the pruned ones), in key order, and usesOf each job's, as
+	// put last wrote them: Uses reads no record.
+	ledger []keyedUse
+	usesOf map[job.ID][]keyedUse
+	// written are the ids put wrote since the mark written0 (the count
+	// of writes before written[0]), for Changed.
+	written  []job.ID
+	written0 uint64
 }
 
 var _ Store = (*Mem)(nil)
@@ -190,34 +199,72 @@ func (m *Mem) List(f Filter) ([]job.Job, error) {
 	return out, nil
 }
 
-// Uses implements Store, from the job records (Mem keeps no ledger: what
-// Bolt's would hold is computed).
+// Uses implements Store, from the uses of the job records (Mem keeps no
+// ledger on disk: what Bolt's would hold is kept as the records are
+// written).
 func (m *Mem) Uses(since time.Time) ([]job.Use, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var set useSet
-	var errs []error
-	for _, id := range m.ids {
-		j, err := decode(id, m.jobs[id])
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	cut := usageKey(since, 0) // a use that ended at or after since has a key at or after it
+	var out []job.Use
+	for _, e := range m.ledger[m.ledgerAt(cut):] {
+		if !e.use.Ended.Before(since) && !m.pruned[string(e.key)] {
+			out = append(out, e.use)
 		}
-		set.add(j, since)
-	}
-	set = slices.DeleteFunc(set, func(e keyedUse) bool { return m.pruned[string(e.key)] })
-	out := set.sorted()
-	if len(errs) > 0 {
-		return out, fmt.Errorf("uses: %w: %w", ErrBadRecord, errors.Join(errs...))
 	}
 	return out, nil
 }
 
-// put stores a record and keeps the active index in step; m.mu is held.
+// ledgerAt is the place of the first use in m.ledger whose key is not
+// before key; m.mu is held.
+func (m *Mem) ledgerAt(key []byte) int {
+	i, _ := slices.BinarySearchFunc(m.ledger, key, func(e keyedUse, k []byte) int {
+		if bytes.Compare(e.key, k) < 0 {
+			return -1
+		}
+		return 1 // the first not before key
+	})
+	return i
+}
+
+// keepUses makes m.ledger hold j's uses, as recorded now, in place of
+// those its record had; m.mu is held.
+func (m *Mem) keepUses(j job.Job) {
+	for _, e := range m.usesOf[j.ID] {
+		i := m.ledgerAt(e.key)
+		k := i
+		for k < len(m.ledger) && bytes.Equal(m.ledger[k].key, e.key) {
+			k++
+		}
+		m.ledger = slices.Delete(m.ledger, i, k) // every use under a key is its job's
+	}
+	var set useSet
+	set.add(j, time.Time{})
+	for _, e := range set {
+		i := m.ledgerAt(e.key)
+		for i < len(m.ledger) && bytes.Equal(m.ledger[i].key, e.key) {
+			i++ // after those of the same key: in the record's order
+		}
+		m.ledger = slices.Insert(m.ledger, i, e)
+	}
+	if len(set) == 0 {
+		delete(m.usesOf, j.ID)
+		return
+	}
+	if m.usesOf == nil {
+		m.usesOf = map[job.ID][]keyedUse{}
+	}
+	m.usesOf[j.ID] = set
+}
+
+// put stores a record and keeps the active index, the uses and the
+// ids written (Changed) in step; m.mu is held.
 func (m *Mem) put(id job.ID, data []byte, st job.State) {
 	m.jobs[id] = data
+	m.written = append(m.written, id)
 	if j, err := decode(id, data); err == nil {
 		m.unprune(j)
+		m.keepUses(j)
 	}
 	if st.Terminal() {
 		delete(m.active, id)
