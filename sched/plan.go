@@ -125,23 +125,27 @@ type Decisions struct {
 // by index, ties by job id) and leaves its input as it is.
 func Plan(in Input) Decisions { return plan(in, true, nil) }
 
+// plan is Plan, made with a Planner of its own (a plan may plan again
+// within: rebalance).
+func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
+	return new(Planner).plan(in, memo, ended)
+}
+
 // plan is Plan; without memo every job is placed afresh, on every host
 // (tests check that the memos change no answer). The running jobs in ended hold nothing:
 // they are taken to have ended (a forecast), and what their processes use
 // counts as free.
-func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
+func (pl *Planner) plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	pol := in.Policy.WithDefaults()
-	held := bookings(in.Running, func(j *job.Job) time.Time { return expectedEnd(*j, pol, in.Now) })
-	hosts := nodes(in.Hosts, held, in.Cluster)
-	byName := make(map[string]*node, len(hosts))
+	hosts := pl.nodes(in.Hosts, in.Running, in.Cluster, func(j *job.Job) time.Time { return expectedEnd(j, pol, in.Now) }, memo && len(ended) == 0)
+	byName := pl.byName
 	for _, n := range hosts {
-		byName[n.Name] = n
 		n.nocache, n.now = !memo, in.Now
 		if len(ended) > 0 {
 			n.gone = ended
 		}
 	}
-	out := Decisions{Starts: []Start{}, Pending: make([]Pending, 0, len(in.Queue))}
+	out := Decisions{Starts: []Start{}, Pending: pl.pendings(len(in.Queue))}
 	var blocker *job.Job
 	var blocked Reason // what every job behind the blocker is told
 	var reservation *Reservation
@@ -194,15 +198,15 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			pend(Pending{Reason: r})
 			continue
 		}
-		*w = want{Request: RequestOf(j.Spec), job: j.ID, holder: HolderOf(*j)}
+		*w = want{Request: requestOf(&j.Spec), job: j.ID, holder: holderOf(j)}
 		// A job may use reserved GPUs only if it is sure to end in time:
 		// only an enforced walltime says so. The estimate is what the
 		// reservations of the jobs behind it assume.
-		if wt := enforced(*j, pol); wt > 0 {
+		if wt := enforced(j, pol); wt > 0 {
 			w.ends, w.wall = in.Now.Add(wt), wt
 		}
 		w.windowed = windowed
-		w.holder.Ends = in.Now.Add(walltime(*j, pol))
+		w.holder.Ends = in.Now.Add(walltime(j, pol))
 		if reservation != nil {
 			w.inTime = 2
 			if !w.ends.IsZero() && w.ends.Before(reservation.From) {
@@ -243,7 +247,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			continue
 		}
 		byName[d.placement.Host].book(d.placement, w.holder)
-		picks.charge(j, d.placement.Share, walltime(*j, pol))
+		picks.charge(j, d.placement.Share, walltime(j, pol))
 		states.started(j, d.placement)
 		failed.clear()
 		st := Start{Job: j.ID, Placement: d.placement}
@@ -260,13 +264,13 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 
 // enforced is the walltime j is held to: its --timeout, else the
 // policy's default_timeout; 0 for none.
-func enforced(j job.Job, pol Policy) time.Duration {
+func enforced(j *job.Job, pol Policy) time.Duration {
 	return cmp.Or(j.Spec.Timeout, pol.DefaultTimeout)
 }
 
 // walltime is what j is expected to run: its enforced walltime, else (for
 // reservations only) the backfill estimate.
-func walltime(j job.Job, pol Policy) time.Duration {
+func walltime(j *job.Job, pol Policy) time.Duration {
 	return cmp.Or(enforced(j, pol), pol.BackfillEstimate)
 }
 
@@ -277,7 +281,7 @@ func walltime(j job.Job, pol Policy) time.Duration {
 // in, so it never pins a reservation to now, and the time a reservation
 // (and every reason that names it) gives does not move from pass to
 // pass.
-func expectedEnd(j job.Job, pol Policy, now time.Time) time.Time {
+func expectedEnd(j *job.Job, pol Policy, now time.Time) time.Time {
 	start := j.StartedAt
 	if start.IsZero() {
 		start = now
@@ -321,18 +325,16 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 	var ends []ending
 	for _, n := range hosts {
 		ends = ends[:0]
-		for _, b := range n.held {
-			for _, h := range b.Holders {
-				if !n.gone[h.Job] && !h.other() { // another queue's job: its end is not known here
-					at := h.Ends
-					if at.IsZero() || at.Before(now) {
-						at = now
-					}
-					ends = append(ends, ending{at.UnixNano(), h.Job, at})
+		for _, h := range n.jobs {
+			if !n.gone[h.Job] && !h.other() { // another queue's job: its end is not known here
+				at := h.Ends
+				if at.IsZero() || at.Before(now) {
+					at = now
 				}
+				ends = append(ends, ending{at.UnixNano(), h.Job, at})
 			}
 		}
-		// A job holding several GPUs is listed once per GPU, each time alike.
+		// A job listed twice among the running ones is here twice, alike.
 		slices.SortFunc(ends, before)
 		ends = slices.CompactFunc(ends, func(a, b ending) bool { return a.job == b.job })
 		for _, e := range ends {
@@ -377,7 +379,7 @@ func mayFit(n *node, w *want, gone map[job.ID]bool) bool {
 		u := &n.units[i]
 		var mem uint64
 		taken := false
-		for _, h := range n.held[u.key].Holders {
+		for _, h := range n.held[u.slot].Holders {
 			if gone[h.Job] {
 				continue
 			}
@@ -428,6 +430,8 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 	}
 	gone := map[job.ID]bool{}
 	endAt := map[job.ID]time.Time{}
+	pl := new(Planner) // each step's plan is read before the next
+
 	now, estimated := in.Now, false
 	for step := range MaxForecastSteps + 1 {
 		cur := in
@@ -454,7 +458,7 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 				}
 			}
 		}
-		d := plan(cur, true, gone)
+		d := pl.plan(cur, true, gone)
 		for _, c := range d.Cancels {
 			if c.Job == id {
 				return Forecast{Why: "it never starts if the jobs ahead succeed, as the forecast assumes: " + c.Reason.Text}
@@ -499,8 +503,8 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 			return ok
 		})
 		var next time.Time
-		for _, j := range running {
-			if e := expectedEnd(j, pol, now); !gone[j.ID] && (next.IsZero() || e.Before(next)) {
+		for i := range running {
+			if e := expectedEnd(&running[i], pol, now); !gone[running[i].ID] && (next.IsZero() || e.Before(next)) {
 				next = e
 			}
 		}
@@ -511,7 +515,8 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 		if next.IsZero() {
 			return Forecast{Why: "no running job's end makes room"}
 		}
-		for _, j := range running {
+		for i := range running {
+			j := &running[i]
 			if !gone[j.ID] && !expectedEnd(j, pol, now).After(next) {
 				gone[j.ID], endAt[j.ID] = true, next
 				estimated = estimated || enforced(j, pol) == 0
@@ -674,6 +679,9 @@ func (w *want) shape() shape {
 }
 
 // RequestOf is the placement request of a job spec.
-func RequestOf(s job.Spec) Request {
+func RequestOf(s job.Spec) Request { return requestOf(&s) }
+
+// requestOf is RequestOf, without copying the spec.
+func requestOf(s *job.Spec) Request {
 	return Request{Host: s.Host, Labels: s.Labels, GPUs: s.GPUs, MemPerGPU: s.MemPerGPU, CPUs: s.CPUs, HostMem: s.HostMem}
 }
