@@ -167,6 +167,7 @@ type Controller struct {
 	health    map[string]health.Host // the host records, as this pass knows them
 	contacted map[string]bool        // the hosts this pass polled (or reached for strays)
 	reached   map[string]bool        // the hosts that answered this pass's polls or probe
+	planner   sched.Planner          // the passes' plans, its buffers kept from one to the next
 }
 
 // New returns a controller, or an error naming a missing seam or a policy
