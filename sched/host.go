@@ -344,7 +344,7 @@ func (n *node) booking(u *unit) (live Booking, gone []Holder) {
 		return b, nil
 	}
 	s := n.scratch
-	lives, gones := s.live[:0], s.gone[:0]
+	lives, gones := s.live[:0], s.goneHolders[:0]
 	for _, h := range b.Holders {
 		if n.gone[h.Job] {
 			gones = append(gones, h)
@@ -352,7 +352,7 @@ func (n *node) booking(u *unit) (live Booking, gone []Holder) {
 			lives = append(lives, h)
 		}
 	}
-	s.live, s.gone = lives, gones
+	s.live, s.goneHolders = lives, gones
 	if len(lives) > 0 {
 		live.Holders = lives
 	}
@@ -361,10 +361,13 @@ func (n *node) booking(u *unit) (live Booking, gone []Holder) {
 
 // whatIf returns a copy of n in which the holders in gone hold nothing:
 // the ledger and snapshot are shared, never changed.
-func (n *node) whatIf(gone map[job.ID]bool) *node {
-	c := *n
+func (n *node) whatIf(gone map[job.ID]bool) *node { return n.whatIfIn(new(node), gone) }
+
+// whatIfIn is whatIf, made in c.
+func (n *node) whatIfIn(c *node, gone map[job.ID]bool) *node {
+	*c = *n
 	c.gone, c.reserved, c.cache = gone, nil, nil
-	return &c
+	return c
 }
 
 // book records a job just placed at p on n.

@@ -303,18 +303,21 @@ func expectedEnd(j *job.Job, pol Policy, now time.Time) time.Time {
 // where: EASY backfill's reservation. Nil when w would not fit even with
 // every one of them gone (what blocks it is no gssh job's).
 func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
-	type ending struct {
-		at  int64 // t in Unix ns, to sort by
-		job job.ID
-		t   time.Time
-	}
 	before := func(a, b ending) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.job, b.job)) }
-	var gone map[job.ID]bool
+	var s *scratch
 	if len(hosts) > 0 {
-		gone = maps.Clone(hosts[0].gone) // the jobs a forecast took to have ended
+		s = hosts[0].scratch
 	}
-	if gone == nil {
-		gone = map[job.ID]bool{}
+	if s == nil {
+		s = new(scratch)
+	}
+	if s.gone == nil {
+		s.gone = map[job.ID]bool{}
+	}
+	gone := s.gone
+	clear(gone)
+	if len(hosts) > 0 {
+		maps.Copy(gone, hosts[0].gone) // the jobs a forecast took to have ended
 	}
 	// Each job holds GPUs of one host, so a host's fit depends on its own
 	// ends only: the earliest fit is the least, over the hosts, of each
@@ -322,7 +325,8 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 	// ends later than the best found so far.
 	var best *Reservation
 	var bestEnd ending
-	var ends []ending
+	ends := s.ends
+	defer func() { s.ends = ends[:0] }()
 	for _, n := range hosts {
 		ends = ends[:0]
 		for _, h := range n.jobs {
@@ -345,7 +349,7 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 			if !mayFit(n, w, gone) {
 				continue
 			}
-			trial := n.whatIf(gone)
+			trial := n.whatIfIn(&s.trial, gone)
 			trial.now = e.t // a drain ahead takes the job only if it ends by the drain's start from then
 			us, why := feasible(trial, w)
 			if !why.ok() {
@@ -362,6 +366,13 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 		}
 	}
 	return best
+}
+
+// ending is a holder's end, as reserve orders them.
+type ending struct {
+	at  int64 // t in Unix ns, to sort by
+	job job.ID
+	t   time.Time
 }
 
 // mayFit is false when n cannot take w once the holders in gone are gone,

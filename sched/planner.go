@@ -37,10 +37,11 @@ type Planner struct {
 
 // pendings is an empty Decisions.Pending (never nil) of room for n.
 func (p *Planner) pendings(n int) []Pending {
-	if p.pending == nil || cap(p.pending) < n {
+	if p.pending == nil {
 		p.pending = make([]Pending, 0, n)
 	}
-	return p.pending[:0]
+	p.pending = slices.Grow(p.pending[:0], n)
+	return p.pending
 }
 
 // maxShapes is how many job shapes a Planner numbers before it starts

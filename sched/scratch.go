@@ -1,5 +1,7 @@
 package sched
 
+import "github.com/gssh/gssh/job"
+
 // scratch is what one plan's checks work in, shared by its nodes (and
 // kept by a Planner for the next plan): buffers reused call after call,
 // and arenas the answers that live through the plan (or, cached, through
@@ -21,7 +23,12 @@ type scratch struct {
 	try     []*unit   // tightest's answer
 	holds   []holding // the ledger's GPUs, as nodes makes it
 	// live and gone are booking's answer in a what-if.
-	live, gone []Holder
+	live, goneHolders []Holder
+	// gone, ends and trial are reserve's: the jobs taken to have ended,
+	// a host's ends, and the host once they have.
+	gone  map[job.ID]bool
+	ends  []ending
+	trial node
 	// rejected is where the hosts turned down for a job are cut from
 	// (rejectedOff taken): they are the plan's answer, good until the
 	// next plan (see Planner).
