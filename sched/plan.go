@@ -329,14 +329,20 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 	defer func() { s.ends = ends[:0] }()
 	for _, n := range hosts {
 		ends = ends[:0]
+		early := false // some end comes before the best so far
 		for _, h := range n.jobs {
 			if !n.gone[h.Job] && !h.other() { // another queue's job: its end is not known here
 				at := h.Ends
 				if at.IsZero() || at.Before(now) {
 					at = now
 				}
-				ends = append(ends, ending{at.UnixNano(), h.Job, at})
+				e := ending{at.UnixNano(), h.Job, at}
+				ends = append(ends, e)
+				early = early || best == nil || before(e, bestEnd) < 0
 			}
+		}
+		if !early {
+			continue // the loop below would stop at once
 		}
 		// A job listed twice among the running ones is here twice, alike.
 		slices.SortFunc(ends, before)

@@ -130,14 +130,18 @@ func (p *Planner) nodes(hosts []Host, running []job.Job, cluster string, ends fu
 func (p *Planner) ledgers(running []job.Job, ends func(*job.Job) time.Time) {
 	s := &p.scratch
 	refs, jobs := s.holds[:0], 0
+	var last *node // the last job's: jobs placed one after the other often share a host
 	for i := range running {
 		j := &running[i]
 		if !j.State.Active() || j.Placement.Host == "" {
 			continue
 		}
-		n := p.byName[j.Placement.Host]
-		if n == nil {
-			continue
+		n := last
+		if n == nil || n.Name != j.Placement.Host {
+			if n = p.byName[j.Placement.Host]; n == nil {
+				continue
+			}
+			last = n
 		}
 		jobs++
 		for k := range j.Placement.GPUs {
