@@ -177,6 +177,7 @@ type Controller struct {
 	// a pass fills anew each time, kept for their room.
 	act     active
 	scratch scratch
+	planner sched.Planner // the passes' plans, its buffers kept from one to the next
 }
 
 // New returns a controller, or an error naming a missing seam or a policy

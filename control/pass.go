@@ -7,7 +7,6 @@ import (
 
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/job"
-	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/state"
 )
 
@@ -114,6 +113,6 @@ func (c *Controller) pass(ctx context.Context) (Result, error) {
 	if err := c.deps(&in); err != nil {
 		res.Errors = append(res.Errors, err)
 	}
-	c.carryOut(ctx, sched.Plan(in), in.Running, &res)
+	c.carryOut(ctx, c.planner.Plan(in), in.Running, &res)
 	return res, nil
 }

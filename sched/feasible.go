@@ -90,10 +90,11 @@ func feasible(n *node, w *want) ([]*unit, Reason) {
 	// One look at each unit; the verdicts go to the plan's scratch, so
 	// that only a host that fits (its units) or not (its reason) allocates.
 	if n.scratch == nil {
-		n.scratch = new([]Reason)
+		n.scratch = new(scratch)
 	}
-	*n.scratch = slices.Grow((*n.scratch)[:0], len(all))[:len(all)]
-	verdicts := *n.scratch
+	s := n.scratch
+	s.verdicts = slices.Grow(s.verdicts[:0], len(all))[:len(all)]
+	verdicts := s.verdicts
 	fits := 0
 	for i := range all {
 		verdicts[i] = checkUnit(&all[i], w, n)
@@ -102,7 +103,7 @@ func feasible(n *node, w *want) ([]*unit, Reason) {
 		}
 	}
 	if fits >= need {
-		fit := make([]*unit, 0, fits)
+		fit := s.takeUnits(fits)
 		for i := range all {
 			if verdicts[i].ok() {
 				fit = append(fit, &all[i])
@@ -140,11 +141,14 @@ func feasible(n *node, w *want) ([]*unit, Reason) {
 }
 
 func checkUnit(u *unit, w *want, n *node) Reason {
-	for _, chain := range [][]unitCheck{eligibility, availability} {
-		for _, check := range chain {
-			if r := check(u, w, n); !r.ok() {
-				return r
-			}
+	for _, check := range eligibility {
+		if r := check(u, w, n); !r.ok() {
+			return r
+		}
+	}
+	for _, check := range availability {
+		if r := check(u, w, n); !r.ok() {
+			return r
 		}
 	}
 	return Reason{}
@@ -188,12 +192,12 @@ func checkState(n *node, _ *want) Reason {
 
 func checkHealth(u *unit, _ *want, n *node) Reason {
 	switch hl := u.gpu.Health; {
-	case u.gpu.Schedulable() && len(n.Recovering) > 0:
+	case hl == gpuinfo.HealthOK && len(n.Recovering) > 0: // Schedulable, read without copying the GPU
 		if why, ok := n.Recovering[u.index]; ok {
 			return because(CodeUnhealthy, why)
 		}
 		return Reason{}
-	case u.gpu.Schedulable():
+	case hl == gpuinfo.HealthOK:
 		return Reason{}
 	case hl == gpuinfo.HealthError:
 		return because(CodeUnhealthy, "in error state")
@@ -246,7 +250,7 @@ func checkExclusive(u *unit, w *want, n *node) Reason {
 	if w.MemPerGPU > 0 {
 		return Reason{}
 	}
-	b, gone := n.booking(u.key)
+	b, gone := n.booking(u)
 	switch {
 	case b.Jobs() > 0:
 		if o, ok := otherHolder(b, true); ok {
@@ -282,7 +286,7 @@ func checkShared(u *unit, w *want, n *node) Reason {
 	if w.MemPerGPU == 0 {
 		return Reason{}
 	}
-	b, gone := n.booking(u.key)
+	b, gone := n.booking(u)
 	switch {
 	case b.Exclusive():
 		if o, ok := otherHolder(b, false); ok {
@@ -377,11 +381,9 @@ func (u *unit) commitment(b Booking, gone []Holder, cluster string) commitment {
 func (u *unit) foreignProcs(live Booking, gone []Holder, cluster string) int {
 	n := u.procs
 	for _, p := range u.own {
-		for _, h := range slices.Concat(live.Holders, gone) {
-			if owns(p, h, cluster) {
-				n--
-				break
-			}
+		if slices.ContainsFunc(live.Holders, func(h Holder) bool { return owns(p, h, cluster) }) ||
+			slices.ContainsFunc(gone, func(h Holder) bool { return owns(p, h, cluster) }) {
+			n--
 		}
 	}
 	return max(n, 0)

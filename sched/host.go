@@ -216,7 +216,10 @@ func isIndex(id string, index int) bool {
 func (h Holder) Ref() string { return job.RefOf(h.Job, h.Array) }
 
 // HolderOf is the Holder record of job j.
-func HolderOf(j job.Job) Holder {
+func HolderOf(j job.Job) Holder { return holderOf(&j) }
+
+// holderOf is HolderOf, without copying the job.
+func holderOf(j *job.Job) Holder {
 	return Holder{Job: j.ID, Array: j.Spec.Array, User: j.User, Priority: j.Spec.Priority, Mem: j.Spec.MemPerGPU, Session: j.Remote.PID,
 		CPUs: j.Spec.CPUs, CPUIDs: j.Placement.CPUs, HostMem: j.Spec.HostMem, Attempt: j.Attempt}
 }
@@ -225,19 +228,7 @@ func HolderOf(j job.Job) Holder {
 // name and then GPU key, holders in the order of jobs. Other jobs are left
 // out.
 func Bookings(jobs []job.Job) map[string]map[string]Booking {
-	return bookings(jobs, func(*job.Job) time.Time { return time.Time{} })
-}
-
-// bookings is Bookings, each holder expected to end at ends(job).
-func bookings(jobs []job.Job, ends func(*job.Job) time.Time) map[string]map[string]Booking {
 	out := map[string]map[string]Booking{}
-	// A GPU's first holder goes into one array for all (capacity one: a
-	// second holder of the GPU moves its booking out).
-	n := 0
-	for i := range jobs {
-		n += len(jobs[i].Placement.GPUs)
-	}
-	arena := make([]Holder, 0, n)
 	for i := range jobs {
 		j := &jobs[i]
 		if !j.State.Active() || j.Placement.Host == "" {
@@ -245,35 +236,18 @@ func bookings(jobs []job.Job, ends func(*job.Job) time.Time) map[string]map[stri
 		}
 		held := out[j.Placement.Host]
 		if held == nil {
-			held = make(map[string]Booking, 8)
+			held = map[string]Booking{}
 			out[j.Placement.Host] = held
 		}
-		h := HolderOf(*j)
-		h.Ends = ends(j)
+		h := holderOf(j)
 		for k := range j.Placement.GPUs {
 			key := placementKey(j.Placement, k)
 			b := held[key]
-			if b.Holders == nil {
-				arena = append(arena, h)
-				b.Holders = arena[len(arena)-1 : len(arena) : len(arena)]
-			} else {
-				b.Holders = append(b.Holders, h) // the map is new: no Booking of it is shared yet
-			}
+			b.Holders = append(b.Holders, h)
 			held[key] = b
 		}
 	}
 	return out
-}
-
-// addHolder books h on every GPU of p in held. A Booking already handed
-// out keeps its holders: the slice is copied, never appended to in place.
-func addHolder(held map[string]Booking, p job.Placement, h Holder) {
-	for k := range p.GPUs {
-		key := placementKey(p, k)
-		b := held[key]
-		b.Holders = append(slices.Clip(b.Holders), h)
-		held[key] = b
-	}
 }
 
 // node is a host during one plan: its facts and snapshot (never changed),
@@ -282,14 +256,28 @@ func addHolder(held map[string]Booking, p job.Placement, h Holder) {
 // ledger gives its room back: what a reservation or a preemption needs.
 type node struct {
 	*Host
-	units   []unit
-	held    map[string]Booking // by unit key
-	cluster string             // Input.Cluster: whose GSSH_JOB_IDs are ours
+	units []unit
+	// held is the ledger, by slot: unit u's booking is held[u.slot] (units
+	// of one booking key share one), and after the units' slots come
+	// those of the keys no unit of the host has (extra: a running job's
+	// GPU the snapshot does not list). A slot's holders are its own: no
+	// two slots share a backing array, so a booking appends in place.
+	held  []Booking
+	extra map[string]int // slot of each booking key no unit has; nil: none
+	// spare is the last plan's ledger (a Planner's), then a buffer for
+	// the next one.
+	spare []Booking
+	// jobs are the ledger's holders, each once (a job holding several
+	// units is in each of their bookings), in the order booked.
+	jobs []*Holder
+	// counts is the ledger's scratch while it is made: holders per slot.
+	counts  []int
+	cluster string // Input.Cluster: whose GSSH_JOB_IDs are ours
 	// now is the time the checks are made for: the plan's, or in a
 	// reservation's what-if the time the room is found (a drain's window
 	// is measured from it).
 	now     time.Time
-	scratch *[]Reason // feasible's scratch, one per unit, shared by a plan's nodes
+	scratch *scratch // the plan's buffers, shared by its nodes
 	// gone are holders taken off in a what-if (a reservation: "once these
 	// jobs end"): they hold nothing, and what their processes use is free.
 	gone map[job.ID]bool
@@ -297,15 +285,20 @@ type node struct {
 	// them: only a job that ends before a hold begins (or starts after
 	// it ends) may use its units.
 	holds []hold
-	// verdicts of feasible for each job shape (want.shape) since the
-	// ledger or reservation last changed (version): a booking elsewhere
-	// leaves this host's answers as they were, so a queue of thousands
-	// works each host out once per change, not once per job.
-	// The cache holds answers of version cached only.
-	version, cached int
-	cache           shapeMemo[hostVerdict]
-	nocache         bool // plan without memo: every answer worked out afresh
+	// cache holds the verdicts of feasible, by shape id (scratch.shape),
+	// each of the ledger or reservation version it was worked out for: a
+	// booking elsewhere leaves this host's answers as they were, so a
+	// queue of thousands works each host out once per change, not once
+	// per job. A Planner keeps them for its next plan while nothing they
+	// read changes (was: the host's facts then; reservedLast: the last
+	// plan ended with a reservation here).
+	version      int
+	cache        []hostVerdict
+	nocache      bool // plan without memo: every answer worked out afresh
+	was          facts
+	reservedLast bool
 }
+
 
 // hold is a reservation of some of a node's units for a queued job that
 // cannot start yet: from when it is expected to start until its expected
@@ -347,91 +340,125 @@ func (n *node) holdsFor(id job.ID) bool {
 	return false
 }
 
-// hostVerdict is one answer of feasible.
+// hostVerdict is one answer of feasible, for the node's version at - 1
+// (0: none).
 type hostVerdict struct {
 	units []*unit
 	why   Reason
+	at    int
 }
 
 // changed marks n's ledger or reservation changed: its cached verdicts
 // are stale.
 func (n *node) changed() { n.version++ }
 
-// feasibleCached is feasible, through n's cache.
-func (n *node) feasibleCached(w *want, key shape) ([]*unit, Reason) {
+// feasibleCached is feasible, through n's cache; id is w's shape id
+// (scratch.shape).
+func (n *node) feasibleCached(w *want, id int) ([]*unit, Reason) {
 	if n.holdsFor(w.job) {
 		return feasible(n, w) // the one job the reservation is for: not its shape's answer
 	}
-	if n.cached != n.version {
-		n.cached = n.version
-		n.cache.clear()
-	}
-	if v, ok := n.cache.get(key); ok {
-		return v.units, v.why
+	if id < len(n.cache) && n.cache[id].at == n.version+1 {
+		return n.cache[id].units, n.cache[id].why
 	}
 	us, why := feasible(n, w)
 	if !n.nocache {
-		n.cache.put(key, hostVerdict{us, why})
+		if id >= len(n.cache) {
+			old := len(n.cache)
+			n.cache = slices.Grow(n.cache, id+1-old)[:id+1]
+			clear(n.cache[old:])
+		}
+		n.cache[id] = hostVerdict{us, why, n.version + 1}
 	}
 	return us, why
 }
 
-// booking is what holds unit key now: the live holders (none of n.gone)
-// and the ones gone.
-func (n *node) booking(key string) (live Booking, gone []Holder) {
-	b := n.held[key]
+// booking is what holds unit u of n now: the live holders (none of
+// n.gone) and the ones gone. In a what-if both are the scratch's, good
+// until the next call.
+func (n *node) booking(u *unit) (live Booking, gone []Holder) {
+	b := n.held[u.slot]
 	if len(n.gone) == 0 {
 		return b, nil
 	}
+	s := n.scratch
+	lives, gones := s.live[:0], s.goneHolders[:0]
 	for _, h := range b.Holders {
 		if n.gone[h.Job] {
-			gone = append(gone, h)
+			gones = append(gones, h)
 		} else {
-			live.Holders = append(live.Holders, h)
+			lives = append(lives, h)
 		}
 	}
-	return live, gone
+	s.live, s.goneHolders = lives, gones
+	if len(lives) > 0 {
+		live.Holders = lives
+	}
+	return live, gones
 }
 
 // whatIf returns a copy of n in which the holders in gone hold nothing:
 // the ledger and snapshot are shared, never changed.
-func (n *node) whatIf(gone map[job.ID]bool) *node {
-	c := *n
-	c.gone, c.holds, c.cache = gone, nil, shapeMemo[hostVerdict]{}
-	return &c
+func (n *node) whatIf(gone map[job.ID]bool) *node { return n.whatIfIn(new(node), gone) }
+
+// whatIfIn is whatIf, made in c.
+func (n *node) whatIfIn(c *node, gone map[job.ID]bool) *node {
+	*c = *n
+	c.gone, c.holds, c.cache = gone, nil, nil
+	return c
 }
 
 // book records a job just placed at p on n.
 func (n *node) book(p job.Placement, who Holder) {
 	who.Planned, who.CPUIDs = true, p.CPUs
-	addHolder(n.held, p, who)
+	for k := range p.GPUs {
+		s := n.slotOf(&p, k)
+		n.held[s].Holders = append(n.held[s].Holders, who)
+		if k == 0 {
+			hs := n.held[s].Holders
+			n.jobs = append(n.jobs, &hs[len(hs)-1]) // never written again: a later booking appends past it, or moves the holders out
+		}
+	}
 	n.changed()
 }
 
-// nodes makes the plan's view of hosts, in name order, with the bookings
-// of held, which become theirs (the caller makes a fresh held for each
-// plan: Bookings). The caller's hosts stay as they were.
-func nodes(hosts []Host, held map[string]map[string]Booking, cluster string) []*node {
-	out := make([]*node, len(hosts))
-	scratch := new([]Reason)
-	for i := range hosts {
-		n := &node{Host: &hosts[i], held: held[hosts[i].Name], cluster: cluster, scratch: scratch}
-		if n.held == nil {
-			n.held = map[string]Booking{}
+// slotOf is the slot in n.held of the booking key of p's k-th GPU
+// (placementKey); a key no unit of n has gets a slot of its own.
+func (n *node) slotOf(p *job.Placement, k int) int {
+	id := p.GPUs[k]
+	byIndex := k < len(p.Indexes) && isIndex(id, p.Indexes[k])
+	if k < len(p.Indexes) { // a whole GPU is most often at its index in the list
+		if i := p.Indexes[k]; i >= 0 && i < len(n.units) && keyIs(n.units[i].key, id, byIndex) {
+			return n.units[i].slot
 		}
-		for k, o := range hosts[i].Others {
-			h := HolderOf(o.Job)
-			h.Job, h.OtherID, h.Queue = otherBase+job.ID(k), o.Job.ID, o.Queue
-			addHolder(n.held, o.Job.Placement, h)
-		}
-		var ok bool
-		if n.units, ok = n.Host.prepared(); !ok {
-			n.units = listUnits(n.Host)
-		}
-		out[i] = n
 	}
-	slices.SortStableFunc(out, func(a, b *node) int { return cmp.Compare(a.Name, b.Name) })
-	return out
+	for i := range n.units {
+		if keyIs(n.units[i].key, id, byIndex) {
+			return n.units[i].slot
+		}
+	}
+	key := placementKey(*p, k)
+	if s, ok := n.extra[key]; ok {
+		return s
+	}
+	if n.extra == nil {
+		n.extra = map[string]int{}
+	}
+	s := len(n.held)
+	n.extra[key] = s
+	n.held = append(n.held, Booking{})
+	n.counts = append(n.counts, 0)
+	return s
+}
+
+// keyIs reports whether key is the booking key of a GPU listed as id:
+// id itself, or "idx:"+id when byIndex (placementKey), without making
+// that string.
+func keyIs(key, id string, byIndex bool) bool {
+	if byIndex {
+		return len(key) == len(id)+4 && key[:4] == "idx:" && key[4:] == id
+	}
+	return key == id
 }
 
 // usedBy is the GPU memory, in bytes, that holder h's processes use on u
@@ -483,6 +510,7 @@ func Usable(total uint64, reservePct float64) uint64 {
 // unit is what one job's GPU slot can be: a whole GPU, or a MIG device.
 type unit struct {
 	key      string // booking key
+	slot     int    // the ledger's slot (node.held) of key: the first unit's of the host with it
 	id       string // for CUDA_VISIBLE_DEVICES: a UUID, or the index when there is none
 	index    int    // the (parent) GPU's index
 	mig      int    // the MIG device's index; -1 for a whole GPU
@@ -556,5 +584,33 @@ func listUnits(h *Host) []unit {
 			out = append(out, u)
 		}
 	}
+	setSlots(out)
 	return out
+}
+
+// setSlots gives each unit of us its ledger slot: the index of the first
+// unit with its key.
+func setSlots(us []unit) {
+	var first map[string]int // for long lists only
+	if len(us) > 16 {
+		first = make(map[string]int, len(us))
+	}
+	for i := range us {
+		us[i].slot = i
+		switch {
+		case first != nil:
+			if s, ok := first[us[i].key]; ok {
+				us[i].slot = s
+			} else {
+				first[us[i].key] = i
+			}
+		default:
+			for k := range i {
+				if us[k].key == us[i].key {
+					us[i].slot = k
+					break
+				}
+			}
+		}
+	}
 }

@@ -125,23 +125,27 @@ type Decisions struct {
 // by index, ties by job id) and leaves its input as it is.
 func Plan(in Input) Decisions { return plan(in, true, nil) }
 
+// plan is Plan, made with a Planner of its own (a plan may plan again
+// within: rebalance).
+func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
+	return new(Planner).plan(in, memo, ended)
+}
+
 // plan is Plan; without memo every job is placed afresh, on every host
 // (tests check that the memos change no answer). The running jobs in ended hold nothing:
 // they are taken to have ended (a forecast), and what their processes use
 // counts as free.
-func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
+func (pl *Planner) plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	pol := in.Policy.WithDefaults()
-	held := bookings(in.Running, func(j *job.Job) time.Time { return expectedEnd(*j, pol, in.Now) })
-	hosts := nodes(in.Hosts, held, in.Cluster)
-	byName := make(map[string]*node, len(hosts))
+	hosts := pl.nodes(in.Hosts, in.Running, in.Cluster, func(j *job.Job) time.Time { return expectedEnd(j, pol, in.Now) }, memo && len(ended) == 0)
+	byName := pl.byName
 	for _, n := range hosts {
-		byName[n.Name] = n
 		n.nocache, n.now = !memo, in.Now
 		if len(ended) > 0 {
 			n.gone = ended
 		}
 	}
-	out := Decisions{Starts: []Start{}, Pending: make([]Pending, 0, len(in.Queue))}
+	out := Decisions{Starts: []Start{}, Pending: pl.pendings(len(in.Queue))}
 	var blocker *job.Job
 	var blocked Reason // what every job behind the blocker is told
 	// froms are the reservations' starts, earliest first: a job's end
@@ -198,15 +202,15 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			pend(Pending{Reason: r})
 			continue
 		}
-		*w = want{Request: RequestOf(j.Spec), job: j.ID, holder: HolderOf(*j)}
+		*w = want{Request: requestOf(&j.Spec), job: j.ID, holder: holderOf(j)}
 		// A job may use reserved GPUs only if it is sure to end in time:
 		// only an enforced walltime says so. The estimate is what the
 		// reservations of the jobs behind it assume.
-		if wt := enforced(*j, pol); wt > 0 {
+		if wt := enforced(j, pol); wt > 0 {
 			w.ends, w.wall = in.Now.Add(wt), wt
 		}
 		w.windowed = windowed
-		w.holder.Ends = in.Now.Add(walltime(*j, pol))
+		w.holder.Ends = in.Now.Add(walltime(j, pol))
 		if len(froms) > 0 {
 			w.inTime = inTime(w.ends, froms)
 		}
@@ -231,7 +235,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 				if res := reserve(hosts, w, pol, in.Now); res == nil {
 					unreservable.put(key, true)
 				} else {
-					byName[res.Host].reserve(*res, j.ID, j.Ref(), res.From.Add(walltime(*j, pol)))
+					byName[res.Host].reserve(*res, j.ID, j.Ref(), res.From.Add(walltime(j, pol)))
 					reservations++
 					i, _ := slices.BinarySearchFunc(froms, res.From, time.Time.Compare)
 					froms = slices.Insert(froms, i, res.From)
@@ -243,7 +247,7 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 			continue
 		}
 		byName[d.placement.Host].book(d.placement, w.holder)
-		picks.charge(j, d.placement.Share, walltime(*j, pol))
+		picks.charge(j, d.placement.Share, walltime(j, pol))
 		states.started(j, d.placement)
 		failed.clear()
 		st := Start{Job: j.ID, Placement: d.placement}
@@ -260,13 +264,13 @@ func plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 
 // enforced is the walltime j is held to: its --timeout, else the
 // policy's default_timeout; 0 for none.
-func enforced(j job.Job, pol Policy) time.Duration {
+func enforced(j *job.Job, pol Policy) time.Duration {
 	return cmp.Or(j.Spec.Timeout, pol.DefaultTimeout)
 }
 
 // walltime is what j is expected to run: its enforced walltime, else (for
 // reservations only) the backfill estimate.
-func walltime(j job.Job, pol Policy) time.Duration {
+func walltime(j *job.Job, pol Policy) time.Duration {
 	return cmp.Or(enforced(j, pol), pol.BackfillEstimate)
 }
 
@@ -277,7 +281,7 @@ func walltime(j job.Job, pol Policy) time.Duration {
 // in, so it never pins a reservation to now, and the time a reservation
 // (and every reason that names it) gives does not move from pass to
 // pass.
-func expectedEnd(j job.Job, pol Policy, now time.Time) time.Time {
+func expectedEnd(j *job.Job, pol Policy, now time.Time) time.Time {
 	start := j.StartedAt
 	if start.IsZero() {
 		start = now
@@ -299,19 +303,21 @@ func expectedEnd(j job.Job, pol Policy, now time.Time) time.Time {
 // where: EASY backfill's reservation. Nil when w would not fit even with
 // every one of them gone (what blocks it is no gssh job's).
 func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
-	type ending struct {
-		at   int64 // t in Unix ns, to sort by
-		job  job.ID
-		t    time.Time
-		hold bool // a reservation's end, not a holder's
-	}
 	before := func(a, b ending) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.job, b.job)) }
-	var gone map[job.ID]bool
+	var s *scratch
 	if len(hosts) > 0 {
-		gone = maps.Clone(hosts[0].gone) // the jobs a forecast took to have ended
+		s = hosts[0].scratch
 	}
-	if gone == nil {
-		gone = map[job.ID]bool{}
+	if s == nil {
+		s = new(scratch)
+	}
+	if s.gone == nil {
+		s.gone = map[job.ID]bool{}
+	}
+	gone := s.gone
+	clear(gone)
+	if len(hosts) > 0 {
+		maps.Copy(gone, hosts[0].gone) // the jobs a forecast took to have ended
 	}
 	// Each job holds GPUs of one host, so a host's fit depends on its own
 	// ends only: the earliest fit is the least, over the hosts, of each
@@ -319,28 +325,35 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 	// ends later than the best found so far.
 	var best *Reservation
 	var bestEnd ending
-	var ends []ending
+	ends := s.ends
+	defer func() { s.ends = ends[:0] }()
 	for _, n := range hosts {
 		ends = ends[:0]
-		for _, b := range n.held {
-			for _, h := range b.Holders {
-				if !n.gone[h.Job] && !h.other() { // another queue's job: its end is not known here
-					at := h.Ends
-					if at.IsZero() || at.Before(now) {
-						at = now
-					}
-					ends = append(ends, ending{at.UnixNano(), h.Job, at, false})
+		early := false // some end comes before the best so far
+		for _, h := range n.jobs {
+			if !n.gone[h.Job] && !h.other() { // another queue's job: its end is not known here
+				at := h.Ends
+				if at.IsZero() || at.Before(now) {
+					at = now
 				}
+				e := ending{at.UnixNano(), h.Job, at, false}
+				ends = append(ends, e)
+				early = early || best == nil || before(e, bestEnd) < 0
 			}
 		}
 		// The reservations made before end too: the job may fit once one
 		// is over.
 		for _, h := range n.holds {
 			if h.job != w.job {
-				ends = append(ends, ending{h.until.UnixNano(), h.job, h.until, true})
+				e := ending{h.until.UnixNano(), h.job, h.until, true}
+				ends = append(ends, e)
+				early = early || best == nil || before(e, bestEnd) < 0
 			}
 		}
-		// A job holding several GPUs is listed once per GPU, each time alike.
+		if !early {
+			continue // the loop below would stop at once
+		}
+		// A job listed twice among the running ones is here twice, alike.
 		slices.SortFunc(ends, before)
 		ends = slices.CompactFunc(ends, func(a, b ending) bool { return a.job == b.job })
 		for _, e := range ends {
@@ -353,7 +366,7 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 			if !mayFit(n, w, gone) {
 				continue
 			}
-			trial := n.whatIf(gone)
+			trial := n.whatIfIn(&s.trial, gone)
 			trial.now = e.t // a drain ahead takes the job only if it ends by the drain's start from then
 			trial.holds = n.holds
 			at := *w // started at e.t, the reservations before it are in its way
@@ -416,6 +429,14 @@ func usersOf(in Input) func(func(string) bool) {
 	}
 }
 
+// ending is a holder's end, or a reservation's, as reserve orders them.
+type ending struct {
+	at   int64 // t in Unix ns, to sort by
+	job  job.ID
+	t    time.Time
+	hold bool // a reservation's end, not a holder's
+}
+
 // mayFit is false when n cannot take w once the holders in gone are gone,
 // by the ledger alone: too few of its units are left with no gssh job
 // (w exclusive), or with room for w's booking beside the jobs left (w
@@ -431,7 +452,7 @@ func mayFit(n *node, w *want, gone map[job.ID]bool) bool {
 		u := &n.units[i]
 		var mem uint64
 		taken := false
-		for _, h := range n.held[u.key].Holders {
+		for _, h := range n.held[u.slot].Holders {
 			if gone[h.Job] {
 				continue
 			}
@@ -482,6 +503,8 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 	}
 	gone := map[job.ID]bool{}
 	endAt := map[job.ID]time.Time{}
+	pl := new(Planner) // each step's plan is read before the next
+
 	now, estimated := in.Now, false
 	for step := range MaxForecastSteps + 1 {
 		cur := in
@@ -508,7 +531,7 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 				}
 			}
 		}
-		d := plan(cur, true, gone)
+		d := pl.plan(cur, true, gone)
 		for _, c := range d.Cancels {
 			if c.Job == id {
 				return Forecast{Why: "it never starts if the jobs ahead succeed, as the forecast assumes: " + c.Reason.Text}
@@ -553,8 +576,8 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 			return ok
 		})
 		var next time.Time
-		for _, j := range running {
-			if e := expectedEnd(j, pol, now); !gone[j.ID] && (next.IsZero() || e.Before(next)) {
+		for i := range running {
+			if e := expectedEnd(&running[i], pol, now); !gone[running[i].ID] && (next.IsZero() || e.Before(next)) {
 				next = e
 			}
 		}
@@ -565,7 +588,8 @@ func ForecastStart(in Input, id job.ID, ended []job.Use) Forecast {
 		if next.IsZero() {
 			return Forecast{Why: "no running job's end makes room"}
 		}
-		for _, j := range running {
+		for i := range running {
+			j := &running[i]
 			if !gone[j.ID] && !expectedEnd(j, pol, now).After(next) {
 				gone[j.ID], endAt[j.ID] = true, next
 				estimated = estimated || enforced(j, pol) == 0
@@ -670,6 +694,9 @@ func (w *want) shape() shape {
 }
 
 // RequestOf is the placement request of a job spec.
-func RequestOf(s job.Spec) Request {
+func RequestOf(s job.Spec) Request { return requestOf(&s) }
+
+// requestOf is RequestOf, without copying the spec.
+func requestOf(s *job.Spec) Request {
 	return Request{Host: s.Host, Labels: s.Labels, GPUs: s.GPUs, MemPerGPU: s.MemPerGPU, CPUs: s.CPUs, HostMem: s.HostMem}
 }

@@ -412,7 +412,7 @@ func TestPlanPlacement(t *testing.T) {
 			}
 			// Every host turned down, placed or not (a placed job's
 			// rejections are not part of the plan).
-			dec := place(nodes(tt.nodes, Bookings(tt.running), ""), &want{Request: tt.req, explain: true}, FitFirst)
+			dec := place(nodes(tt.nodes, tt.running, ""), &want{Request: tt.req, explain: true}, FitFirst)
 			var rej []string
 			for _, r := range dec.rejected {
 				rej = append(rej, r.Host+": "+r.Reason.Text)
@@ -800,9 +800,9 @@ func TestPlanProperties(t *testing.T) {
 			j.State, j.Placement = job.Running, s.Placement
 			run = append(run, j)
 		}
-		for _, n := range nodes(hosts, Bookings(run), "") {
+		for _, n := range nodes(hosts, run, "") {
 			for _, u := range n.units {
-				b := n.held[u.key]
+				b := n.held[u.slot]
 				if b.Jobs() == 0 {
 					continue
 				}

@@ -244,7 +244,7 @@ func (a victimSet) before(b victimSet) int {
 // planning again without them (see rebalance); nil when none does.
 func chooseVictims(in Input, hosts []*node, w *job.Job, victims func(*node) []*job.Job, memo bool) *victimSet {
 	want := wantOf(*w)
-	want.quiet, want.wall = true, enforced(*w, in.Policy)
+	want.quiet, want.wall = true, enforced(w, in.Policy)
 	type cands struct {
 		n  *node
 		vs []*job.Job

@@ -132,7 +132,7 @@ const SizeScale = 1000.0
 // capped at 1: a 1-GPU hour is 0.10, 10 GPU-hours 0.35, 100 0.67. When
 // the policy favours small jobs it is 1 less that.
 func sizeFactor(j *job.Job, pol Policy) float64 {
-	hours := float64(max(j.Spec.GPUs, 1)) * walltime(*j, pol).Hours()
+	hours := float64(max(j.Spec.GPUs, 1)) * walltime(j, pol).Hours()
 	f := min(math.Log10(1+hours)/math.Log10(1+SizeScale), 1)
 	if pol.FavorSmall {
 		return 1 - f

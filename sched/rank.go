@@ -37,15 +37,20 @@ func choose(fit Fit, options []option, w *want) job.Placement {
 		o := options[0]
 		return placement(o.host, o.units[:need], w)
 	}
-	best, bestUnits := -1, []*unit(nil)
+	s := options[0].host.scratch
+	if s == nil {
+		s = new(scratch)
+	}
+	best := -1
 	var bestFit packing
 	for i, o := range options {
-		us, fit := tightest(o, w, need)
+		fit := tightest(s, o, w, need)
 		if best < 0 || fit.before(bestFit) {
-			best, bestUnits, bestFit = i, us, fit
+			best, bestFit = i, fit
+			s.best, s.try = s.try, s.best // s.best: the units just found
 		}
 	}
-	return placement(options[best].host, bestUnits, w)
+	return placement(options[best].host, s.best, w)
 }
 
 // packing is how well a job packs on a host's units: the lower, the
@@ -60,27 +65,31 @@ func (p packing) before(q packing) bool {
 	return cmp.Or(cmp.Compare(p.open, q.open), cmp.Compare(p.whole, q.whole), cmp.Compare(p.left, q.left)) < 0
 }
 
-// tightest returns the need units of o a job w packs best on, in index
-// order: reserved units first, then, for a shared job, those with the
-// least memory left after w, and for an exclusive one the smallest (a
+// cand is a unit tightest weighs.
+type cand struct {
+	u    *unit
+	open bool // not reserved
+	left uint64
+}
+
+// tightest puts in s.try the need units of o a job w packs best on, in
+// index order: reserved units first, then, for a shared job, those with
+// the least memory left after w, and for an exclusive one the smallest (a
 // job that takes a GPU whole leaves the larger GPUs to the jobs that
 // need their memory, as Slurm admins weight small nodes to go first).
-// It also returns how they pack: how many are unreserved, the memory of
-// the units an exclusive job takes, and what is left (for a shared job
-// the bytes left on its units in all, for an exclusive one the host's
-// free units left over).
-func tightest(o option, w *want, need int) ([]*unit, packing) {
-	type cand struct {
-		u    *unit
-		open bool // not reserved
-		left uint64
-	}
-	cs := make([]cand, len(o.units))
+// It returns how they pack: how many are unreserved, the memory of the
+// units an exclusive job takes, and what is left (for a shared job the
+// bytes left on its units in all, for an exclusive one the host's free
+// units left over).
+func tightest(s *scratch, o option, w *want, need int) packing {
+	cs := slices.Grow(s.cands[:0], len(o.units))[:len(o.units)]
+	s.cands = cs
 	for i, u := range o.units {
 		cs[i] = cand{u: u, open: !o.host.isReserved(u.key)}
 		switch {
 		case w.MemPerGPU > 0:
-			cs[i].left = o.host.room(u) - min(o.host.room(u), w.MemPerGPU)
+			room := o.host.room(u)
+			cs[i].left = room - min(room, w.MemPerGPU)
 		case u.total != nil:
 			cs[i].left = *u.total
 		}
@@ -95,7 +104,8 @@ func tightest(o option, w *want, need int) ([]*unit, packing) {
 		return cmp.Compare(a.left, b.left)
 	})
 	var p packing
-	us := make([]*unit, need)
+	us := slices.Grow(s.try[:0], need)[:need]
+	s.try = us
 	for i := range need {
 		us[i] = cs[i].u
 		if w.MemPerGPU > 0 {
@@ -111,7 +121,7 @@ func tightest(o option, w *want, need int) ([]*unit, packing) {
 		p.left = uint64(len(o.units) - need)
 	}
 	slices.SortFunc(us, func(a, b *unit) int { return cmp.Or(cmp.Compare(a.index, b.index), cmp.Compare(a.mig, b.mig)) })
-	return us, p
+	return p
 }
 
 // room is the memory, in bytes, a new shared job may book on u of n now
@@ -120,7 +130,7 @@ func (n *node) room(u *unit) uint64 {
 	if u.total == nil || u.free == nil {
 		return 0
 	}
-	b, gone := n.booking(u.key)
+	b, gone := n.booking(u)
 	c := u.commitment(b, gone, n.cluster)
 	usable := Usable(*u.total, n.ReservePct)
 	return min(usable-min(usable, c.gssh+c.foreign), c.free)
@@ -165,27 +175,38 @@ type decision struct {
 
 // place puts w on one of hosts (in name order) under fit, without booking
 // it. The words of why hosts turned the job down are worked out only when
-// it fits nowhere, or when w is to be explained: a job that fits needs
-// none, and most of a plan's work is jobs that fit.
+// it fits nowhere and words are wanted (not Terse), or when w is to be
+// explained: a job that fits needs none, and most of a plan's work is
+// jobs that fit.
 func place(hosts []*node, w *want, fit Fit) decision {
-	w.quiet = !w.explain
-	d := tryPlace(hosts, w, fit)
-	if !d.ok && w.quiet && !w.terse {
-		w.quiet = false
-		d = tryPlace(hosts, w, fit)
+	var s *scratch
+	if len(hosts) > 0 {
+		s = hosts[0].scratch
 	}
+	if s == nil {
+		s = new(scratch)
+	}
+	w.quiet = !w.explain
+	d := tryPlace(s, hosts, w, fit)
 	w.quiet = false
 	return d
 }
 
-func tryPlace(hosts []*node, w *want, fit Fit) decision {
+// tryPlace is place: the hosts' verdicts on w as it is (quiet or not),
+// and when none takes it and words are wanted but w is quiet, each
+// host's verdict again with words.
+func tryPlace(s *scratch, hosts []*node, w *want, fit Fit) decision {
 	var d decision
-	var options []option
-	key := w.shape()
+	id := s.shape(w.shape())
+	options := s.options[:0]
+	record := !w.quiet || w.terse // rejections kept: with words, or (terse) codes
+	if record {
+		d.rejected = s.rejections(len(hosts))
+	}
 	for _, n := range hosts {
-		us, why := n.feasibleCached(w, key)
+		us, why := n.feasibleCached(w, id)
 		if !why.ok() {
-			if !w.quiet || w.terse {
+			if record {
 				d.rejected = append(d.rejected, Rejection{Host: n.Name, Reason: why})
 			}
 			d.exhausted = d.exhausted || why.Code.Exhausted()
@@ -193,15 +214,34 @@ func tryPlace(hosts []*node, w *want, fit Fit) decision {
 		}
 		options = append(options, option{n, us})
 	}
-	if len(options) == 0 {
-		switch {
-		case !w.quiet:
-			d.reason = pendingReason(hosts, w.Request, d.rejected)
-		case w.terse:
-			d.reason = because(pendingReason(hosts, w.Request, d.rejected).Code, "")
+	s.options = options[:0]
+	if len(options) > 0 {
+		d.ok, d.placement = true, choose(fit, options, w)
+		if w.explain {
+			d.rejected = s.keepRejections(d.rejected)
+		} else {
+			d.rejected = nil // not shown: its room is taken again
 		}
 		return d
 	}
-	d.ok, d.placement = true, choose(fit, options, w)
+	if w.quiet && !w.terse {
+		// Every host turned w down: now the words, host by host (their
+		// codes are the ones already found).
+		w.quiet = false
+		loud := s.shape(w.shape())
+		d.rejected = s.rejections(len(hosts))
+		for _, n := range hosts {
+			_, why := n.feasibleCached(w, loud)
+			d.rejected = append(d.rejected, Rejection{Host: n.Name, Reason: why})
+		}
+		w.quiet = true
+	}
+	d.rejected = s.keepRejections(d.rejected)
+	switch {
+	case !w.quiet || !w.terse:
+		d.reason = pendingReason(hosts, w.Request, d.rejected)
+	default:
+		d.reason = because(pendingCode(hosts, w.Request, d.rejected), "")
+	}
 	return d
 }

@@ -167,7 +167,7 @@ func holders(n *node, us []*unit) string {
 	jobs := map[string][]job.ID{}
 	refs := map[job.ID]string{}
 	for _, u := range us {
-		b, _ := n.booking(u.key)
+		b, _ := n.booking(u)
 		for _, h := range b.Holders {
 			if h.other() {
 				continue // named by its own reason (otherText)
@@ -190,9 +190,11 @@ func holders(n *node, us []*unit) string {
 		ids := slices.Sorted(slices.Values(jobs[user]))
 		names := make([]string, len(ids))
 		for k, id := range ids {
-			names[k] = cmp.Or(refs[id], strconv.FormatUint(uint64(id), 10))
+			if names[k] = refs[id]; names[k] == "" {
+				names[k] = strconv.FormatUint(uint64(id), 10)
+			}
 		}
-		parts = append(parts, fmt.Sprintf("%s: %s %s", cmp.Or(user, "?"), units.Plural(len(ids), "job", "jobs"), strings.Join(names, ", ")))
+		parts = append(parts, cmp.Or(user, "?")+": "+units.Plural(len(ids), "job", "jobs")+" "+strings.Join(names, ", "))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -259,6 +261,31 @@ func pendingReason(hosts []*node, req Request, rejected []Rejection) Reason {
 		}
 	}
 	return because(CodeUnknownHost, "no host named "+req.Host)
+}
+
+// pendingCode is the code of pendingReason(hosts, req, rejected), worked
+// out without its words.
+func pendingCode(hosts []*node, req Request, rejected []Rejection) Code {
+	met := func(r Rejection) bool { return r.Reason.Code != CodeHost && r.Reason.Code != CodeLabel }
+	switch {
+	case slices.ContainsFunc(rejected, met):
+		return dominantOf(len(rejected), func(i int) Code {
+			if !met(rejected[i]) {
+				return ""
+			}
+			return rejected[i].Reason.Code
+		})
+	case len(hosts) == 0:
+		return CodeNoHosts
+	case auto(req.Host):
+		return CodeLabel
+	}
+	for _, r := range rejected {
+		if r.Host == req.Host {
+			return r.Reason.Code
+		}
+	}
+	return CodeUnknownHost
 }
 
 func auto(host string) bool { return host == "" || host == "auto" }

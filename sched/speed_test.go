@@ -128,8 +128,7 @@ func TestReserveAsThePlainSearch(t *testing.T) {
 	for round := range 500 {
 		hosts, run := busyLab(rng, now)
 		pol := Policy{Fit: []Fit{FitFirst, FitBest}[round%2]}.WithDefaults()
-		held := bookings(run, func(j *job.Job) time.Time { return expectedEnd(*j, pol, now) })
-		ns := nodes(hosts, held, "")
+		ns := new(Planner).nodes(hosts, run, "", func(j *job.Job) time.Time { return expectedEnd(j, pol, now) }, false)
 		var gone map[job.ID]bool
 		if round%3 == 0 { // a forecast has taken some jobs to have ended
 			gone = map[job.ID]bool{}
