@@ -299,7 +299,6 @@ type node struct {
 	reservedLast bool
 }
 
-
 // hold is a reservation of some of a node's units for a queued job that
 // cannot start yet: from when it is expected to start until its expected
 // end (from plus its walltime, or the backfill estimate).

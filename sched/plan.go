@@ -369,8 +369,8 @@ func reserve(hosts []*node, w *want, pol Policy, now time.Time) *Reservation {
 			trial := n.whatIfIn(&s.trial, gone)
 			trial.now = e.t // a drain ahead takes the job only if it ends by the drain's start from then
 			trial.holds = n.holds
-			at := *w // started at e.t, the reservations before it are in its way
-			at.ends = e.t.Add(w.holder.Ends.Sub(now))
+			at := *w                                                  // started at e.t, the reservations before it are in its way
+			at.ends, at.quiet = e.t.Add(w.holder.Ends.Sub(now)), true // codes: no words are shown of a what-if
 			us, why := feasible(trial, &at)
 			if !why.ok() {
 				continue

@@ -48,8 +48,9 @@ type Ranking struct {
 	// fair is the score every user would have if the usage were spread
 	// by weight among the users with jobs: all usage over their weights,
 	// at least one GPU-hour (so a queue that has used almost nothing is
-	// not ordered by seconds).
-	fair float64
+	// not ordered by seconds); 0 until fairScore works it out from users.
+	fair  float64
+	users func(yield func(string) bool)
 }
 
 // MinFairScore is the least fair score (see Ranking): one GPU-hour per
@@ -59,26 +60,36 @@ const MinFairScore = 3600.0
 // NewRanking is the ranking at now under pol of the jobs of users, whose
 // fair-share usage (GPU-seconds, as Usage weighs them) is usage. users
 // are the users with jobs queued or running: their weights share the
-// usage out.
+// usage out (the fair score is worked out when a factor is first asked
+// for: under fair-share alone, or another order than fairshare, the order
+// reads the scores only).
 func NewRanking(pol Policy, now time.Time, usage map[string]float64, users func(yield func(string) bool)) *Ranking {
-	pol = pol.WithDefaults()
-	r := &Ranking{pol: pol, now: now, usage: usage}
+	return &Ranking{pol: pol.WithDefaults(), now: now, usage: usage, users: users}
+}
+
+// fairScore is the fair score (see Ranking), worked out on first use.
+func (r *Ranking) fairScore() float64 {
+	if r.fair > 0 {
+		return r.fair
+	}
 	var total, weights float64
-	for _, u := range usage {
+	for _, u := range r.usage {
 		total += u
 	}
 	seen := map[string]bool{}
-	for u := range users {
-		if !seen[u] {
-			seen[u] = true
-			weights += pol.Weight(u)
+	if r.users != nil {
+		for u := range r.users {
+			if !seen[u] {
+				seen[u] = true
+				weights += r.pol.Weight(u)
+			}
 		}
 	}
 	r.fair = MinFairScore
 	if weights > 0 && total/weights > r.fair {
 		r.fair = total / weights
 	}
-	return r
+	return r.fair
 }
 
 // Policy is the ranking's policy, defaults filled in.
@@ -91,15 +102,16 @@ func (r *Ranking) Score(user string) float64 { return r.usage[user] / r.pol.Weig
 // used nothing, ½ for one who used exactly their share, less the more
 // over it (Slurm's classic fair-share factor).
 func (r *Ranking) FairShareFactor(score float64) float64 {
-	return math.Exp2(-score / r.fair)
+	return math.Exp2(-score / r.fairScore())
 }
 
 // Of is j's priority, its user's score taken as score (Score, plus what
-// a plan charged).
+// a plan charged); its factors are left 0 where the order reads the
+// score alone.
 func (r *Ranking) Of(j *job.Job, score float64) Priority {
 	p := Priority{Job: j.ID, Class: j.Spec.Priority, Score: score}
-	if r.pol.Order != OrderFair {
-		return p
+	if r.pol.Order != OrderFair || r.pol.Weights.FairShareOnly() {
+		return p // the order reads the score alone
 	}
 	p.FairShare = r.FairShareFactor(score)
 	p.Age, p.Size = r.ageFactor(j), sizeFactor(j, r.pol)
