@@ -257,7 +257,7 @@ func (pl *Planner) plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 		out.Starts = append(out.Starts, st)
 	}
 	if (pol.Rebalance || in.Rebalance) && len(ended) == 0 {
-		out.Preempts, out.Holds = rebalance(in, pol, hosts, out.Pending, memo)
+		out.Preempts, out.Holds = rebalance(in, rank, hosts, out.Pending, memo)
 	}
 	return out
 }

@@ -94,7 +94,8 @@ const (
 //
 // It returns nil when no waiting job qualifies, with the Holds of the
 // waiting jobs it looked at: what setting keeps each from preempting.
-func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool) ([]Preempt, []Hold) {
+func rebalance(in Input, rank *Ranking, hosts []*node, pending []Pending, memo bool) ([]Preempt, []Hold) {
+	pol := rank.Policy()
 	if pol.Order == OrderFIFO {
 		return nil, []Hold{{Setting: "order", Text: "order: fifo preempts nothing (rebalancing goes by priority or fair-share: order: priority or fairshare)"}}
 	}
@@ -111,7 +112,6 @@ func rebalance(in Input, pol Policy, hosts []*node, pending []Pending, memo bool
 	for i := range in.Queue {
 		queued[in.Queue[i].ID] = &in.Queue[i]
 	}
-	rank := NewRanking(pol, in.Now, in.Usage, usersOf(in))
 	tried := 0
 	for _, p := range pending {
 		w, ok := queued[p.Job]
