@@ -34,8 +34,10 @@ test: fmt-check vet tidy-check unit
 
 # -tags gssh_test: gssh's test hooks (cmd/gssh/testhooks.go: a clock to
 # shift, the machine-wide inventory moved), which only tests build.
+# -p 4: netfault and launch mostly wait on timeouts and real sessions (a
+# few CPU-seconds in 30-40 s): four packages at a time keep both cores busy.
 unit:
-	$(GO) test -race -count=1 -tags gssh_test $(PKGS)
+	$(GO) test -race -count=1 -p 4 -tags gssh_test $(PKGS)
 
 # The CLI scripts at 23:30 and at 00:30 UTC on gssh's clock (the test
 # build's GSSH_TEST_CLOCK, set from GSSH_TEST_NOW): no script may depend

@@ -37,9 +37,11 @@ func fakeSMIBin(t *testing.T, root string) string {
 // controller's (+5h and -3h: libfaketime in their SSH sessions, so
 // `date`, and every time the job's tools read, are skewed) and checks
 // that durations never mix the clocks: the runtimes gssh ps and show
-// print, the walltime (a pass 1.5 s in does not stop a --timeout 3s job;
-// the worker's own walltime stop ends it at 3 s, with no pass running,
-// and the next pass records it), and the fair-share usage.
+// print, the walltime (a pass a second or two in does not stop a
+// --timeout 5s job; the worker's own walltime stop ends it at 5 s, with
+// no pass running, and the next pass records it), and the fair-share
+// usage. The jobs are queued held and released together, so that one
+// pass starts them all, however slowly each submit runs.
 func TestClockSkew(t *testing.T) {
 	t.Parallel() // beside the scripts: it mostly waits on its jobs
 	sshtest.RequireSSHD(t)
@@ -106,17 +108,31 @@ func TestClockSkew(t *testing.T) {
 	}
 
 	// Each host: a job that prints the host's clock as a job sees it and
-	// runs 1 s, and one stopped at its 3 s walltime (the host's idle GPU
+	// runs 1 s, and one stopped at its 5 s walltime (the host's idle GPU
 	// 3, exclusive).
 	for _, h := range skews {
-		gssh("submit", "--host", h.host, "--mem", "1G", "--", "date +%s; sleep 1")
-		gssh("submit", "--host", h.host, "--timeout", "3s", "--", "sleep", "300")
+		gssh("submit", "--hold", "--host", h.host, "--mem", "1G", "--", "date +%s; sleep 1")
+		gssh("submit", "--hold", "--host", h.host, "--timeout", "5s", "--", "sleep", "300")
 	}
 	const aheadShort, aheadTimed, behindShort, behindTimed = 1, 2, 3, 4
+	gssh("release", "1", "2", "3", "4")
 	m := jobs()
+	var first, last time.Time
+	for id := aheadShort; id <= behindTimed; id++ {
+		j := m[job.ID(id)]
+		if j.State != job.Running && j.State != job.Succeeded {
+			t.Fatalf("job %d after gssh release: %s %s", id, j.State, j.Reason)
+		}
+		if first.IsZero() || j.StartedAt.Before(first) {
+			first = j.StartedAt
+		}
+		if j.StartedAt.After(last) {
+			last = j.StartedAt
+		}
+	}
 	// A pass once the short jobs have ended, while the timed ones are
-	// 1.3 s to 2.5 s in.
-	time.Sleep(time.Until(m[behindShort].StartedAt.Add(1300 * time.Millisecond)))
+	// well inside their walltime.
+	time.Sleep(time.Until(last.Add(1300 * time.Millisecond)))
 	gssh("schedule")
 	m = jobs()
 	for _, c := range []struct {
@@ -141,26 +157,31 @@ func TestClockSkew(t *testing.T) {
 	}
 	ps := gssh("ps")
 	for _, id := range []job.ID{aheadTimed, behindTimed} {
-		if j := m[id]; j.State != job.Running {
-			t.Errorf("job %d (--timeout 3s) is %s %v in: %s", id, j.State, time.Since(j.StartedAt), j.Reason)
+		j := m[id]
+		if j.State != job.Running {
+			t.Fatalf("job %d (--timeout 5s) is %s %v in (the jobs started %v apart): %s", id, j.State, time.Since(j.StartedAt), last.Sub(first), j.Reason)
 		}
-		if !strings.Contains(ps, fmt.Sprintf("\n%d\t", id)) || !strings.Contains(ps, "\t1s\t") && !strings.Contains(ps, "\t2s\t") {
-			t.Errorf("gssh ps 1.5 s in, runtimes not 1s or 2s:\n%s", ps)
+		// The row's runtime, from the controller's clock, rounded to
+		// whole seconds: about the time since the start.
+		row := psRow(t, ps, id)
+		lo, hi := time.Since(j.StartedAt)-2*time.Second, time.Since(j.StartedAt)+time.Second
+		if d, err := time.ParseDuration(row[6]); err != nil || d < lo.Truncate(time.Second) || d > hi {
+			t.Errorf("gssh ps: job %d's runtime %q, want between %v and %v:\n%s", id, row[6], lo.Truncate(time.Second), hi, ps)
 		}
 	}
 	// No pass from here: the workers stop the timed jobs themselves.
-	time.Sleep(time.Until(m[behindTimed].StartedAt.Add(4 * time.Second)))
+	time.Sleep(time.Until(last.Add(6 * time.Second)))
 	out := gssh("schedule")
 	m = jobs()
 	for _, id := range []job.ID{aheadTimed, behindTimed} {
 		j := m[id]
-		if d := j.EndedAt.Sub(j.StartedAt); j.State != job.Timeout || d < 2900*time.Millisecond || d > 3600*time.Millisecond {
-			t.Errorf("job %d (--timeout 3s): %s %q, ran %v, want timeout after about 3s", id, j.State, j.Reason, d)
+		if d := j.EndedAt.Sub(j.StartedAt); j.State != job.Timeout || d < 4900*time.Millisecond || d > 5600*time.Millisecond {
+			t.Errorf("job %d (--timeout 5s): %s %q, ran %v, want timeout after about 5s", id, j.State, j.Reason, d)
 		}
-		if want := fmt.Sprintf("job %d timeout: ran past its walltime of 3s: stopped", id); !strings.Contains(out, want) {
+		if want := fmt.Sprintf("job %d timeout: ran past its walltime of 5s: stopped", id); !strings.Contains(out, want) {
 			t.Errorf("the pass after: %q, want %q", out, want)
 		}
-		if show := gssh("show", strconv.Itoa(int(id))); !strings.Contains(show, "\nruntime:     3s\n") {
+		if show := gssh("show", strconv.Itoa(int(id))); !strings.Contains(show, "\nruntime:     5s\n") {
 			t.Errorf("gssh show %d:\n%s", id, show)
 		}
 	}
@@ -173,7 +194,20 @@ func TestClockSkew(t *testing.T) {
 	if err := json.Unmarshal([]byte(gssh("usage", "--json")), &usage); err != nil {
 		t.Fatal(err)
 	}
-	if len(usage.Users) != 1 || math.Abs(usage.Users[0].GPUHours-want) > 1e-6 || want > 3*8.0/3600 || want < 2*2.9/3600 {
-		t.Errorf("usage %+v, want %.6f GPU-hours (two GPUs for 3 s, and a little)", usage.Users, want)
+	if len(usage.Users) != 1 || math.Abs(usage.Users[0].GPUHours-want) > 1e-6 || want > 3*12.0/3600 || want < 2*4.9/3600 {
+		t.Errorf("usage %+v, want %.6f GPU-hours (two GPUs for 5 s, and a little)", usage.Users, want)
 	}
+}
+
+// psRow returns the fields of gssh ps's row for job id (tab-separated, as
+// gssh ps prints when its output is not a terminal), or fails the test.
+func psRow(t *testing.T, ps string, id job.ID) []string {
+	t.Helper()
+	for _, line := range strings.Split(ps, "\n") {
+		if f := strings.Split(line, "\t"); len(f) > 6 && f[0] == strconv.Itoa(int(id)) {
+			return f
+		}
+	}
+	t.Fatalf("gssh ps has no row for job %d:\n%s", id, ps)
+	return nil
 }
