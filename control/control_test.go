@@ -628,7 +628,7 @@ func TestPassPolicy(t *testing.T) {
 		{sched.BackfillSkip, []job.ID{2}},
 		{sched.BackfillNone, []job.ID{}},
 	} {
-		r := newRig(t, sched.Policy{Backfill: tt.backfill}, a100x4("ctl"))
+		r := newRig(t, sched.Policy{Weights: sched.FairShareAlone, Backfill: tt.backfill}, a100x4("ctl")) // the big job first
 		r.submitSpec(t, job.Spec{Argv: []string{"big"}, Host: "auto", GPUs: 2, Priority: 5})
 		r.submit(t, 5, "small")
 		res := r.pass(t)

@@ -270,7 +270,7 @@ func TestParsePolicy(t *testing.T) {
 			DefaultUser:      sched.Caps{MaxGPUs: 8},
 			BackfillEstimate: 12 * time.Hour, DefaultTimeout: 24 * time.Hour,
 			Rebalance: true, PreemptAfter: time.Second, MinRuntime: 20 * time.Minute,
-			Weights: sched.Weights{FairShare: 1, Age: 0.5, Size: 0.1}, MaxAge: 14 * 24 * time.Hour, FavorSmall: true, ReserveDepth: 4},
+			Weights: sched.Weights{FairShare: 1, Age: 0.5, Size: 0.1}, MaxAge: 14 * 24 * time.Hour, ReserveDepth: 4},
 		Health:     health.Rules{DownAfter: 30 * time.Second, LostAfter: 10 * time.Minute},
 		Keep:       job.Keep{Jobs: 30 * 24 * time.Hour, JobDirs: 36 * time.Hour},
 		KeepEvents: 90 * 24 * time.Hour, LogLimit: 2 << 30}

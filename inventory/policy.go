@@ -142,7 +142,7 @@ func (p parser) policy(m *yaml.Node, pol *Policy) error {
 			if err != nil {
 				return err
 			}
-			pol.Plan.FavorSmall = b
+			pol.Plan.FavorLarge = !b
 		case "reserve_depth":
 			n, err := strconv.Atoi(v.Value)
 			if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || err != nil || n < 1 || n > sched.MaxReserveDepth {

@@ -94,7 +94,7 @@ func TestFairShareOrder(t *testing.T) {
 	}
 	queue := []job.Job{j(1, "ann", 5), j(2, "bob", 5), j(3, "cat", 5), j(4, "dan", 4), j(5, "bob", 5)}
 	usage := map[string]float64{"ann": 3 * 3600, "bob": 1 * 3600, "cat": 4 * 3600, "dan": 100 * 3600}
-	pol := Policy{Users: map[string]UserShare{"cat": {Weight: 4}}} // cat's score: 1.0
+	pol := Policy{Weights: FairShareAlone, Users: map[string]UserShare{"cat": {Weight: 4}}} // cat's score: 1.0
 	d := Plan(Input{Hosts: hosts, Queue: queue, Usage: usage, Policy: pol, Explain: 1})
 	var order []job.ID
 	for _, s := range d.Starts {
@@ -194,7 +194,7 @@ func TestEasyBackfill(t *testing.T) {
 	longer := queued(12, excl(1))
 	longer.Spec.Timeout = 5 * time.Hour // would run past 15:00
 	longest := queued(13, excl(1))      // no walltime: the 24 h estimate
-	in := Input{Now: t0.Add(time.Hour), Hosts: hosts, Running: run, Queue: []job.Job{big, short, longer, longest}}
+	in := Input{Now: t0.Add(time.Hour), Hosts: hosts, Running: run, Queue: []job.Job{big, short, longer, longest}, Policy: Policy{Weights: FairShareAlone}}
 	d := Plan(in)
 	starts := map[job.ID]string{}
 	for _, s := range d.Starts {
@@ -404,7 +404,7 @@ func TestBackfillNeedsAWalltime(t *testing.T) {
 	}{{0, false}, {time.Hour, true}, {49 * time.Hour, false}} {
 		small := queued(11, excl(1))
 		small.Spec.Timeout = tt.timeout
-		d := Plan(Input{Now: t0, Hosts: hosts, Running: run, Queue: []job.Job{queued(10, excl(4)), small}})
+		d := Plan(Input{Now: t0, Hosts: hosts, Running: run, Queue: []job.Job{queued(10, excl(4)), small}, Policy: Policy{Weights: FairShareAlone}})
 		if got := len(d.Starts) == 1 && d.Starts[0].Job == 11; got != tt.starts {
 			t.Errorf("timeout %s: starts %+v, pending %+v", tt.timeout, d.Starts, d.Pending)
 		}
@@ -414,7 +414,7 @@ func TestBackfillNeedsAWalltime(t *testing.T) {
 	}
 	// With a default_timeout every job has one.
 	d := Plan(Input{Now: t0, Hosts: hosts, Running: run, Queue: []job.Job{queued(10, excl(4)), queued(11, excl(1))},
-		Policy: Policy{DefaultTimeout: time.Hour}})
+		Policy: Policy{Weights: FairShareAlone, DefaultTimeout: time.Hour}})
 	if len(d.Starts) != 1 {
 		t.Errorf("default_timeout 1h: %+v", d)
 	}

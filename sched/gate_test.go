@@ -64,7 +64,7 @@ func TestGates(t *testing.T) {
 	for _, c := range cases {
 		queue := []job.Job{c.j, queued(31, excl(8)), queued(32, excl(8))} // 31, 32 never fit: 4 GPUs
 		for _, terse := range []bool{false, true} {
-			d := Plan(Input{Now: t0, Hosts: hosts, Running: []job.Job{run}, Queue: queue, Deps: deps, Terse: terse})
+			d := Plan(Input{Now: t0, Hosts: hosts, Running: []job.Job{run}, Queue: queue, Deps: deps, Terse: terse, Policy: Policy{Weights: FairShareAlone}})
 			started := len(d.Starts) == 1 && d.Starts[0].Job == c.j.ID
 			if started != c.start {
 				t.Errorf("%s: started %v, want %v (%+v)", c.name, started, c.start, d)

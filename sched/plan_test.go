@@ -553,7 +553,7 @@ func TestPlanBackfill(t *testing.T) {
 	run := []job.Job{running(1, "gpu01", 0, "GPU-00")}
 	queue := []job.Job{queued(2, excl(2)), queued(3, excl(1)), queued(4, shared(1, 8*GiB))}
 
-	skip := Plan(Input{Hosts: hosts, Running: run, Queue: queue, Policy: Policy{Backfill: BackfillSkip}})
+	skip := Plan(Input{Hosts: hosts, Running: run, Queue: queue, Policy: Policy{Weights: FairShareAlone, Backfill: BackfillSkip}})
 	if len(skip.Starts) != 1 || skip.Starts[0].Job != 3 {
 		t.Errorf("skip: starts %+v", skip.Starts)
 	}
@@ -561,7 +561,7 @@ func TestPlanBackfill(t *testing.T) {
 		t.Errorf("skip: pending %+v", skip.Pending)
 	}
 
-	none := Plan(Input{Hosts: hosts, Running: run, Queue: queue, Policy: Policy{Backfill: BackfillNone}})
+	none := Plan(Input{Hosts: hosts, Running: run, Queue: queue, Policy: Policy{Weights: FairShareAlone, Backfill: BackfillNone}})
 	if len(none.Starts) != 0 || len(none.Pending) != 3 {
 		t.Fatalf("none: %+v", none)
 	}

@@ -58,11 +58,11 @@ const (
 
 // Defaults of the policy's durations.
 const (
-	DefaultHalfLife         = 24 * time.Hour     // fair-share usage halves every day
-	DefaultBackfillEstimate = 24 * time.Hour     // the walltime assumed for a job without --timeout
-	DefaultPreemptAfter     = 10 * time.Minute   // the wait before rebalancing preempts for a job
-	DefaultMinRuntime       = 10 * time.Minute   // the least run before a job may be preempted
-	DefaultMaxAge           = 7 * 24 * time.Hour // the wait at which the age factor is 1
+	DefaultHalfLife         = 24 * time.Hour      // fair-share usage halves every day
+	DefaultBackfillEstimate = 24 * time.Hour      // the walltime assumed for a job without --timeout
+	DefaultPreemptAfter     = 10 * time.Minute    // the wait before rebalancing preempts for a job
+	DefaultMinRuntime       = 10 * time.Minute    // the least run before a job may be preempted
+	DefaultMaxAge           = 30 * 24 * time.Hour // the wait at which the age factor is 1
 )
 
 // DefaultReserveDepth is how many waiting jobs, in queue order, get
@@ -80,7 +80,12 @@ const MaxAgedReservations = 16
 
 // DefaultWeights are the multifactor weights gssh orders by unless told
 // otherwise.
-var DefaultWeights = Weights{FairShare: 1}
+// (chosen with gssh sim: docs/simulator.md, Choosing the defaults).
+var DefaultWeights = Weights{FairShare: 1, Age: 1, Size: 0.1}
+
+// FairShareAlone are the weights of fair-share alone: jobs go by their
+// users' fair-share scores, then in submit order.
+var FairShareAlone = Weights{FairShare: 1}
 
 // Policy holds the planner's knobs: the settings of the inventory's
 // `policy:` block that Plan reads (the others are their readers': host
@@ -127,9 +132,10 @@ type Policy struct {
 	// MaxAge is the wait at which a job's age factor reaches 1, and after
 	// which it always gets a reservation (0 = DefaultMaxAge).
 	MaxAge time.Duration `json:"-"`
-	// FavorSmall makes the size factor favour small jobs (fewer
-	// GPU-hours) instead of large ones.
-	FavorSmall bool `json:"favor_small,omitempty"`
+	// FavorLarge makes the size factor favour large jobs (more
+	// GPU-hours) instead of small ones (the inventory's favor_small:
+	// false).
+	FavorLarge bool `json:"favor_large,omitempty"`
 	// ReserveDepth is how many waiting jobs, in queue order, get
 	// reservations under BackfillEasy (0 = DefaultReserveDepth).
 	ReserveDepth int `json:"reserve_depth"`

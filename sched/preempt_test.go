@@ -30,7 +30,7 @@ func waiter(id job.ID, user string, prio, n int) job.Job {
 }
 
 func rebalanceIn(hosts []Host, run []job.Job, queue ...job.Job) Input {
-	return Input{Now: rebalanceNow, Policy: Policy{Rebalance: true}, Hosts: hosts, Running: run, Queue: queue}
+	return Input{Now: rebalanceNow, Policy: Policy{Weights: FairShareAlone, Rebalance: true}, Hosts: hosts, Running: run, Queue: queue}
 }
 
 // preempted is the victims of d as "victim>for".
@@ -166,6 +166,12 @@ func TestRebalanceReasons(t *testing.T) {
 	d = Plan(in)
 	if len(d.Preempts) != 1 || d.Preempts[0].Reason.Text != "preempted for job 9 of alice (fair-share: alice's score 0.30 ranks ahead of bob's 1.8)" {
 		t.Errorf("preempts %+v", d.Preempts)
+	}
+	// Under the default weights the reason gives both priorities.
+	in.Policy.Weights = Weights{}
+	d = Plan(in)
+	if len(d.Preempts) != 1 || d.Preempts[0].Reason.Text != "preempted for job 9 of alice (alice's priority 0.79 = fair-share 0.74 + age 0.00 + size 0.05 ranks ahead of bob's priority 0.36 = fair-share 0.30 + age 0.00 + size 0.05)" {
+		t.Errorf("default weights: preempts %+v", d.Preempts)
 	}
 }
 

@@ -146,10 +146,10 @@ const SizeScale = 1000.0
 func sizeFactor(j *job.Job, pol Policy) float64 {
 	hours := float64(max(j.Spec.GPUs, 1)) * walltime(j, pol).Hours()
 	f := min(math.Log10(1+hours)/math.Log10(1+SizeScale), 1)
-	if pol.FavorSmall {
-		return 1 - f
+	if pol.FavorLarge {
+		return f
 	}
-	return f
+	return 1 - f
 }
 
 // Compare orders two priorities of jobs of one queue: the class first

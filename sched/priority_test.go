@@ -44,13 +44,14 @@ func TestMultifactorOrder(t *testing.T) {
 		pol  Policy
 		want []job.ID
 	}{
-		{"fair-share alone", Policy{}, []job.ID{2, 3, 1}},
+		{"fair-share alone", Policy{Weights: Weights{FairShare: 1}}, []job.ID{2, 3, 1}},
+		{"the defaults: fair-share, then bob's smaller job first", Policy{}, []job.ID{3, 2, 1}},
 		{"fair-share alone, given", Policy{Weights: Weights{FairShare: 2}}, []job.ID{2, 3, 1}},
 		{"age", Policy{Weights: Weights{FairShare: 1, Age: 1}, MaxAge: time.Hour}, []job.ID{1, 2, 3}},
 		{"age capped far off", Policy{Weights: Weights{FairShare: 1, Age: 1}, MaxAge: 1000 * time.Hour}, []job.ID{2, 3, 1}},
-		{"size, small first", Policy{Weights: Weights{FairShare: 1, Size: 1}, FavorSmall: true}, []job.ID{3, 2, 1}},
-		{"size, large first", Policy{Weights: Weights{FairShare: 1, Size: 1}}, []job.ID{2, 3, 1}},
-		{"fifo ignores the weights", Policy{Order: OrderFIFO, Weights: Weights{Size: 1}, FavorSmall: true}, []job.ID{1, 2, 3}},
+		{"size, small first", Policy{Weights: Weights{FairShare: 1, Size: 1}}, []job.ID{3, 2, 1}},
+		{"size, large first", Policy{Weights: Weights{FairShare: 1, Size: 1}, FavorLarge: true}, []job.ID{2, 3, 1}},
+		{"fifo ignores the weights", Policy{Order: OrderFIFO, Weights: Weights{Size: 1}}, []job.ID{1, 2, 3}},
 	} {
 		d := Plan(Input{Now: now, Hosts: hosts, Running: run, Queue: queue, Usage: usage, Policy: tt.pol})
 		if got := order(d); !slices.Equal(got, tt.want) {
@@ -61,7 +62,7 @@ func TestMultifactorOrder(t *testing.T) {
 
 // A job's priority, factor by factor, and its words.
 func TestPriorityFactors(t *testing.T) {
-	pol := Policy{Weights: Weights{FairShare: 1, Age: 0.5, Size: 0.2}, MaxAge: 4 * time.Hour}
+	pol := Policy{Weights: Weights{FairShare: 1, Age: 0.5, Size: 0.2}, MaxAge: 4 * time.Hour, FavorLarge: true}
 	usage := map[string]float64{"ann": 2 * 3600, "bob": 6 * 3600}
 	users := slices.Values([]string{"ann", "bob"})
 	now := t0.Add(time.Hour)
@@ -170,7 +171,7 @@ func TestReserveDepth(t *testing.T) {
 		t.Errorf("fifo: an aged job has a reservation: %+v", d.Pending[1])
 	}
 	d = Plan(Input{Now: now, Hosts: hosts, Running: []job.Job{r1, r2}, Queue: queue,
-		Policy: Policy{Backfill: BackfillEasy, ReserveDepth: 1, MaxAge: time.Hour}})
+		Policy: Policy{Weights: FairShareAlone, Backfill: BackfillEasy, ReserveDepth: 1, MaxAge: time.Hour}})
 	if d.Pending[0].Job != 3 || d.Pending[1].Reservation == nil {
 		t.Errorf("fairshare: an aged job has no reservation: %+v", d.Pending)
 	}

@@ -22,7 +22,7 @@ import (
 // Usage is summed over a week (a window, so the scores are exact): ann
 // used 2 GPU-hours, bob 1, cat 6 with weight 4 (score 1.5).
 func TestFairShareOnSSHFleet(t *testing.T) {
-	pol := sched.Policy{FairShare: sched.FairShare{Window: 7 * 24 * time.Hour}, Users: map[string]sched.UserShare{"cat": {Weight: 4}}}
+	pol := sched.Policy{Weights: sched.FairShareAlone, FairShare: sched.FairShare{Window: 7 * 24 * time.Hour}, Users: map[string]sched.UserShare{"cat": {Weight: 4}}}
 	l := sshLab(t, pol)
 	st, err := state.Open(l.state, state.Options{})
 	if err != nil {

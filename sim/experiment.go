@@ -23,7 +23,7 @@ type Policy struct {
 // Policies are the policies `gssh sim` compares, all configurations of
 // the same planner: gssh's own and three baselines.
 var Policies = []Policy{
-	{"gssh", sched.DefaultPolicy(), "priority class, then fair-share; best fit; EASY backfill"},
+	{"gssh", sched.DefaultPolicy(), "priority class, then fair-share 1 + age 1 (max_age 30d) + size 0.1 (small first); best fit; EASY backfill"},
 	{"fifo", sched.Policy{Order: sched.OrderFIFO, Fit: sched.FitFirst, Backfill: sched.BackfillNone}, "submit order, strict (head-of-line blocking); first fit"},
 	{"fifo-backfill", sched.Policy{Order: sched.OrderFIFO, Fit: sched.FitFirst, Backfill: sched.BackfillEasy, ReserveDepth: 1}, "submit order with EASY backfill; first fit"},
 	{"firstfit", sched.Policy{Order: sched.OrderPriority, Fit: sched.FitFirst, Backfill: sched.BackfillSkip}, "priority then submit order; any job that fits starts (skip); first fit"},
@@ -33,14 +33,12 @@ var Policies = []Policy{
 // settings the default was compared with (docs/simulator.md, Choosing the
 // defaults).
 var Variants = []Policy{
-	{"multifactor", sched.Policy{Order: sched.OrderFair, Fit: sched.FitBest, Backfill: sched.BackfillEasy,
-		Weights: sched.Weights{FairShare: 1, Age: 1, Size: 0.1}, MaxAge: 30 * 24 * time.Hour, FavorSmall: true},
-		"priority class, then fair-share 1 + age 1 (max_age 30d) + size 0.1 (small first); best fit; EASY backfill"},
-	{"age-size", sched.Policy{Order: sched.OrderFair, Fit: sched.FitBest, Backfill: sched.BackfillEasy,
-		Weights: sched.Weights{Age: 1, Size: 0.1}, MaxAge: 30 * 24 * time.Hour, FavorSmall: true},
+	{"fairshare-only", sched.Policy{Order: sched.OrderFair, Fit: sched.FitBest, Backfill: sched.BackfillEasy, Weights: sched.FairShareAlone, MaxAge: 7 * 24 * time.Hour},
+		"priority class, then fair-share alone (max_age 7d); best fit; EASY backfill"},
+	{"age-size", sched.Policy{Order: sched.OrderFair, Fit: sched.FitBest, Backfill: sched.BackfillEasy, Weights: sched.Weights{Age: 1, Size: 0.1}},
 		"priority class, then age 1 (max_age 30d) + size 0.1 (small first), no fair-share; best fit; EASY backfill"},
 	{"deep", sched.Policy{Order: sched.OrderFair, Fit: sched.FitBest, Backfill: sched.BackfillEasy, ReserveDepth: 8},
-		"priority class, then fair-share; best fit; reservations for the first 8 waiting jobs"},
+		"as gssh, with reservations for the first 8 waiting jobs"},
 }
 
 // ParsePolicies reads --policy: comma-separated names of Policies and

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -49,27 +50,33 @@ func TestReplayExcerpts(t *testing.T) {
 		digests map[string]string // by policy
 	}{
 		{replay{name: "itp", trace: "trace/testdata/itp-cluster05-300.norm.csv", lab: "1x8xV100-32G", users: 5},
-			map[string]string{"gssh": "5a626a346c4da7d1", "fifo": "9b19d5296bac36eb", "fifo-backfill": "6e188e8e0964bca3", "firstfit": "a92b34ca86084d0f"}},
+			map[string]string{"gssh": "2ee6b516109fe6ea", "fairshare-only": "5a626a346c4da7d1", "fifo": "9b19d5296bac36eb", "fifo-backfill": "6e188e8e0964bca3", "firstfit": "a92b34ca86084d0f"}},
 		{replay{name: "philly", trace: "trace/testdata/philly-pollux-20171021-7d-300.norm.csv", lab: "2x8xV100-32G", teams: "trace/testdata/philly-pollux-20171021-7d-300.csv"},
-			map[string]string{"gssh": "e901f46c4eb05a13", "fifo": "c43329da656da40c", "fifo-backfill": "67dc5bb96a550f75", "firstfit": "dde85844448aca0a"}},
+			map[string]string{"gssh": "589e9a53d5a60e69", "fairshare-only": "e901f46c4eb05a13", "fifo": "c43329da656da40c", "fifo-backfill": "67dc5bb96a550f75", "firstfit": "dde85844448aca0a"}},
 	}
 	for _, r := range excerpts {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			s := r.setup(t)
+			s.Policies = slices.Concat(Policies, variants("fairshare-only"))
 			c, err := Compare(context.Background(), s)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(c.Reports) != len(Policies) {
+			if len(c.Reports) != len(s.Policies) {
 				t.Fatalf("%d reports", len(c.Reports))
 			}
 			for i, rep := range c.Reports {
 				if rep.NeverStarted != 0 || rep.Started != c.Reports[0].Started || rep.Started+rep.Unplaceable != c.Jobs || rep.Started == 0 {
 					t.Errorf("%s: %d jobs run, %d never placeable, %d never started, of %d", rep.Policy, rep.Started, rep.Unplaceable, rep.NeverStarted, c.Jobs)
 				}
-				if got, want := replayDigest(t, rep, c.Results[i]), r.digests[rep.Policy]; got != want {
-					t.Errorf("%s: digest %s, pinned %s: a report or a decision changed", rep.Policy, got, want)
+				if rep.Policy == "fairshare-only" {
+					// The default before the multifactor one, pinned as
+					// it was then, under its name then.
+					rep.Policy, rep.About = "gssh", "priority class, then fair-share; best fit; EASY backfill"
+				}
+				if got, want := replayDigest(t, rep, c.Results[i]), r.digests[s.Policies[i].Name]; got != want {
+					t.Errorf("%s: digest %s, pinned %s: a report or a decision changed", s.Policies[i].Name, got, want)
 				}
 			}
 			again, err := Compare(context.Background(), s)

@@ -77,10 +77,13 @@ func mixed(n int, seed uint64) []Job {
 }
 
 var policies = map[string]sched.Policy{
-	"gssh":          {},
-	"fifo":          {Order: sched.OrderFIFO, Fit: sched.FitFirst, Backfill: sched.BackfillNone},
-	"fifo-backfill": {Order: sched.OrderFIFO, Fit: sched.FitFirst, Backfill: sched.BackfillEasy},
-	"firstfit":      {Order: sched.OrderPriority, Fit: sched.FitFirst, Backfill: sched.BackfillSkip},
+	"gssh": {},
+	// The default before the multifactor one: its decisions are pinned
+	// as they were.
+	"fairshare-only": {Weights: sched.FairShareAlone, MaxAge: 7 * 24 * time.Hour},
+	"fifo":           {Order: sched.OrderFIFO, Fit: sched.FitFirst, Backfill: sched.BackfillNone},
+	"fifo-backfill":  {Order: sched.OrderFIFO, Fit: sched.FitFirst, Backfill: sched.BackfillEasy},
+	"firstfit":       {Order: sched.OrderPriority, Fit: sched.FitFirst, Backfill: sched.BackfillSkip},
 }
 
 // The simulator decides as the controller does: the same run through the
@@ -93,10 +96,11 @@ var policies = map[string]sched.Policy{
 // simulator's decisions, per policy (outcomesDigest).
 func TestSimulatorDecidesAsTheController(t *testing.T) {
 	decidesAsTheController(t, 60, map[string]string{
-		"gssh":          "dcc8aadbefb7d597",
-		"fifo":          "a7973c3dd5adcd69",
-		"fifo-backfill": "9bbe3fe1fc5f5daf",
-		"firstfit":      "2a1abe7e60b03c08",
+		"gssh":           "4881e152fbc693a6",
+		"fairshare-only": "dcc8aadbefb7d597",
+		"fifo":           "a7973c3dd5adcd69",
+		"fifo-backfill":  "9bbe3fe1fc5f5daf",
+		"firstfit":       "2a1abe7e60b03c08",
 	})
 }
 

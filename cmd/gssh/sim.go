@@ -97,7 +97,7 @@ docs/simulator.md.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.trace, "trace", "", "the trace: a normalized CSV")
 	fl.StringVar(&opts.lab, "lab", "", "the lab: HOSTSxGPUSxMODEL-MEM groups, comma-separated, or a saved gssh gpus --json (FILE.json)")
-	fl.StringVar(&opts.policies, "policy", "gssh,fifo,fifo-backfill,firstfit", "the policies to compare, comma-separated (also: multifactor, age-size, deep; docs/simulator.md)")
+	fl.StringVar(&opts.policies, "policy", "gssh,fifo,fifo-backfill,firstfit", "the policies to compare, comma-separated (also: fairshare-only, age-size, deep; docs/simulator.md)")
 	fl.Float64Var(&opts.load, "load", 0, "scale arrivals to this load on the lab (default: as the trace is)")
 	fl.Float64Var(&opts.fill, "fill", 0, "run the fragmentation experiment up to this demand (× the lab's GPUs)")
 	fl.IntVar(&opts.users, "users", 0, "make up N users for a trace without any (job i: user i mod N)")
