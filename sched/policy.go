@@ -79,8 +79,8 @@ const (
 const MaxAgedReservations = 16
 
 // DefaultWeights are the multifactor weights gssh orders by unless told
-// otherwise.
-// (chosen with gssh sim: docs/simulator.md, Choosing the defaults).
+// otherwise, chosen with gssh sim (docs/simulator.md, Choosing the
+// defaults).
 var DefaultWeights = Weights{FairShare: 1, Age: 1, Size: 0.1}
 
 // FairShareAlone are the weights of fair-share alone: jobs go by their

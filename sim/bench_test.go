@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"runtime/debug"
-	"slices"
 	"syscall"
 	"testing"
 
@@ -88,14 +87,4 @@ func BenchmarkReplay(b *testing.B) {
 			}
 		})
 	}
-}
-
-// variants are the Variants named, or the test's end.
-func variants(names ...string) []Policy {
-	var out []Policy
-	for _, n := range names {
-		i := slices.IndexFunc(Variants, func(p Policy) bool { return p.Name == n })
-		out = append(out, Variants[i])
-	}
-	return out
 }

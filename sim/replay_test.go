@@ -58,7 +58,11 @@ func TestReplayExcerpts(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			s := r.setup(t)
-			s.Policies = slices.Concat(Policies, variants("fairshare-only"))
+			old, err := ParsePolicies("fairshare-only")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Policies = slices.Concat(Policies, old)
 			c, err := Compare(context.Background(), s)
 			if err != nil {
 				t.Fatal(err)
