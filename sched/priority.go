@@ -109,12 +109,23 @@ func (r *Ranking) FairShareFactor(score float64) float64 {
 // a plan charged); its factors are left 0 where the order reads the
 // score alone.
 func (r *Ranking) Of(j *job.Job, score float64) Priority {
-	p := Priority{Job: j.ID, Class: j.Spec.Priority, Score: score}
+	p := Priority{Job: j.ID, Class: j.Spec.Priority}
+	if r.pol.Order == OrderFair && !r.pol.Weights.FairShareOnly() {
+		p.Age, p.Size = r.ageFactor(j), sizeFactor(j, r.pol)
+	}
+	return r.rescore(p, score)
+}
+
+// rescore is p with its user's score taken as score: the fair-share
+// factor and the value worked out again, the job's own factors (age and
+// size) as they were. The picker calls it as a plan's charges raise a
+// user's score, where Of would work out the same age and size again.
+func (r *Ranking) rescore(p Priority, score float64) Priority {
+	p.Score = score
 	if r.pol.Order != OrderFair || r.pol.Weights.FairShareOnly() {
 		return p // the order reads the score alone
 	}
 	p.FairShare = r.FairShareFactor(score)
-	p.Age, p.Size = r.ageFactor(j), sizeFactor(j, r.pol)
 	p.Value = r.own(p) + r.pol.Weights.FairShare*p.FairShare
 	return p
 }

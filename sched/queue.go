@@ -151,7 +151,7 @@ func (p *picker) next() (ranked, bool) {
 		heap.Pop(h)
 		e.heap = nil
 	} else {
-		e.head = p.rank.Of(e.jobs[0].Job, e.score)
+		e.head = p.rank.rescore(e.jobs[0].Priority, e.score)
 		heap.Fix(h, 0)
 	}
 	p.picked = append(p.picked, r)
@@ -169,7 +169,7 @@ func (p *picker) charge(j *job.Job, share float64, walltime time.Duration) {
 	for _, e := range p.entries[j.User] {
 		e.score += add
 		if e.heap != nil {
-			e.head = p.rank.Of(e.jobs[0].Job, e.score)
+			e.head = p.rank.rescore(e.jobs[0].Priority, e.score)
 			heap.Fix(e.heap, e.index)
 		}
 	}
