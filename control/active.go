@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/sched"
 )
 
 // ChangeFeed is a Store that says which job records were written since
@@ -185,9 +186,12 @@ func (a *active) set(u *job.Job) {
 }
 
 // intern makes queued job j's reason the string a.reasons has for its
-// text. The strings of reasons no job has any more go when there are
+// text, and its code the planner's constant (sched.Known). The strings of reasons no job has any more go when there are
 // more of them than jobs.
 func (a *active) intern(j *job.Job) {
+	if c, ok := sched.Known(j.ReasonCode); ok {
+		j.ReasonCode = string(c) // the plan's own string: compared at once
+	}
 	if len(j.Reason) < internMin {
 		return // short: as quick to compare as to look up
 	}

@@ -297,6 +297,34 @@ type node struct {
 	nocache      bool // plan without memo: every answer worked out afresh
 	was          facts
 	reservedLast bool
+	// listed is the units a Planner listed for the last plan, and of
+	// which snapshot GPUs: while a host comes with the same Snapshot.GPUs
+	// (a caller that probes anew gives new ones), they are listed once.
+	listed listing
+}
+
+// listing is the units listed from one Snapshot.GPUs.
+type listing struct {
+	from  *gpuinfo.GPU // &Snapshot.GPUs[0]
+	n     int          // len(Snapshot.GPUs)
+	units []unit
+}
+
+// unitsOf is n's units: Prepare's, else the ones the Planner listed from
+// the same snapshot GPUs for the last plan, else listed now (and kept).
+func (n *node) unitsOf() []unit {
+	if us, ok := n.Host.prepared(); ok {
+		return us
+	}
+	gs := n.Snapshot.GPUs
+	if len(gs) == 0 {
+		return listUnits(n.Host)
+	}
+	if l := n.listed; l.from == &gs[0] && l.n == len(gs) {
+		return l.units
+	}
+	n.listed = listing{from: &gs[0], n: len(gs), units: listUnits(n.Host)}
+	return n.listed.units
 }
 
 // hold is a reservation of some of a node's units for a queued job that

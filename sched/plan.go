@@ -159,8 +159,8 @@ func (pl *Planner) plan(in Input, memo bool, ended map[job.ID]bool) Decisions {
 	// times. The key holds everything the checks read of a job.
 	var failed shapeMemo[decision]
 	var unreservable shapeMemo[bool]
-	rank := NewRanking(pol, in.Now, in.Usage, usersOf(in))
-	picks := newPicker(in.Queue, rank)
+	rank := NewRanking(pol, in.Now, in.Usage, nil) // its users: the picker's
+	picks := newPicker(in.Queue, in.Running, rank, &pl.picks)
 	w := new(want) // each job's in turn: nothing keeps it past its turn
 	states := jobStates{in: &in, gone: ended}
 	capped := pol.hasCaps()
@@ -411,22 +411,6 @@ func inTime(ends time.Time, froms []time.Time) int32 {
 		return -1
 	})
 	return int32(1 + before)
-}
-
-// usersOf yields the users of in's queued and running jobs.
-func usersOf(in Input) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for i := range in.Queue {
-			if !yield(in.Queue[i].User) {
-				return
-			}
-		}
-		for i := range in.Running {
-			if !yield(in.Running[i].User) {
-				return
-			}
-		}
-	}
 }
 
 // ending is a holder's end, or a reservation's, as reserve orders them.
@@ -682,7 +666,10 @@ type shape struct {
 
 // shape is the memo key of w.
 func (w *want) shape() shape {
-	k := shape{host: w.Host, gpus: w.GPUs, mem: w.MemPerGPU, cpus: w.CPUs, hostMem: w.HostMem, quiet: w.quiet}
+	k := shape{gpus: w.GPUs, mem: w.MemPerGPU, cpus: w.CPUs, hostMem: w.HostMem, quiet: w.quiet}
+	if !auto(w.Host) {
+		k.host = w.Host // any host is "": keys of alike jobs compare without reading their strings
+	}
 	if len(w.Labels) > 0 {
 		k.labels = strings.Join(w.Labels, "\x00")
 	}

@@ -33,6 +33,7 @@ type Planner struct {
 	turn    int
 	pending []Pending // the last plan's Decisions.Pending
 	scratch scratch
+	picks   pickerBuf
 }
 
 // pendings is an empty Decisions.Pending (never nil) of room for n.
@@ -73,6 +74,7 @@ func (p *Planner) nodes(hosts []Host, running []job.Job, cluster string, ends fu
 	if s.nshapes >= maxShapes {
 		s.shapes.clear()
 		s.nshapes = 0
+		s.reasons = s.reasons[:0]
 		for i := range p.store {
 			p.store[i].cache = p.store[i].cache[:0]
 		}
@@ -87,11 +89,8 @@ func (p *Planner) nodes(hosts []Host, running []job.Job, cluster string, ends fu
 		last := n.held // the last plan's ledger, to compare
 		clear(n.extra)
 		*n = node{Host: &hosts[i], cluster: cluster, scratch: s, held: n.spare, spare: last, extra: n.extra, counts: n.counts, jobs: n.jobs[:0],
-			version: n.version, cache: n.cache, was: n.was, reservedLast: len(n.holds) > 0}
-		var ok bool
-		if n.units, ok = n.Host.prepared(); !ok {
-			n.units = listUnits(n.Host)
-		}
+			version: n.version, cache: n.cache, was: n.was, reservedLast: len(n.holds) > 0, listed: n.listed}
+		n.units = n.unitsOf()
 		n.held = slices.Grow(n.held[:0], len(n.units))[:len(n.units)]
 		clear(n.held)
 		n.counts = slices.Grow(n.counts[:0], len(n.units))[:len(n.units)]

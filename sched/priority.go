@@ -62,7 +62,8 @@ const MinFairScore = 3600.0
 // are the users with jobs queued or running: their weights share the
 // usage out (the fair score is worked out when a factor is first asked
 // for: under fair-share alone, or another order than fairshare, the order
-// reads the scores only).
+// reads the scores only). A plan makes its ranking with nil users and
+// its picker gives them, from the jobs it reads anyway.
 func NewRanking(pol Policy, now time.Time, usage map[string]float64, users func(yield func(string) bool)) *Ranking {
 	return &Ranking{pol: pol.WithDefaults(), now: now, usage: usage, users: users}
 }
@@ -109,24 +110,46 @@ func (r *Ranking) FairShareFactor(score float64) float64 {
 // a plan charged); its factors are left 0 where the order reads the
 // score alone.
 func (r *Ranking) Of(j *job.Job, score float64) Priority {
-	p := Priority{Job: j.ID, Class: j.Spec.Priority}
-	if r.pol.Order == OrderFair && !r.pol.Weights.FairShareOnly() {
-		p.Age, p.Size = r.ageFactor(j), sizeFactor(j, r.pol)
-	}
-	return r.rescore(p, score)
+	return r.with(r.factors(j), score, r.shareOf(score))
 }
 
-// rescore is p with its user's score taken as score: the fair-share
-// factor and the value worked out again, the job's own factors (age and
-// size) as they were. The picker calls it as a plan's charges raise a
-// user's score, where Of would work out the same age and size again.
-func (r *Ranking) rescore(p Priority, score float64) Priority {
+// factors is j's priority without its user's part: its class, and its
+// own factors (age and size) where the order reads them.
+func (r *Ranking) factors(j *job.Job) Priority {
+	p := Priority{Job: j.ID, Class: j.Spec.Priority}
+	if r.readsFactors() {
+		p.Age, p.Size = r.ageFactor(j), sizeFactor(j, r.pol)
+	}
+	return p
+}
+
+// readsFactors: the order is multifactor (fairshare, some weight beyond
+// fair-share's), not the user's score alone.
+func (r *Ranking) readsFactors() bool {
+	return r.pol.Order == OrderFair && !r.pol.Weights.FairShareOnly()
+}
+
+// shareOf is the fair-share factor of a user whose score is score where
+// the order reads factors (FairShareFactor), else 0.
+func (r *Ranking) shareOf(score float64) float64 {
+	if !r.readsFactors() {
+		return 0
+	}
+	return r.FairShareFactor(score)
+}
+
+// with is p (factors' or an earlier with's) with its user's score taken
+// as score and the fair-share factor as share (shareOf(score)): the
+// value worked out again, the job's own factors as they were. The picker
+// calls it as a plan's charges raise a user's score, with the factor it
+// keeps per user.
+func (r *Ranking) with(p Priority, score, share float64) Priority {
 	p.Score = score
-	if r.pol.Order != OrderFair || r.pol.Weights.FairShareOnly() {
+	if !r.readsFactors() {
 		return p // the order reads the score alone
 	}
-	p.FairShare = r.FairShareFactor(score)
-	p.Value = r.own(p) + r.pol.Weights.FairShare*p.FairShare
+	p.FairShare = share
+	p.Value = r.own(p) + r.pol.Weights.FairShare*share
 	return p
 }
 

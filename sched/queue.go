@@ -46,6 +46,8 @@ type userEntry struct {
 	heap  *userHeap // its class's
 	index int       // in heap
 	head  Priority  // jobs[0]'s, at score
+	share float64   // the user's fair-share factor, at score
+	n     int       // how many jobs (while the picker is made)
 }
 
 type userHeap struct {
@@ -74,45 +76,77 @@ func (h *userHeap) Pop() any {
 	return e
 }
 
-// newPicker orders queue by rank.
-func newPicker(queue []job.Job, rank *Ranking) *picker {
-	pol := rank.Policy()
-	p := &picker{rank: rank, picked: make([]ranked, 0, len(queue))}
-	jobs := make([]*job.Job, len(queue))
-	for i := range queue {
-		jobs[i] = &queue[i]
+// newPicker orders queue by rank, in buf's room (nil: its own); the
+// picker is buf's until the next call. A rank made without its users
+// gets those of queue and running (see NewRanking), for as long.
+func newPicker(queue, running []job.Job, rank *Ranking, buf *pickerBuf) *picker {
+	if buf == nil {
+		buf = new(pickerBuf)
 	}
-	slices.SortFunc(jobs, func(a, b *job.Job) int {
-		if pol.Order != OrderFIFO {
-			if c := cmp.Compare(a.Spec.Priority, b.Spec.Priority); c != 0 {
-				return c // 0 is the highest priority
-			}
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+	pol := rank.Policy()
+	buf.picked = slices.Grow(buf.picked[:0], len(queue))
+	p := &buf.picker
+	*p = picker{rank: rank, picked: buf.picked}
+	jobs := byClass(queue, pol.Order != OrderFIFO, &buf.jobs, &buf.spare)
 	if pol.Order != OrderFair {
 		p.static = jobs
 		return p
 	}
-	p.entries = map[string][]*userEntry{}
+	if buf.entries == nil {
+		buf.entries = map[string][]*userEntry{}
+	}
+	clear(buf.entries)
+	p.entries = buf.entries
+	all := slices.Grow(buf.ranked[:0], len(jobs))[:len(jobs)] // the users' jobs, each user's together
+	buf.ranked = all
+	buf.users = buf.users[:0]
+	byUser := buf.byUser
+	if byUser == nil {
+		byUser = map[string]*userEntry{}
+		buf.byUser = byUser
+	}
 	own := !pol.Weights.FairShareOnly()
+	classes := buf.classes[:0]
+	bounds := buf.bounds[:0] // each class's end in jobs, and its first entry in buf.users
 	for i := 0; i < len(jobs); {
 		k := i
 		for k < len(jobs) && jobs[k].Spec.Priority == jobs[i].Spec.Priority {
 			k++
 		}
-		class := jobs[i:k] // by id
-		byUser := map[string]*userEntry{}
-		h := &userHeap{rank: rank}
-		for _, j := range class {
+		clear(byUser)
+		h := buf.heap(len(classes))
+		bounds = append(bounds, [2]int{k, len(buf.users)})
+		for _, j := range jobs[i:k] { // how many jobs each user has in the class
 			e := byUser[j.User]
 			if e == nil {
-				e = &userEntry{user: j.User, score: rank.Score(j.User), heap: h, index: h.Len()}
+				e = buf.entry()
+				*e = userEntry{user: j.User, score: rank.Score(j.User), heap: h, index: h.Len()}
 				byUser[j.User] = e
 				p.entries[j.User] = append(p.entries[j.User], e)
 				h.entries = append(h.entries, e)
 			}
-			e.jobs = append(e.jobs, ranked{Job: j, Priority: rank.Of(j, e.score)})
+			e.n++
+		}
+		classes = append(classes, h)
+		i = k
+	}
+	buf.bounds = bounds
+	if rank.users == nil {
+		rank.users = buf.usersWith(running) // the users with jobs, without reading every job again
+	}
+	at := 0
+	for c, h := range classes {
+		for _, e := range h.entries { // each user's room in all, in turn
+			e.jobs, at = all[at:at:at+e.n], at+e.n
+			e.share = rank.shareOf(e.score)
+		}
+		first := 0
+		if c > 0 {
+			first = bounds[c-1][0]
+		}
+		for _, j := range jobs[first:bounds[c][0]] {
+			e := entryOf(p.entries[j.User], h)
+			e.jobs = append(e.jobs, ranked{Job: j, Priority: rank.with(rank.factors(j), e.score, e.share)})
 		}
 		for _, e := range h.entries {
 			if own {
@@ -121,10 +155,122 @@ func newPicker(queue []job.Job, rank *Ranking) *picker {
 			e.head = e.jobs[0].Priority
 		}
 		heap.Init(h)
-		p.classes = append(p.classes, h)
-		i = k
 	}
+	buf.classes = classes
+	p.classes = classes
 	return p
+}
+
+// pickerBuf is the room a picker is made in, kept by a Planner from one
+// plan to the next.
+type pickerBuf struct {
+	picker
+	picked  []ranked
+	jobs    []*job.Job
+	spare   []*job.Job
+	ranked  []ranked
+	users   []*userEntry // the entries handed out, in turn
+	store   []*userEntry
+	heaps   []userHeap
+	classes []*userHeap
+	bounds  [][2]int
+	entries map[string][]*userEntry
+	byUser  map[string]*userEntry
+	running []job.Job // usersWith's
+}
+
+// entryOf is the entry of es (one user's) in class heap h.
+func entryOf(es []*userEntry, h *userHeap) *userEntry {
+	for _, e := range es {
+		if e.heap == h {
+			return e
+		}
+	}
+	panic("sched: a queued job's user has no entry in its class")
+}
+
+// usersWith yields the users of b's entries, in the order they were
+// made, then those of running: the users a ranking's fair score shares
+// the usage among.
+func (b *pickerBuf) usersWith(running []job.Job) func(func(string) bool) {
+	b.running = running
+	return func(yield func(string) bool) {
+		for _, e := range b.users {
+			if !yield(e.user) {
+				return
+			}
+		}
+		for i := range b.running {
+			if !yield(b.running[i].User) {
+				return
+			}
+		}
+	}
+}
+
+// entry is a new user entry of b's: its entries are kept from one
+// picker to the next, each where it was (a heap points to them).
+func (b *pickerBuf) entry() *userEntry {
+	if len(b.users) == len(b.store) {
+		b.store = append(b.store, new(userEntry))
+	}
+	e := b.store[len(b.users)]
+	b.users = append(b.users, e)
+	return e
+}
+
+// heap is b's i-th class heap, empty.
+func (b *pickerBuf) heap(i int) *userHeap {
+	if i == len(b.heaps) {
+		b.heaps = append(b.heaps, userHeap{})
+	}
+	h := &b.heaps[i]
+	*h = userHeap{rank: b.rank, entries: h.entries[:0]}
+	return h
+}
+
+// byClass is queue's jobs by priority class (0 first) when classes, else
+// as one, each class by id, in *room (spare: scratch).
+func byClass(queue []job.Job, classes bool, room, spare *[]*job.Job) []*job.Job {
+	jobs := slices.Grow((*room)[:0], len(queue))[:len(queue)]
+	*room = jobs
+	sorted := true
+	for i := range queue {
+		jobs[i] = &queue[i]
+		sorted = sorted && (i == 0 || queue[i-1].ID < queue[i].ID)
+	}
+	if !sorted {
+		slices.SortFunc(jobs, func(a, b *job.Job) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	if !classes {
+		return jobs
+	}
+	// A queue has a few classes: each is gathered in turn, in id order.
+	var cs [8]int
+	distinct := cs[:0]
+	for _, j := range jobs {
+		if !slices.Contains(distinct, j.Spec.Priority) {
+			if len(distinct) == len(cs) {
+				slices.SortStableFunc(jobs, func(a, b *job.Job) int { return cmp.Compare(a.Spec.Priority, b.Spec.Priority) })
+				return jobs
+			}
+			distinct = append(distinct, j.Spec.Priority)
+		}
+	}
+	if len(distinct) == 1 {
+		return jobs
+	}
+	slices.Sort(distinct)
+	out := slices.Grow((*spare)[:0], len(jobs))
+	for _, c := range distinct {
+		for _, j := range jobs {
+			if j.Spec.Priority == c {
+				out = append(out, j)
+			}
+		}
+	}
+	*spare, *room = jobs, out
+	return out
 }
 
 // next returns the next job, or false when none is left.
@@ -151,7 +297,7 @@ func (p *picker) next() (ranked, bool) {
 		heap.Pop(h)
 		e.heap = nil
 	} else {
-		e.head = p.rank.rescore(e.jobs[0].Priority, e.score)
+		e.head = p.rank.with(e.jobs[0].Priority, e.score, e.share)
 		heap.Fix(h, 0)
 	}
 	p.picked = append(p.picked, r)
@@ -168,8 +314,9 @@ func (p *picker) charge(j *job.Job, share float64, walltime time.Duration) {
 	add := p.rank.Charge(j, share, walltime)
 	for _, e := range p.entries[j.User] {
 		e.score += add
+		e.share = p.rank.shareOf(e.score)
 		if e.heap != nil {
-			e.head = p.rank.rescore(e.jobs[0].Priority, e.score)
+			e.head = p.rank.with(e.jobs[0].Priority, e.score, e.share)
 			heap.Fix(e.heap, e.index)
 		}
 	}

@@ -229,6 +229,7 @@ func tryPlace(s *scratch, hosts []*node, w *want, fit Fit) decision {
 		// codes are the ones already found).
 		w.quiet = false
 		loud := s.shape(w.shape())
+		id = loud
 		d.rejected = s.rejections(len(hosts))
 		for _, n := range hosts {
 			_, why := n.feasibleCached(w, loud)
@@ -239,7 +240,7 @@ func tryPlace(s *scratch, hosts []*node, w *want, fit Fit) decision {
 	d.rejected = s.keepRejections(d.rejected)
 	switch {
 	case !w.quiet || !w.terse:
-		d.reason = pendingReason(hosts, w.Request, d.rejected)
+		d.reason = s.pendingReason(id, hosts, w.Request, d.rejected)
 	default:
 		d.reason = because(pendingCode(hosts, w.Request, d.rejected), "")
 	}

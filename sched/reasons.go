@@ -41,6 +41,27 @@ const (
 	CodeReserved    Code = "reserved"     // the GPUs are reserved for a job ahead (EASY backfill) and this job would not end before
 )
 
+// Known is the code named s, as this package's constant (its string
+// compares with a plan's codes at once), and whether there is one: a
+// reader that keeps reasons read back from a store makes their codes
+// these.
+func Known(s string) (Code, bool) {
+	for _, c := range codeRank {
+		if string(c) == s {
+			return c, true
+		}
+	}
+	for _, c := range jobCodes {
+		if string(c) == s {
+			return c, true
+		}
+	}
+	return "", false
+}
+
+// jobCodes are the codes only a job's reason has, never a host's.
+var jobCodes = []Code{CodeUnknownHost, CodeNoHosts, CodeBlocked}
+
 // codeRank breaks ties between codes given by as many hosts: the one a
 // user can most likely act on (wait, ask for less memory) first.
 var codeRank = []Code{CodeNoFreeGPU, CodeOtherQueue, CodeMem, CodeCPUs, CodeHostMem, CodeReserved, CodeForeign, CodeDrained, CodeUnhealthy, CodeHostDown, CodeNotProbed,

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/job"
@@ -213,6 +214,23 @@ func TestReasonCodesAgreeWithText(t *testing.T) {
 	for _, code := range codeRank {
 		if _, ok := reasonWords[code]; !ok {
 			t.Errorf("code %s (in codeRank) has no words in reasonWords", code)
+		}
+	}
+}
+
+// Every code reads back as its constant, the very string a plan gives
+// (a controller keeps the reasons it reads so, and compares them with
+// the plan's at once), and a name that is no code as none.
+func TestKnownCodes(t *testing.T) {
+	for _, c := range append(slices.Clone(codeRank), jobCodes...) {
+		got, ok := Known(strings.Clone(string(c)))
+		if !ok || got != c || unsafe.StringData(string(got)) != unsafe.StringData(string(c)) {
+			t.Errorf("Known(%q) = %q, %v: want the constant", c, got, ok)
+		}
+	}
+	for _, s := range []string{"", "Reserved", "reserved ", "queued"} {
+		if c, ok := Known(s); ok {
+			t.Errorf("Known(%q) = %q: no such code", s, c)
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package sched
 
-import "github.com/gssh/gssh/job"
+import (
+	"slices"
+
+	"github.com/gssh/gssh/job"
+)
 
 // scratch is what one plan's checks work in, shared by its nodes (and
 // kept by a Planner for the next plan): buffers reused call after call,
@@ -34,6 +38,34 @@ type scratch struct {
 	// next plan (see Planner).
 	rejected    []Rejection
 	rejectedOff int
+	// reasons are pendingReason's last answer for each shape id, and what
+	// it was worked out from, from plan to plan.
+	reasons []reasonMemo
+}
+
+// reasonMemo is one pending reason and the rejections it joins.
+type reasonMemo struct {
+	rejected []Rejection
+	reason   Reason
+	set      bool
+}
+
+// pendingReason is pendingReason(hosts, req, rejected) for a job of
+// shape id (its request is the shape's), kept from the last time it was
+// asked for that shape with the same rejections: a Planner's hosts that
+// changed nothing give the same verdicts (their texts the same strings,
+// compared at once), so a pass that changes nothing joins no words.
+func (s *scratch) pendingReason(id int, hosts []*node, req Request, rejected []Rejection) Reason {
+	if id < len(s.reasons) && s.reasons[id].set && slices.Equal(s.reasons[id].rejected, rejected) {
+		return s.reasons[id].reason
+	}
+	if id >= len(s.reasons) {
+		s.reasons = append(s.reasons, make([]reasonMemo, id+1-len(s.reasons))...)
+	}
+	m := &s.reasons[id]
+	m.reason, m.set = pendingReason(hosts, req, rejected), true
+	m.rejected = append(m.rejected[:0], rejected...)
+	return m.reason
 }
 
 // reset readies s for a new plan.
