@@ -14,9 +14,10 @@ import (
 // next, so that a caller planning pass after pass (a controller, a
 // simulator's thousands of passes) does not make them afresh each time.
 // A host's verdicts on the job shapes it was asked about are kept from
-// one plan to the next while its facts, its units (Prepare's: a host
-// whose GPUs are changed in place must be prepared again, as for Plan)
-// and what holds them are the same. The zero value is ready to use. A
+// one plan to the next while its facts, its units and what holds them
+// are the same. A host's units are listed once per Snapshot.GPUs (or
+// taken from Prepare): a caller that changes a host's GPUs in place,
+// rather than giving a new slice, must Prepare it again. The zero value is ready to use. A
 // Planner is not safe for concurrent use.
 //
 // The Decisions a Planner returns are read, not changed, and only until

@@ -116,6 +116,11 @@ func TestMultifactorRankText(t *testing.T) {
 	if p.Job != 5 || p.Rank != want {
 		t.Errorf("rank %q\nwant %q", p.Rank, want)
 	}
+	// The first job's words are its factors: nothing ranks ahead of it.
+	d = Plan(Input{Now: t0.Add(time.Hour), Hosts: hosts, Running: run, Queue: queue, Policy: pol, Explain: 1})
+	if p, want := d.Pending[0], "1st in the queue: priority 2.00 = fair-share 1.00 + age 1.00"; p.Job != 1 || p.Rank != want {
+		t.Errorf("first: rank %q\nwant %q", p.Rank, want)
+	}
 }
 
 // Deeper reservations: with reserve_depth 2 the second job that cannot

@@ -107,7 +107,9 @@ func newPicker(queue, running []job.Job, rank *Ranking, buf *pickerBuf) *picker 
 	}
 	own := !pol.Weights.FairShareOnly()
 	classes := buf.classes[:0]
-	bounds := buf.bounds[:0] // each class's end in jobs, and its first entry in buf.users
+	bounds := buf.bounds[:0]                                     // each class's end in jobs, and its first entry in buf.users
+	owners := slices.Grow(buf.owners[:0], len(jobs))[:len(jobs)] // each job's entry
+	buf.owners = owners
 	for i := 0; i < len(jobs); {
 		k := i
 		for k < len(jobs) && jobs[k].Spec.Priority == jobs[i].Spec.Priority {
@@ -116,7 +118,7 @@ func newPicker(queue, running []job.Job, rank *Ranking, buf *pickerBuf) *picker 
 		clear(byUser)
 		h := buf.heap(len(classes))
 		bounds = append(bounds, [2]int{k, len(buf.users)})
-		for _, j := range jobs[i:k] { // how many jobs each user has in the class
+		for x, j := range jobs[i:k] { // how many jobs each user has in the class
 			e := byUser[j.User]
 			if e == nil {
 				e = buf.entry()
@@ -126,6 +128,7 @@ func newPicker(queue, running []job.Job, rank *Ranking, buf *pickerBuf) *picker 
 				h.entries = append(h.entries, e)
 			}
 			e.n++
+			owners[i+x] = e
 		}
 		classes = append(classes, h)
 		i = k
@@ -144,8 +147,8 @@ func newPicker(queue, running []job.Job, rank *Ranking, buf *pickerBuf) *picker 
 		if c > 0 {
 			first = bounds[c-1][0]
 		}
-		for _, j := range jobs[first:bounds[c][0]] {
-			e := entryOf(p.entries[j.User], h)
+		for x, j := range jobs[first:bounds[c][0]] {
+			e := owners[first+x]
 			e.jobs = append(e.jobs, ranked{Job: j, Priority: rank.with(rank.factors(j), e.score, e.share)})
 		}
 		for _, e := range h.entries {
@@ -174,19 +177,10 @@ type pickerBuf struct {
 	heaps   []userHeap
 	classes []*userHeap
 	bounds  [][2]int
+	owners  []*userEntry // each job's entry, as jobs
 	entries map[string][]*userEntry
 	byUser  map[string]*userEntry
 	running []job.Job // usersWith's
-}
-
-// entryOf is the entry of es (one user's) in class heap h.
-func entryOf(es []*userEntry, h *userHeap) *userEntry {
-	for _, e := range es {
-		if e.heap == h {
-			return e
-		}
-	}
-	panic("sched: a queued job's user has no entry in its class")
 }
 
 // usersWith yields the users of b's entries, in the order they were

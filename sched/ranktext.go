@@ -12,6 +12,10 @@ import (
 func rankText(queue []ranked, pos int, pol Policy) string {
 	j := queue[pos]
 	head := ordinal(pos+1) + " in the queue"
+	multifactor := pol.Order == OrderFair && !pol.Weights.FairShareOnly()
+	if pos == 0 && multifactor {
+		return head + ": " + FactorsText(j.Priority, pol) // what keeps it first
+	}
 	if pos == 0 {
 		return head
 	}
@@ -23,7 +27,7 @@ func rankText(queue []ranked, pos int, pol Policy) string {
 			return fmt.Sprintf("job %s (priority %d)", r.Ref(), r.Spec.Priority)
 		}))
 	}
-	if !pol.Weights.FairShareOnly() {
+	if multifactor {
 		return head + ": " + multifactorText(queue, pos, pol)
 	}
 	// The users ranked ahead in this priority class, lowest score first
