@@ -51,6 +51,8 @@ type Ranking struct {
 	// not ordered by seconds); 0 until fairScore works it out from users.
 	fair  float64
 	users func(yield func(string) bool)
+	// multifactor: the order reads factors (readsFactors).
+	multifactor bool
 }
 
 // MinFairScore is the least fair score (see Ranking): one GPU-hour per
@@ -65,7 +67,8 @@ const MinFairScore = 3600.0
 // reads the scores only). A plan makes its ranking with nil users and
 // its picker gives them, from the jobs it reads anyway.
 func NewRanking(pol Policy, now time.Time, usage map[string]float64, users func(yield func(string) bool)) *Ranking {
-	return &Ranking{pol: pol.WithDefaults(), now: now, usage: usage, users: users}
+	pol = pol.WithDefaults()
+	return &Ranking{pol: pol, now: now, usage: usage, users: users, multifactor: pol.Order == OrderFair && !pol.Weights.FairShareOnly()}
 }
 
 // fairScore is the fair score (see Ranking), worked out on first use.
@@ -110,6 +113,9 @@ func (r *Ranking) FairShareFactor(score float64) float64 {
 // a plan charged); its factors are left 0 where the order reads the
 // score alone.
 func (r *Ranking) Of(j *job.Job, score float64) Priority {
+	if !r.readsFactors() {
+		return Priority{Job: j.ID, Class: j.Spec.Priority, Score: score} // as with(factors(j), score, 0)
+	}
 	return r.with(r.factors(j), score, r.shareOf(score))
 }
 
@@ -125,9 +131,7 @@ func (r *Ranking) factors(j *job.Job) Priority {
 
 // readsFactors: the order is multifactor (fairshare, some weight beyond
 // fair-share's), not the user's score alone.
-func (r *Ranking) readsFactors() bool {
-	return r.pol.Order == OrderFair && !r.pol.Weights.FairShareOnly()
-}
+func (r *Ranking) readsFactors() bool { return r.multifactor }
 
 // shareOf is the fair-share factor of a user whose score is score where
 // the order reads factors (FairShareFactor), else 0.

@@ -153,7 +153,12 @@ func newPicker(queue, running []job.Job, rank *Ranking, buf *pickerBuf) *picker 
 		}
 		for _, e := range h.entries {
 			if own {
-				slices.SortStableFunc(e.jobs, func(a, b ranked) int { return rank.Compare(a.Priority, b.Priority) })
+				// Mostly in order already (submit order is age order):
+				// a check costs one comparison a job.
+				byPriority := func(a, b ranked) int { return rank.Compare(a.Priority, b.Priority) }
+				if !slices.IsSortedFunc(e.jobs, byPriority) {
+					slices.SortStableFunc(e.jobs, byPriority)
+				}
 			}
 			e.head = e.jobs[0].Priority
 		}
@@ -245,7 +250,11 @@ func byClass(queue []job.Job, classes bool, room, spare *[]*job.Job) []*job.Job 
 	for _, j := range jobs {
 		if !slices.Contains(distinct, j.Spec.Priority) {
 			if len(distinct) == len(cs) {
-				slices.SortStableFunc(jobs, func(a, b *job.Job) int { return cmp.Compare(a.Spec.Priority, b.Spec.Priority) })
+				// Many classes: by class, then id (ids are unique, so
+				// this is the stable order without a stable sort's cost).
+				slices.SortFunc(jobs, func(a, b *job.Job) int {
+					return cmp.Or(cmp.Compare(a.Spec.Priority, b.Spec.Priority), cmp.Compare(a.ID, b.ID))
+				})
 				return jobs
 			}
 			distinct = append(distinct, j.Spec.Priority)
