@@ -220,6 +220,7 @@ func (l *Local) Cancel(ctx context.Context, r CancelRequest) (CancelResult, erro
 			e := eventlog.OfJob(l.opt.Now(), eventlog.JobCancel, j).By(cmp.Or(r.By, l.opt.User))
 			e.Reason = "cancel recorded; the lab's next pass stops the job"
 			l.eventLog().Write(e)
+			l.wake(ctx)
 		}
 		return CancelResult{Job: j, Recorded: recorded}, err
 	}
@@ -295,7 +296,9 @@ func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Contro
 		}
 		changed = changed || out[i].Err == nil
 	}
-	if pass && changed {
+	if pass && changed && l.member() {
+		l.wake(ctx) // the lab's pass user's pass starts them
+	} else if pass && changed {
 		if _, err := l.pass(ctx, f, st, nil, l.opt.PassWait); err == nil {
 			for i := range out {
 				if out[i].Err == nil {

@@ -147,6 +147,9 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 				return res, aerr
 			}
 			said = got.Reason
+			if l.member() {
+				l.wake(ctx) // queued again: the lab's gssh serve places it now
+			}
 			if r.Waiting != nil {
 				r.Waiting(got)
 			}

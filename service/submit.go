@@ -197,6 +197,7 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		// Recorded only: the lab's pass user starts it.
 		if !r.Hold {
 			res.Job.Reason = fmt.Sprintf("the next pass starts it (the lab's passes are run by %s)", l.lab.passUser)
+			l.wake(ctx) // a gssh serve makes that pass now
 		}
 		res.Tasks = tasks
 		for i := range res.Tasks {

@@ -250,14 +250,7 @@ func (l *sharedLab) gsshWith(u *labUser, env []string, args ...string) (stdout, 
 // many times.
 func (l *sharedLab) gsshQuiet(u *labUser, env []string, args ...string) (stdout, stderr string, code int) {
 	l.t.Helper()
-	cmd := exec.Command(l.bin, args...)
-	cmd.Dir = u.home
-	cmd.Env = append([]string{"HOME=" + u.home, "PATH=/usr/bin:/bin", "USER=" + u.name, "SSH_AUTH_SOCK=", noSystemInventory}, env...)
-	groups := []uint32{uint32(l.gid)}
-	if slices.Contains(env, "GSSH_TEST_NO_GROUP=1") { // the user as one outside the lab's group
-		groups = []uint32{}
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: groups}}
+	cmd := l.command(u, env, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -269,6 +262,21 @@ func (l *sharedLab) gsshQuiet(u *labUser, env []string, args ...string) (stdout,
 		l.t.Fatalf("gssh %v as %s: %v", args, u.name, err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// command is the gssh binary's command line args as u (its uid, its
+// group and the lab's) in its home, with env added to a bare
+// environment: not started.
+func (l *sharedLab) command(u *labUser, env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(l.bin, args...)
+	cmd.Dir = u.home
+	cmd.Env = append([]string{"HOME=" + u.home, "PATH=/usr/bin:/bin", "USER=" + u.name, "SSH_AUTH_SOCK=", noSystemInventory}, env...)
+	groups := []uint32{uint32(l.gid)}
+	if slices.Contains(env, "GSSH_TEST_NO_GROUP=1") { // the user as one outside the lab's group
+		groups = []uint32{}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: groups}}
+	return cmd
 }
 
 // skipOutsideCI skips the test, except under CI=true, where what it

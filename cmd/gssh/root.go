@@ -147,8 +147,9 @@ Start here:
 
 Hosts come from --inventory, $GSSH_INVENTORY, ~/.config/gssh/hosts.yaml or
 /etc/gssh/hosts.yaml (with none: this host alone); jobs are kept in --state
-(default ~/.local/state/gssh/state.db). Run "gssh schedule" every minute
-from cron, so queued jobs start and ended ones are recorded.
+(default ~/.local/state/gssh/state.db). Keep "gssh serve" running, or run
+"gssh schedule" every minute from cron, so queued jobs start and ended
+ones are recorded.
 
 Read more: "gssh COMMAND --help", and README.md and docs/ in gssh's source
 (jobs, scheduling, sharing a lab, failure modes, operating, JSON).`,
@@ -188,7 +189,7 @@ Read more: "gssh COMMAND --help", and README.md and docs/ in gssh's source
 	}
 	root.AddCommand(newGPUsCmd(a, nil), newHostsCmd(a, nil), newSubmitCmd(a, nil), newPsCmd(a, nil), newShowCmd(a, nil),
 		newLogsCmd(a, nil), newCancelCmd(a, nil), newHoldCmd(a, nil), newReleaseCmd(a, nil), newUpdateCmd(a, nil),
-		newRequeueCmd(a, nil), newWaitCmd(a, nil), newRunCmd(a, nil), newScheduleCmd(a, nil), newUsageCmd(a, nil),
+		newRequeueCmd(a, nil), newWaitCmd(a, nil), newRunCmd(a, nil), newScheduleCmd(a, nil), newServeCmd(a, nil), newUsageCmd(a, nil),
 		newSimCmd(a, nil), newReapCmd(a, nil), newEventsCmd(a, nil), newDrainCmd(a, nil), newResumeCmd(a, nil))
 	root.AddCommand(newStateCmd(a), newVersionCmd(a, nil), newLabCmd(a))
 	groupCommands(root)
@@ -210,38 +211,45 @@ func checkDuration(flag string, d, lo, hi time.Duration) error {
 // use.
 func (a *app) service() service.Service {
 	if a.svc == nil {
-		home := a.home()
-		hostname, _ := os.Hostname()
-		a.svc = service.New(service.Options{
-			Fleet: fleet.Options{
-				InventoryPath:   a.inventoryPath,
-				InventoryEnv:    a.getenv("GSSH_INVENTORY"),
-				SystemInventory: a.systemInventory,
-				Home:            home,
-				LocalUser:       a.localUser(),
-				LocalHost:       hostname,
-				SSHConfig:       a.sshConfigPath,
-				AgentSock:       a.getenv("SSH_AUTH_SOCK"),
-				ConnectTimeout:  a.connectTimeout,
-				Environ:         a.environ,
-				HelperPath:      a.getenv("GSSH_HELPER"),
-				CacheDir:        a.cacheDir(home),
-				Warn:            func(s string) { fmt.Fprintln(a.stderr, "gssh:", s) },
-				Now:             a.now,
-			},
-			StatePath:     a.statePath(),
-			StateExplicit: a.stateFile != "" || a.getenv("GSSH_STATE") != "",
-			StateWait:     cmp.Or(a.stateWait, -1), // --state-wait 0: one try
-			StateTrace:    stateTrace(a.getenv("GSSH_STATE_TRACE")),
-			StateCancel:   a.done,
-			User:          a.localUser(),
-			Owner:         a.localUser(), // personal mode: the queue is the user's own
-			ProbeTimeout:  a.probeTimeout,
-			Now:           a.now,
-			LabInventory:  a.systemInventory,
-		})
+		a.svc = a.newLocal()
 	}
 	return a.svc
+}
+
+// newLocal is a service.Local made from the global flags and the
+// environment, its inventory and ssh_config read afresh when first used
+// (gssh serve makes another on SIGHUP).
+func (a *app) newLocal() *service.Local {
+	home := a.home()
+	hostname, _ := os.Hostname()
+	return service.New(service.Options{
+		Fleet: fleet.Options{
+			InventoryPath:   a.inventoryPath,
+			InventoryEnv:    a.getenv("GSSH_INVENTORY"),
+			SystemInventory: a.systemInventory,
+			Home:            home,
+			LocalUser:       a.localUser(),
+			LocalHost:       hostname,
+			SSHConfig:       a.sshConfigPath,
+			AgentSock:       a.getenv("SSH_AUTH_SOCK"),
+			ConnectTimeout:  a.connectTimeout,
+			Environ:         a.environ,
+			HelperPath:      a.getenv("GSSH_HELPER"),
+			CacheDir:        a.cacheDir(home),
+			Warn:            func(s string) { fmt.Fprintln(a.stderr, "gssh:", s) },
+			Now:             a.now,
+		},
+		StatePath:     a.statePath(),
+		StateExplicit: a.stateFile != "" || a.getenv("GSSH_STATE") != "",
+		StateWait:     cmp.Or(a.stateWait, -1), // --state-wait 0: one try
+		StateTrace:    stateTrace(a.getenv("GSSH_STATE_TRACE")),
+		StateCancel:   a.done,
+		User:          a.localUser(),
+		Owner:         a.localUser(), // personal mode: the queue is the user's own
+		ProbeTimeout:  a.probeTimeout,
+		Now:           a.now,
+		LabInventory:  a.systemInventory,
+	})
 }
 
 // stateTrace is the state.Options.Trace hook of $GSSH_STATE_TRACE: when

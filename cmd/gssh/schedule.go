@@ -77,11 +77,29 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 		_, err := io.WriteString(a.stdout, b.String())
 		return err
 	}
+	b.WriteString(passText(res, true))
+	if _, err := io.WriteString(a.stdout, b.String()); err != nil {
+		return err
+	}
+	a.warn(res.Problems)
+	return problems(res.Problems)
+}
+
+// passText is what gssh schedule prints of a pass: only what changed, so
+// that a cron log stays short; hosts found still down too when stillDown
+// (gssh serve, passing every few seconds, says so once, when they go down).
+func passText(res service.PassResult, stillDown bool) string {
+	var b strings.Builder
 	for _, h := range res.Hosts {
 		switch h.Change {
 		case "up":
 			fmt.Fprintf(&b, "host %s answers again\n", h.Host)
-		default: // down, still down
+		case "still down":
+			if !stillDown {
+				continue
+			}
+			fallthrough
+		default: // down
 			fmt.Fprintf(&b, "host %s is down: %s; last error: %s\n", h.Host, h.Record.Summary(), oneLine(h.Record.LastError))
 		}
 	}
@@ -114,11 +132,7 @@ func scheduleRun(ctx context.Context, a *app, opts *scheduleOptions) error {
 		fmt.Fprintf(&b, "job %s queued: %s\n", j.Ref(), j.Reason)
 	}
 	b.WriteString(housekeepingText(res.Housekeeping))
-	if _, err := io.WriteString(a.stdout, b.String()); err != nil {
-		return err
-	}
-	a.warn(res.Problems)
-	return problems(res.Problems)
+	return b.String()
 }
 
 // housekeepingText is what gssh schedule says of a pass's housekeeping,

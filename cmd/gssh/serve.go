@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/spf13/cobra"
+
+	"github.com/gssh/gssh/serve"
+	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/state"
+	"github.com/gssh/gssh/units"
+)
+
+type serveOptions struct {
+	interval time.Duration
+}
+
+func newServeCmd(a *app, runF func(*serveOptions) error) *cobra.Command {
+	opts := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run scheduling passes as a daemon: every --interval, and at once when asked",
+		Long: `Run the scheduling passes as a daemon, in place of cron's gssh schedule: one
+at once, then one every --interval, and one as soon as a lab member's
+command asks on the socket beside the state (STATE.sock). It prints what
+each pass changed, as gssh schedule does, after the time. One runs per
+state. SIGTERM or Ctrl-C lets the pass in flight end, then exits; a second
+one gives that pass up. SIGHUP reads the inventory and ssh_config again.
+Under systemd (Type=notify) it is ready once its socket listens; the unit
+and the details are in docs/lab.md.`,
+		Example: `  gssh serve
+  gssh serve --interval 10s
+  systemctl enable --now gssh-serve    # docs/lab.md: the unit`,
+		Annotations: exits(exitLine{exitOK, "stopped by SIGTERM or Ctrl-C, once the pass in flight ended"},
+			exitLine{exitUsage, usageExit.text + ";\nor, in a shared lab, you are not its pass user"},
+			exitLine{exitState, "another gssh serve runs for the state, or the lab's directory is unusable"},
+			exitLine{exitSignal, "a second Ctrl-C gave up the pass in flight"}, exitLine{exitTerm, "a second SIGTERM gave up the pass in flight"}),
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := checkDuration("--interval", opts.interval, 100*time.Millisecond, time.Hour); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return serveRun(c.Context(), a, opts)
+		},
+	}
+	cmd.Flags().DurationVar(&opts.interval, "interval", serve.DefaultInterval, "the most time between the end of one pass and the start of the next")
+	return cmd
+}
+
+func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
+	l, ok := a.service().(*service.Local)
+	if !ok {
+		return errors.New("gssh serve works on the state file itself, not through another server")
+	}
+	srv, err := l.Serve(ctx)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	lg := &serveLog{out: a.stdout, errs: a.stderr, now: a.now}
+
+	stop := make(chan struct{})
+	var once sync.Once
+	a.onSignal(func(os.Signal) bool {
+		first := false
+		once.Do(func() { first = true; close(stop) })
+		if first {
+			lg.warn("stopping once the pass in flight ends (again: give it up now)")
+		}
+		return first // the second one interrupts the command: ctx is cancelled
+	})
+	defer a.onSignal(nil)
+
+	wake := serve.NewWake()
+	sctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- (&serve.Server{Wake: wake, Log: lg.warn}).Serve(sctx, srv.Socket) }()
+	lg.info(fmt.Sprintf("gssh serve (pid %d): a pass every %s, and at once when asked on %s", os.Getpid(), units.FormatDuration(opts.interval), srv.Socket.Path))
+	daemon.SdNotify(false, daemon.SdNotifyReady) // under systemd (Type=notify): ready; elsewhere nothing
+
+	// SIGHUP: the next pass, at once, reads the inventory and ssh_config
+	// again (a new service; its connections are made anew).
+	var reload atomic.Bool
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				reload.Store(true)
+				serve.Poke(wake)
+			case <-sctx.Done():
+				return
+			}
+		}
+	}()
+	saidEmpty := false
+	loop := &serve.Loop{Interval: opts.interval, Wake: wake, Pass: func(ctx context.Context) {
+		if reload.Swap(false) {
+			l = reloaded(a, l, lg)
+		}
+		res, err := l.Schedule(ctx, service.ScheduleRequest{})
+		switch {
+		case errors.Is(err, state.ErrNoState):
+			if !saidEmpty {
+				lg.info("no jobs yet: the first gssh submit makes the state file " + l.StatePath())
+				saidEmpty = true
+			}
+			return
+		case errors.Is(err, service.ErrPassBusy):
+			return // another pass (a command's, cron's) runs: this one comes at the next interval
+		case err != nil && ctx.Err() == nil:
+			lg.problems([]error{err})
+			return
+		case err != nil:
+			return // given up: the next start reconciles
+		}
+		lg.info(passText(res, false))
+		lg.problems(res.Problems)
+	}}
+	loop.Run(ctx, stop)
+	daemon.SdNotify(false, daemon.SdNotifyStopping)
+	cancel()
+	if err := <-served; err != nil {
+		lg.warn(err.Error())
+	}
+	if ctx.Err() != nil {
+		return interrupted(ctx, ctx.Err())
+	}
+	lg.info("gssh serve stopped")
+	return nil
+}
+
+// reloaded is the service gssh serve goes on with after a SIGHUP: a new
+// one of the inventory and ssh_config as they are now, unless the state
+// it names is not the one served (the lock and the socket are that
+// one's): then l, saying so.
+func reloaded(a *app, l *service.Local, lg *serveLog) *service.Local {
+	nl := a.newLocal()
+	if nl.StatePath() != l.StatePath() {
+		nl.Close()
+		lg.warn(fmt.Sprintf("SIGHUP: the inventory now puts the state at %s: restart gssh serve to serve it; it goes on serving %s", nl.StatePath(), l.StatePath()))
+		return l
+	}
+	l.Close()
+	a.svc = nl // Main closes it
+	lg.info("SIGHUP: this pass reads the inventory and ssh_config again")
+	return nl
+}
+
+// serveLog is gssh serve's output: what passes changed on stdout, its
+// problems on stderr, each line after the time (RFC 3339). A problem
+// that the last pass had too is not said again: a host down for an hour
+// is said once, not every few seconds.
+type serveLog struct {
+	out, errs io.Writer
+	now       func() time.Time
+	mu        sync.Mutex
+	last      map[string]bool // the problems of the last pass
+}
+
+func (s *serveLog) stamp(w io.Writer, text string) {
+	if text == "" {
+		return
+	}
+	at := s.now().Format(time.RFC3339)
+	var b strings.Builder
+	for line := range strings.Lines(text) {
+		b.WriteString(at + " " + line)
+		if !strings.HasSuffix(line, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	io.WriteString(w, b.String())
+}
+
+func (s *serveLog) info(text string) { s.stamp(s.out, text) }
+
+func (s *serveLog) warn(text string) { s.stamp(s.errs, "gssh: warning: "+text) }
+
+// problems says the problems of a pass not said after the last one.
+func (s *serveLog) problems(ps []error) {
+	now := make(map[string]bool, len(ps))
+	var b strings.Builder
+	for _, p := range ps {
+		text := p.Error()
+		if !now[text] && !s.last[text] {
+			b.WriteString("gssh: warning: " + text + "\n")
+		}
+		now[text] = true
+	}
+	s.last = now
+	s.stamp(s.errs, b.String())
+}

@@ -1,0 +1,174 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// server serves a fresh socket in a temporary directory until the test
+// ends; it returns the socket's path, the wake channel and the refusals
+// logged so far.
+func server(t *testing.T, timeout time.Duration) (string, chan struct{}, func() []string) {
+	t.Helper()
+	return serverAt(t, filepath.Join(t.TempDir(), "state.db.sock"), timeout)
+}
+
+// serverAt is server with the socket at path.
+func serverAt(t *testing.T, path string, timeout time.Duration) (string, chan struct{}, func() []string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("left by someone"), 0o600); err != nil { // replaced whole
+		t.Fatal(err)
+	}
+	l, err := Listen(path, 0o660)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wake := NewWake()
+	var mu sync.Mutex
+	var logged []string
+	s := &Server{Wake: wake, Timeout: timeout, Log: func(line string) { mu.Lock(); logged = append(logged, line); mu.Unlock() }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		l.Close()
+		if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the socket file is left after Close: %v", err)
+		}
+	})
+	return path, wake, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), logged...) }
+}
+
+// raw sends what to the server at path and returns its answer.
+func raw(t *testing.T, path, what string) Answer {
+	t.Helper()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte(what)); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("no answer to %.40q: %v", what, err)
+	}
+	var a Answer
+	if err := json.Unmarshal(line, &a); err != nil {
+		t.Fatalf("answer %q: %v", line, err)
+	}
+	return a
+}
+
+func TestWake(t *testing.T) {
+	path, wake, _ := server(t, 0)
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket file: %v, %v; want a socket of mode 0660", fi.Mode(), err)
+	}
+	for range 3 {
+		if err := Wake(context.Background(), path, os.Getuid()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(wake) != 1 {
+		t.Errorf("%d wakes waiting after three, want 1 (coalesced)", len(wake))
+	}
+	p, err := Holder(context.Background(), path)
+	if err != nil || p.PID != os.Getpid() || p.UID != os.Getuid() {
+		t.Errorf("Holder = %+v, %v; want this process (pid %d, uid %d)", p, err, os.Getpid(), os.Getuid())
+	}
+	err = Wake(context.Background(), path, os.Getuid()+1)
+	if err == nil || !strings.Contains(err.Error(), "not used") {
+		t.Errorf("a server of another uid than the one expected: %v, want refused", err)
+	}
+}
+
+// TestBadClients: garbage, an unknown op, an oversized request, a client
+// that goes away mid-request and one that sends nothing: each is refused
+// or dropped, and the server answers the next client at once.
+func TestBadClients(t *testing.T) {
+	path, wake, logged := server(t, 300*time.Millisecond)
+	hung, err := net.Dial("unix", path) // says nothing, for longer than the timeout
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close()
+	for _, c := range []struct{ send, want string }{
+		{"hello\n", "not a JSON line"},
+		{`{"op": "wake", "user": "root"}` + "\n", "not a JSON line"}, // no claims: unknown fields are refused
+		{`{"op": "submit"}` + "\n", `unknown op "submit"`},
+		{strings.Repeat("x", 3*MaxRequest), "longer than 4096 bytes"},
+	} {
+		a := raw(t, path, c.send)
+		if a.OK || !strings.Contains(a.Error, c.want) {
+			t.Errorf("%.40q: answer %+v, want an error saying %q", c.send, a, c.want)
+		}
+	}
+	half, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half.Write([]byte(`{"op":`))
+	half.Close()
+	start := time.Now()
+	if err := Wake(context.Background(), path, os.Getuid()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 250*time.Millisecond {
+		t.Errorf("a wake beside a hung client took %v", d)
+	}
+	if len(wake) != 1 {
+		t.Error("the wake after the bad clients did not reach the loop")
+	}
+	hung.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(hung).ReadBytes('\n')
+	if err != nil || !strings.Contains(string(line), "reading the request") {
+		t.Errorf("the silent client got %q, %v; want a refusal once the timeout passed", line, err)
+	}
+	if n := len(logged()); n < 6 {
+		t.Errorf("%d refusals logged, want 6: %q", n, logged())
+	}
+}
+
+func TestNotServing(t *testing.T) {
+	dir := t.TempDir()
+	if err := Wake(context.Background(), filepath.Join(dir, "none.sock"), -1); !errors.Is(err, ErrNotServing) {
+		t.Errorf("no socket: %v, want ErrNotServing", err)
+	}
+	// A socket left by a server that died: bound, nobody listening.
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	if err := Wake(context.Background(), stale, -1); !errors.Is(err, ErrNotServing) {
+		t.Errorf("stale socket: %v, want ErrNotServing", err)
+	}
+	nl, err := Listen(stale, 0o600) // replaces it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	go (&Server{Wake: NewWake()}).Serve(context.Background(), nl)
+	if err := Wake(context.Background(), stale, os.Getuid()); err != nil {
+		t.Errorf("after Listen over the stale socket: %v", err)
+	}
+}

@@ -1,0 +1,131 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	"github.com/gssh/gssh/labfile"
+	"github.com/gssh/gssh/serve"
+)
+
+// ErrServing wraps gssh serve's refusal to start when another gssh serve
+// runs for the same state.
+var ErrServing = errors.New("gssh serve already runs for this state")
+
+// Serving is what gssh serve holds while it runs: the serve lock beside
+// the state (STATE.serve.lock), which makes it the state's one gssh
+// serve, and the socket beside the state (STATE.sock), which gssh
+// commands wake it through. Close releases both.
+type Serving struct {
+	Socket  *serve.Listener
+	release func()
+}
+
+// Close stops listening (removing the socket file) and releases the lock.
+func (s *Serving) Close() error {
+	err := s.Socket.Close()
+	s.release()
+	return err
+}
+
+// StatePath is the state file this service works on (the lab's, in a
+// shared lab).
+func (l *Local) StatePath() string { return l.opt.StatePath }
+
+// SocketPath is the socket of the state's gssh serve: STATE.sock.
+func (l *Local) SocketPath() string { return l.opt.StatePath + ".sock" }
+
+// Serve makes this process the state's gssh serve: it takes the serve
+// lock and listens on the socket (mode 0600; in a shared lab 0660, the
+// lab group's, so that members' commands reach it). In a shared lab only
+// the pass user serves (an error wrapping ErrNotPassUser). Another gssh
+// serve of this state holding the lock is an error wrapping ErrServing
+// that names its pid; a socket left by one that died is replaced.
+func (l *Local) Serve(ctx context.Context) (*Serving, error) {
+	if l.labErr != nil {
+		return nil, l.labErr
+	}
+	if l.member() {
+		return nil, fmt.Errorf("only the lab's pass user runs gssh serve (%w): the queue of %s is served by %s; you are %s",
+			ErrNotPassUser, l.lab.file, l.lab.passUser, l.opt.User)
+	}
+	path := l.opt.StatePath + ".serve.lock"
+	release, held, err := l.serveLock(path)
+	if err != nil {
+		return nil, fmt.Errorf("serve lock %s: %w", path, err)
+	}
+	if held {
+		who := fmt.Sprintf("its lock %s is held: it is starting or stopping", path)
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if p, err := serve.Holder(hctx, l.SocketPath()); err == nil {
+			who = fmt.Sprintf("pid %d, uid %d, at %s: stop it first (systemctl stop gssh-serve, or kill %d)", p.PID, p.UID, l.SocketPath(), p.PID)
+		}
+		return nil, fmt.Errorf("%w (%s; %s)", ErrServing, l.opt.StatePath, who)
+	}
+	perm := fs.FileMode(0o600)
+	if l.lab != nil {
+		perm = labfile.Perm
+	}
+	sock, err := serve.Listen(l.SocketPath(), perm)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &Serving{Socket: sock, release: release}, nil
+}
+
+// serveLock takes the serve lock at path without waiting: the release
+// function, or held when another process has it. In a shared lab the
+// lock is the pass account's file in the lab's directory, opened as the
+// pass lock is (labfile.Dir.OpenLock).
+func (l *Local) serveLock(path string) (release func(), held bool, err error) {
+	if l.lab == nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, false, err
+		}
+		fl := flock.New(path, flock.SetPermissions(0o600))
+		ok, err := fl.TryLock()
+		if err != nil || !ok {
+			return nil, !ok && err == nil, err
+		}
+		return func() { fl.Unlock() }, false, nil
+	}
+	f, err := l.lab.dir.OpenLock(path, l.reportReplaced)
+	if err != nil {
+		return nil, false, err
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // one try
+	switch err := labfile.Lock(done, f, syscall.LOCK_EX, time.Millisecond); {
+	case err == nil:
+		return func() { f.Close() }, false, nil
+	case errors.Is(err, labfile.ErrLocked):
+		f.Close()
+		return nil, true, nil
+	default:
+		f.Close()
+		return nil, false, err
+	}
+}
+
+// wake tells the lab's gssh serve, when one runs, that a member recorded
+// a change, so that its pass comes now rather than at its next interval.
+// Nothing is said when none runs (cron's or a timer's next pass comes),
+// nor in personal mode, where the command runs its own pass.
+func (l *Local) wake(ctx context.Context) {
+	if l.lab == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	serve.Wake(ctx, l.SocketPath(), l.lab.dir.PassUID) // a member may not make it fail: the pass comes anyway
+}
