@@ -3,10 +3,14 @@
 # loop, over N loopback OpenSSH hosts whose nvidia-smi is the fake that
 # replays probe/testdata/fleet/a100x4. Every tool runs the same probe script
 # (probe.SMIScript: the GPU query, the compute-apps query, -L and ps; pdsh
-# and ssh run it from a file, which the loopback hosts share).
+# and ssh run it from a file, which the loopback hosts share). Then the warm
+# case: `gssh gpus` answered by a running `gssh serve` (a fresh gssh process
+# each time, the daemon's connections open), against a parallel ssh loop
+# over OpenSSH ControlMaster connections opened beforehand.
 #
 #   bash bench/gpus.sh            # N = 1 8 32, hyperfine --runs 10
 #   NS="8" RUNS=5 bash bench/gpus.sh
+#   COLD=0 bash bench/gpus.sh     # the warm case alone
 #
 # Needs: sshd (openssh-server), pdsh, hyperfine; run as root or as a user
 # that may start sshd. Results go to bench/out/.
@@ -41,9 +45,24 @@ for n in $NS; do
   # sanity: every tool sees every GPU
   got=$(bin/gssh gpus --inventory "$W/hosts_$n.yaml" --ssh-config "$W/ssh_config" | tail -n +2 | wc -l)
   echo "N=$n: gssh lists $got GPU rows"
-  hyperfine -N --warmup 1 --runs "$RUNS" --export-markdown "bench/out/gpus_$n.md" --export-json "bench/out/gpus_$n.json" \
+  [ "${COLD:-1}" = 1 ] && hyperfine -N --warmup 1 --runs "$RUNS" --export-markdown "bench/out/gpus_$n.md" --export-json "bench/out/gpus_$n.json" \
     -n "gssh gpus (N=$n)" "bin/gssh gpus --inventory $W/hosts_$n.yaml --ssh-config $W/ssh_config" \
     -n "pdsh -R ssh (N=$n)" "pdsh -R ssh -f 64 -w $list sh $W/probe.sh" \
     -n "ssh loop (N=$n)" "sh -c 'for h in $hosts; do ssh -F $W/ssh_config \$h sh $W/probe.sh >/dev/null; done'"
+
+  # Warm: gssh serve's connections, and ControlMaster ones.
+  gflags="--inventory $W/hosts_$n.yaml --ssh-config $W/ssh_config --state $W/state_$n.db"
+  bin/gssh serve --interval 1h $gflags >"$W/serve_$n.log" 2>&1 & serve_pid=$!
+  for _ in $(seq 100); do [ -S "$W/state_$n.db.sock" ] && break; sleep 0.1; done
+  cm="-o ControlMaster=auto -o ControlPath=$W/cm-%h -o ControlPersist=10m"
+  for h in $hosts; do ssh -F "$W/ssh_config" $cm -f -N "$h"; done
+  got=$(bin/gssh gpus $gflags | tail -n +2 | wc -l)
+  echo "N=$n: gssh gpus through gssh serve lists $got GPU rows"
+  hyperfine -N --warmup 2 --runs "$RUNS" --export-markdown "bench/out/gpus_warm_$n.md" --export-json "bench/out/gpus_warm_$n.json" \
+    -n "gssh gpus through gssh serve (N=$n)" "bin/gssh gpus $gflags" \
+    -n "gssh gpus --fresh through gssh serve (N=$n)" "bin/gssh gpus --fresh $gflags" \
+    -n "parallel ssh over ControlMaster (N=$n)" "sh -c 'for h in $hosts; do ssh -F $W/ssh_config $cm \$h sh $W/probe.sh >/dev/null & done; wait'"
+  kill "$serve_pid"; wait "$serve_pid" || true
+  for h in $hosts; do ssh -F "$W/ssh_config" $cm -O exit "$h" 2>/dev/null || true; done
 done
 cat bench/out/gpus_*.md

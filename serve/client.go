@@ -55,37 +55,62 @@ func Holder(ctx context.Context, path string) (Peer, error) {
 // Wake asks the server at path, running as uid (see Dial), for a pass now,
 // and waits for its answer (bounded by ctx, and by RequestTimeout).
 func Wake(ctx context.Context, path string, uid int) error {
-	return call(ctx, path, uid, Request{Op: OpWake})
+	return Call(ctx, path, uid, OpWake, nil, nil)
 }
 
-// call sends r to the server at path and reads its answer: the server's
-// refusal as an error.
-func call(ctx context.Context, path string, uid int, r Request) error {
+// Call sends the request of op, with args (marshalled as JSON; nil for
+// none), to the server at path, running as uid (see Dial), and reads its
+// answer into result (nil: none wanted), bounded by ctx. The server's
+// error is a *Fault, with result read all the same when the answer has
+// one; an error wrapping ErrNotServing when no server listens.
+func Call(ctx context.Context, path string, uid int, op string, args, result any) error {
+	req := Request{Op: op}
+	if args != nil {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return err
+		}
+		req.Args = b
+	}
 	c, _, err := Dial(ctx, path, uid)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	deadline := time.Now().Add(RequestTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	if d, ok := ctx.Deadline(); ok {
+		c.SetDeadline(d)
 	}
-	c.SetDeadline(deadline)
-	b, _ := json.Marshal(r)
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	b, _ := json.Marshal(req)
 	_, werr := c.Write(append(b, '\n')) // a server that refused the peer answered and closed: its answer says why
-	line, err := bufio.NewReader(io.LimitReader(c, MaxRequest)).ReadBytes('\n')
+	line, err := bufio.NewReader(io.LimitReader(c, MaxAnswer)).ReadBytes('\n')
 	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			return context.DeadlineExceeded // the connection's deadline is ctx's: it came first
+		}
 		if werr != nil {
 			return fmt.Errorf("socket %s: %w", path, werr)
 		}
-		return fmt.Errorf("socket %s: no answer: %w", path, err)
+		return fmt.Errorf("socket %s: gssh serve went away without an answer: %w", path, err)
 	}
 	var a Answer
 	if err := json.Unmarshal(line, &a); err != nil {
 		return fmt.Errorf("socket %s: the answer is not gssh serve's: %w", path, err)
 	}
+	if result != nil && len(a.Result) > 0 {
+		if err := json.Unmarshal(a.Result, result); err != nil {
+			return fmt.Errorf("socket %s: the answer to %s: %w", path, op, err)
+		}
+	}
 	if !a.OK {
-		return fmt.Errorf("gssh serve at %s: %s", path, a.Error)
+		if a.Error == nil {
+			a.Error = &Fault{Message: "gssh serve said no, without saying why"}
+		}
+		return a.Error
 	}
 	return nil
 }

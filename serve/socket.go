@@ -15,41 +15,78 @@ import (
 	"net"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
 
 // The socket's protocol, version 1: a client sends one request, a line
-// of JSON ({"op": "wake"}), and reads one answer line ({"ok": true}, or
-// {"ok": false, "error": "..."}); then the connection ends.
+// of JSON ({"op": "wake"}, or {"op": "gpus", "args": {...}}), and reads
+// one answer line ({"ok": true, "result": ...}, or {"ok": false,
+// "error": {"message": "...", ...}, "result": ...}: an error may come
+// with a result, as a probe of some hosts does); then the connection
+// ends.
 const (
 	// MaxRequest is the longest request a Server reads, in bytes, its
 	// newline included: a longer one is refused unread.
 	MaxRequest = 4096
-	// RequestTimeout bounds one connection, from its accept to the end
-	// of the answer: a client that sends nothing, or reads nothing,
-	// costs the server that long at most.
+	// MaxAnswer is the longest answer a client reads, in bytes.
+	MaxAnswer = 64 << 20
+	// RequestTimeout bounds the wait for a connection's request and the
+	// writing of its answer: a client that sends nothing, or reads
+	// nothing, costs the server that long at most.
 	RequestTimeout = 5 * time.Second
+	// OpTimeout bounds the work of one request (a probe of the hosts).
+	OpTimeout = 2 * time.Minute
 	// MaxConns is how many connections a Server handles at once; more
 	// wait in the listen backlog.
 	MaxConns = 64
 )
 
-// Op names. OpWake asks for a pass (Loop.Wake).
+// Op names. OpWake asks for a pass (Loop.Wake); the others are the
+// Server's Handlers'.
 const OpWake = "wake"
 
-// Request is one request of the socket's protocol.
+// Request is one request of the socket's protocol: the op, and its
+// arguments as the op's handler reads them (JSON).
 type Request struct {
-	Op string `json:"op"`
+	Op   string          `json:"op"`
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 // Answer is the server's answer to one Request.
 type Answer struct {
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
+	OK     bool            `json:"ok"`
+	Error  *Fault          `json:"error,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
 }
+
+// Fault is a request's error as the answer carries it: its words, and
+// what the server's caller says of it (its own code and kind), so that
+// a client can make of it what the server's own error would have made.
+type Fault struct {
+	Message string `json:"message"`
+	Code    int    `json:"code,omitempty"` // the caller's (gssh: the exit status the error maps to)
+	Kind    string `json:"kind,omitempty"` // the caller's (gssh: "partial", "damaged", ...)
+	// Failed and Total: a Kind "partial" error's hosts that failed, of
+	// how many.
+	Failed int `json:"failed,omitempty"`
+	Total  int `json:"total,omitempty"`
+}
+
+func (f *Fault) Error() string { return f.Message }
+
+// KindUnknownOp is the Fault kind of the answer to an op the server does
+// not know (an older gssh serve): the client may do the work itself.
+const KindUnknownOp = "unknown_op"
+
+// A Handler answers one op's requests for peer p: the result (marshalled
+// as the answer's result; nil for none) and the error (made a Fault by
+// the Server's FaultOf), both at once when the op has both.
+type Handler func(ctx context.Context, p Peer, args json.RawMessage) (result any, err error)
 
 // Peer is the process at the other end of a unix socket connection, as
 // the kernel says (SO_PEERCRED): never what the peer claims.
@@ -128,9 +165,14 @@ type Server struct {
 	Wake chan<- struct{}
 	// Log, when set, is told of each request refused, in one line.
 	Log func(string)
-	// Timeout bounds each connection (RequestTimeout when 0), and a
-	// second more to write the answer.
+	// Timeout bounds the wait for each connection's request
+	// (RequestTimeout when 0), and a second more to write the answer.
 	Timeout time.Duration
+	// Handlers answer the ops other than OpWake, by name.
+	Handlers map[string]Handler
+	// FaultOf makes a handler's error an answer's Fault (nil: its
+	// message alone).
+	FaultOf func(error) *Fault
 }
 
 // Serve answers the connections l accepts, each in a goroutine of its
@@ -162,14 +204,14 @@ func (s *Server) Serve(ctx context.Context, l *Listener) error {
 		wg.Go(func() {
 			defer func() { <-slots }()
 			defer c.Close()
-			s.handle(c)
+			s.handle(ctx, c)
 		})
 	}
 }
 
 // handle answers one connection: the peer's identity first, then its one
 // request.
-func (s *Server) handle(c *net.UnixConn) {
+func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	c.SetDeadline(time.Now().Add(cmp.Or(s.Timeout, RequestTimeout)))
 	peer, err := PeerOf(c)
 	if err != nil {
@@ -187,20 +229,65 @@ func (s *Server) handle(c *net.UnixConn) {
 		}
 		return
 	}
-	switch req.Op {
-	case OpWake:
+	if req.Op == OpWake {
 		Poke(s.Wake)
 		answer(c, Answer{OK: true})
-	default:
-		s.refuse(c, peer, fmt.Sprintf("unknown op %q: this gssh serve knows %q", req.Op, OpWake))
+		return
 	}
+	h := s.Handlers[req.Op]
+	if h == nil {
+		why := fmt.Sprintf("unknown op %q: this gssh serve knows %s", req.Op, strings.Join(s.ops(), ", "))
+		if s.Log != nil {
+			s.Log(fmt.Sprintf("socket: request of uid %d (pid %d) refused: %s", peer.UID, peer.PID, why))
+		}
+		answer(c, Answer{Error: &Fault{Message: why, Kind: KindUnknownOp}})
+		return
+	}
+	c.SetDeadline(time.Now().Add(OpTimeout))
+	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	go func() { // the client sends nothing more: a read that returns means it went away
+		var b [1]byte
+		c.Read(b[:])
+		cancel()
+	}()
+	result, err := h(ctx, peer, req.Args)
+	var a Answer
+	if result != nil {
+		b, merr := json.Marshal(result)
+		if merr != nil {
+			err = errors.Join(err, fmt.Errorf("the answer to %s: %w", req.Op, merr))
+		} else {
+			a.Result = b
+		}
+	}
+	if err != nil {
+		a.Error = &Fault{Message: err.Error()}
+		if s.FaultOf != nil {
+			a.Error = s.FaultOf(err)
+		}
+	}
+	a.OK = err == nil
+	answer(c, a)
+}
+
+// ops are the op names s answers, sorted.
+func (s *Server) ops() []string {
+	names := []string{strconv.Quote(OpWake)}
+	for op := range s.Handlers {
+		names = append(names, strconv.Quote(op))
+	}
+	slices.Sort(names)
+	return names
 }
 
 func (s *Server) refuse(c net.Conn, p Peer, why string) {
 	if s.Log != nil {
 		s.Log(fmt.Sprintf("socket: request of uid %d (pid %d) refused: %s", p.UID, p.PID, why))
 	}
-	answer(c, Answer{Error: why})
+	answer(c, Answer{Error: &Fault{Message: why}})
 }
 
 // readRequest reads one request line of at most MaxRequest bytes.

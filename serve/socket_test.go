@@ -116,7 +116,7 @@ func TestBadClients(t *testing.T) {
 		{strings.Repeat("x", 3*MaxRequest), "longer than 4096 bytes"},
 	} {
 		a := raw(t, path, c.send)
-		if a.OK || !strings.Contains(a.Error, c.want) {
+		if a.OK || a.Error == nil || !strings.Contains(a.Error.Message, c.want) {
 			t.Errorf("%.40q: answer %+v, want an error saying %q", c.send, a, c.want)
 		}
 	}
@@ -170,5 +170,66 @@ func TestNotServing(t *testing.T) {
 	go (&Server{Wake: NewWake()}).Serve(context.Background(), nl)
 	if err := Wake(context.Background(), stale, os.Getuid()); err != nil {
 		t.Errorf("after Listen over the stale socket: %v", err)
+	}
+}
+
+// TestHandlers: an op's result and its error come back together, the
+// error as the server's FaultOf made it; the peer is the kernel's; a
+// client that gives up ends the handler's work.
+func TestHandlers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	l, err := Listen(path, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ended := make(chan error, 1)
+	s := &Server{Wake: NewWake(),
+		Handlers: map[string]Handler{
+			"echo": func(_ context.Context, p Peer, args json.RawMessage) (any, error) {
+				var in struct{ N int }
+				if err := json.Unmarshal(args, &in); err != nil {
+					return nil, err
+				}
+				out := map[string]int{"n": in.N * 2, "uid": p.UID}
+				if in.N < 0 {
+					return out, errors.New("negative")
+				}
+				return out, nil
+			},
+			"slow": func(ctx context.Context, _ Peer, _ json.RawMessage) (any, error) {
+				<-ctx.Done()
+				ended <- ctx.Err()
+				return nil, ctx.Err()
+			},
+		},
+		FaultOf: func(err error) *Fault { return &Fault{Message: err.Error(), Code: 7, Kind: "test"} },
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Serve(ctx, l)
+	var got map[string]int
+	if err := Call(ctx, path, os.Getuid(), "echo", map[string]int{"N": 21}, &got); err != nil || got["n"] != 42 || got["uid"] != os.Getuid() {
+		t.Errorf("echo 21: %v, %v", got, err)
+	}
+	got = nil
+	err = Call(ctx, path, os.Getuid(), "echo", map[string]int{"N": -1}, &got)
+	var f *Fault
+	if !errors.As(err, &f) || f.Code != 7 || f.Kind != "test" || f.Message != "negative" || got["n"] != -2 {
+		t.Errorf("echo -1: %v, %+v; want the result and the fault together", got, err)
+	}
+	err = Call(ctx, path, os.Getuid(), "nope", nil, nil)
+	if err == nil || !strings.Contains(err.Error(), `unknown op "nope": this gssh serve knows "echo", "slow", "wake"`) {
+		t.Errorf("unknown op: %v", err)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer ccancel()
+	if err := Call(cctx, path, os.Getuid(), "slow", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a client that gave up: %v", err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Error("the handler's work went on after its client went away")
 	}
 }

@@ -104,6 +104,9 @@ type Service interface {
 type HostQuery struct {
 	Hosts  []string
 	Labels []string
+	// MaxAge lets a running gssh serve answer GPUs from a probe of the
+	// same hosts at most this old (0: a probe now). Local always probes.
+	MaxAge time.Duration `json:",omitempty"`
 }
 
 // JobQuery selects jobs for Jobs.
@@ -324,6 +327,7 @@ type Local struct {
 	labErr   error // the lab inventory is broken: every call fails with it
 	ev       events
 	walks    state.Walks // the state file's page walks, shared by every open of this process
+	gpus     gpusCache   // gssh serve's answers to gssh gpus (CachedGPUs)
 }
 
 var _ Service = (*Local)(nil)

@@ -215,9 +215,11 @@ func TestUsageFlags(t *testing.T) {
 
 func TestGPUsHostsFlags(t *testing.T) {
 	flagTable(t, func(runF func(*gpusOptions) error) *cobra.Command { return newGPUsCmd(testApp(), runF) }, []flagCase[gpusOptions]{
-		{args: nil, want: gpusOptions{}},
+		{args: nil, want: gpusOptions{maxAge: 5 * time.Second}},
 		{args: []string{"--host", "a,b", "--host", "c", "--label", "a100", "--json", "--watch", "2"},
-			want: gpusOptions{hosts: []string{"a", "b", "c"}, labels: []string{"a100"}, json: true, watch: 2}},
+			want: gpusOptions{hosts: []string{"a", "b", "c"}, labels: []string{"a100"}, json: true, watch: 2, maxAge: 5 * time.Second}},
+		{args: []string{"--max-age", "0", "--fresh"}, want: gpusOptions{fresh: true}},
+		{args: []string{"--max-age", "2h"}, refused: "--max-age 2h0m0s: give a duration from 0s to 1h0m0s"},
 		{args: []string{"--watch", "0.1"}, refused: "--watch 0.1: give a number of seconds from 0.5 to 86400"},
 		{args: []string{"--host", ""}, refused: "empty name"},
 	})
@@ -244,5 +246,15 @@ func TestSimFlags(t *testing.T) {
 		{args: []string{"--trace", "t.csv", "--lab", "1x1xA100-80G", "--fill", "1.3", "--plot", "p.svg"}, refused: "--plot draws a replay over time"},
 		{args: []string{"--trace", "t.csv", "--lab", "1x1xA100-80G", "--fill", "1.3", "--users", "3"}, refused: "--users: --fill places jobs with no clock"},
 		{args: []string{"--trace", "t.csv", "--lab", "1x1xA100-80G", "--users", "3", "--users-from", "r.csv:c"}, refused: "--users and --users-from: give one"},
+	})
+}
+
+func TestServeFlags(t *testing.T) {
+	flagTable(t, func(runF func(*serveOptions) error) *cobra.Command { return newServeCmd(testApp(), runF) }, []flagCase[serveOptions]{
+		{args: nil, want: serveOptions{interval: 2 * time.Second}},
+		{args: []string{"--interval", "10s"}, want: serveOptions{interval: 10 * time.Second}},
+		{args: []string{"--interval", "10ms"}, refused: "--interval 10ms: give a duration from 100ms to 1h0m0s"},
+		{args: []string{"--interval", "-1s"}, refused: "--interval -1s: give a duration from 100ms to 1h0m0s"},
+		{args: []string{"now"}, refused: `unknown command "now"`},
 	})
 }

@@ -125,9 +125,12 @@ func exitCode(err error) int {
 		pe  *service.PartialError
 		fe  *state.FileError
 	)
+	var re *service.RemoteError
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &re) && re.Fault.Code > 0:
+		return re.Fault.Code // gssh serve's error: the status it mapped to there
 	case errors.As(err, &js):
 		return js.code
 	case errors.As(err, &sev):

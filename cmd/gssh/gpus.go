@@ -30,6 +30,10 @@ type gpusOptions struct {
 	labels []string
 	json   bool
 	watch  float64 // seconds; 0 = once
+	// maxAge: what a running gssh serve may answer from (--max-age;
+	// --fresh: 0).
+	maxAge time.Duration
+	fresh  bool
 }
 
 func newGPUsCmd(a *app, runF func(*gpusOptions) error) *cobra.Command {
@@ -42,7 +46,8 @@ used / total, utilization, temperature, processes and their users, the
 gssh jobs holding each GPU, and its state. A host that cannot be reached is
 one row with the reason. A second table lists the GPU processes that are
 no running gssh job's (foreign, orphaned, another queue's). Tab-separated
-when stdout is not a terminal; --json: docs/json.md.`,
+when stdout is not a terminal; --json: docs/json.md. A gssh serve running
+for the state answers it over its open connections (--max-age, --fresh).`,
 		Example: `  gssh gpus
   gssh gpus --host gpu01,gpu02 --json
   gssh gpus --label a100 --watch 2`,
@@ -55,6 +60,9 @@ when stdout is not a terminal; --json: docs/json.md.`,
 			if w := opts.watch; w != 0 && !(w >= minWatch && w <= maxWatch) {
 				return fmt.Errorf("--watch %v: give a number of seconds from %v to %v", w, minWatch, maxWatch)
 			}
+			if err := checkDuration("--max-age", opts.maxAge, 0, time.Hour); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -66,12 +74,20 @@ when stdout is not a terminal; --json: docs/json.md.`,
 	fl.StringSliceVar(&opts.labels, "label", nil, "only hosts carrying every one of these labels")
 	fl.BoolVar(&opts.json, "json", false, "print JSON instead of a table")
 	fl.Float64Var(&opts.watch, "watch", 0, "re-probe and reprint every SECONDS (0.5 to 86400) until interrupted; 0: once")
+	fl.DurationVar(&opts.maxAge, "max-age", 5*time.Second, "a running gssh serve may answer from its probe of at most this age (0 to 1h)")
+	fl.BoolVar(&opts.fresh, "fresh", false, "a probe now, even through gssh serve (--max-age 0)")
 	return cmd
 }
 
 func gpusRun(ctx context.Context, a *app, opts *gpusOptions) error {
 	svc := a.service()
-	q := service.HostQuery{Hosts: opts.hosts, Labels: opts.labels}
+	q := service.HostQuery{Hosts: opts.hosts, Labels: opts.labels, MaxAge: opts.maxAge}
+	if w := time.Duration(opts.watch * float64(time.Second)); w > 0 {
+		q.MaxAge = min(q.MaxAge, w/2) // each round a newer probe than the last
+	}
+	if opts.fresh {
+		q.MaxAge = 0
+	}
 	for {
 		doc, err := svc.GPUs(ctx, q)
 		var pe *service.PartialError

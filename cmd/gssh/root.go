@@ -207,11 +207,12 @@ func checkDuration(flag string, d, lo, hi time.Duration) error {
 }
 
 // service returns the service the commands call: the one set (tests), or
-// a service.Local made from the global flags and the environment on first
-// use.
+// one made from the global flags and the environment on first use: a
+// service.Local, whose calls a running gssh serve answers where it can
+// (service.Remote).
 func (a *app) service() service.Service {
 	if a.svc == nil {
-		a.svc = a.newLocal()
+		a.svc = service.Remote{Local: a.newLocal()} // what the state's gssh serve answers, it answers
 	}
 	return a.svc
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -62,10 +64,11 @@ and the details are in docs/lab.md.`,
 }
 
 func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
-	l, ok := a.service().(*service.Local)
-	if !ok {
-		return errors.New("gssh serve works on the state file itself, not through another server")
+	if a.svc != nil {
+		return errors.New("gssh serve works on the state file itself, not through another service")
 	}
+	l := a.newLocal()
+	a.svc = l // Main closes it
 	srv, err := l.Serve(ctx)
 	if err != nil {
 		return err
@@ -88,7 +91,11 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	wake := serve.NewWake()
 	sctx, cancel := context.WithCancel(ctx)
 	served := make(chan error, 1)
-	go func() { served <- (&serve.Server{Wake: wake, Log: lg.warn}).Serve(sctx, srv.Socket) }()
+	var cur atomic.Pointer[service.Local] // the service, a new one after each SIGHUP
+	cur.Store(l)
+	server := &serve.Server{Wake: wake, Log: lg.warn, Handlers: hostHandlers(&cur),
+		FaultOf: func(err error) *serve.Fault { return service.FaultOf(err, exitCode(err)) }}
+	go func() { served <- server.Serve(sctx, srv.Socket) }()
 	lg.info(fmt.Sprintf("gssh serve (pid %d): a pass every %s, and at once when asked on %s", os.Getpid(), units.FormatDuration(opts.interval), srv.Socket.Path))
 	daemon.SdNotify(false, daemon.SdNotifyReady) // under systemd (Type=notify): ready; elsewhere nothing
 
@@ -112,8 +119,9 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	saidEmpty := false
 	loop := &serve.Loop{Interval: opts.interval, Wake: wake, Pass: func(ctx context.Context) {
 		if reload.Swap(false) {
-			l = reloaded(a, l, lg)
+			cur.Store(reloaded(a, cur.Load(), lg))
 		}
+		l := cur.Load()
 		res, err := l.Schedule(ctx, service.ScheduleRequest{})
 		switch {
 		case errors.Is(err, state.ErrNoState):
@@ -157,10 +165,32 @@ func reloaded(a *app, l *service.Local, lg *serveLog) *service.Local {
 		lg.warn(fmt.Sprintf("SIGHUP: the inventory now puts the state at %s: restart gssh serve to serve it; it goes on serving %s", nl.StatePath(), l.StatePath()))
 		return l
 	}
-	l.Close()
-	a.svc = nl // Main closes it
+	time.AfterFunc(serve.OpTimeout, func() { l.Close() }) // once the requests it is answering are done
+	a.svc = nl                                            // Main closes it
 	lg.info("SIGHUP: this pass reads the inventory and ssh_config again")
 	return nl
+}
+
+// hostHandlers are gssh serve's answers to gssh gpus (service.Remote):
+// the service cur holds now probes the hosts over the connections it
+// keeps open, for a request made with its own view of them.
+func hostHandlers(cur *atomic.Pointer[service.Local]) map[string]serve.Handler {
+	return map[string]serve.Handler{
+		service.OpGPUs: func(ctx context.Context, _ serve.Peer, args json.RawMessage) (any, error) {
+			var in service.HostsArgs
+			dec := json.NewDecoder(bytes.NewReader(args))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&in); err != nil {
+				return nil, fmt.Errorf("%w: its arguments: %v", service.ErrNotServed, err) // another gssh's: it probes itself
+			}
+			l := cur.Load()
+			if err := l.Answers(in.View); err != nil {
+				return nil, err
+			}
+			doc, err := l.CachedGPUs(ctx, in.Query)
+			return doc, err
+		},
+	}
 }
 
 // serveLog is gssh serve's output: what passes changed on stdout, its

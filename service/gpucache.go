@@ -1,0 +1,67 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/gssh/gssh/serve"
+)
+
+// gpusCache is what gssh serve's service answers gssh gpus from: each
+// query's last document and when its probe finished. Requests that come
+// while a query's probe runs wait for that one probe.
+type gpusCache struct {
+	mu     sync.Mutex
+	docs   map[string]cachedGPUs
+	flight singleflight.Group
+}
+
+type cachedGPUs struct {
+	doc GPUsDoc
+	err error // nil, or a *PartialError: the document is whole
+}
+
+// CachedGPUs is GPUs for gssh serve's answers: a document of the same
+// query (hosts and labels) whose probe finished at most q.MaxAge ago
+// stands for a new one (its Time says when); else the hosts are probed
+// now, once for every request that comes meanwhile (the probe goes on
+// for the others when the one that started it gives up, up to
+// serve.OpTimeout).
+func (l *Local) CachedGPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
+	c := &l.gpus
+	key := strings.Join(q.Hosts, ",") + "\x00" + strings.Join(q.Labels, ",")
+	if q.MaxAge > 0 {
+		c.mu.Lock()
+		got, ok := c.docs[key]
+		c.mu.Unlock()
+		if ok && l.opt.Now().Sub(got.doc.Time) <= q.MaxAge {
+			return got.doc, got.err
+		}
+	}
+	ch := c.flight.DoChan(key, func() (any, error) {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serve.OpTimeout)
+		defer cancel()
+		doc, err := l.GPUs(pctx, HostQuery{Hosts: q.Hosts, Labels: q.Labels})
+		var pe *PartialError
+		if err == nil || errors.As(err, &pe) {
+			c.mu.Lock()
+			if c.docs == nil {
+				c.docs = map[string]cachedGPUs{}
+			}
+			c.docs[key] = cachedGPUs{doc, err}
+			c.mu.Unlock()
+		}
+		return cachedGPUs{doc, err}, nil
+	})
+	select {
+	case r := <-ch:
+		got := r.Val.(cachedGPUs)
+		return got.doc, got.err
+	case <-ctx.Done():
+		return GPUsDoc{}, interrupted(ctx)
+	}
+}
