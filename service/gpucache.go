@@ -49,8 +49,8 @@ func (l *Local) CachedGPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 		var pe *PartialError
 		if err == nil || errors.As(err, &pe) {
 			c.mu.Lock()
-			if c.docs == nil {
-				c.docs = map[string]cachedGPUs{}
+			if c.docs == nil || len(c.docs) >= maxCachedQueries {
+				c.docs = map[string]cachedGPUs{} // queries are few; a flood of them is forgotten
 			}
 			c.docs[key] = cachedGPUs{doc, err}
 			c.mu.Unlock()
@@ -65,3 +65,6 @@ func (l *Local) CachedGPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 		return GPUsDoc{}, interrupted(ctx)
 	}
 }
+
+// maxCachedQueries is how many queries' documents gssh serve keeps.
+const maxCachedQueries = 256
