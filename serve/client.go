@@ -72,14 +72,18 @@ func Call(ctx context.Context, path string, uid int, op string, args, result any
 		}
 		req.Args = b
 	}
+	if _, ok := ctx.Deadline(); !ok { // a server that stopped answering is not waited for forever
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, OpTimeout+2*RequestTimeout)
+		defer cancel()
+	}
 	c, _, err := Dial(ctx, path, uid)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if d, ok := ctx.Deadline(); ok {
-		c.SetDeadline(d)
-	}
+	d, _ := ctx.Deadline()
+	c.SetDeadline(d)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
 	b, _ := json.Marshal(req)

@@ -8,7 +8,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -30,8 +29,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestUnknownUID: a peer whose uid has no account on this host is
-// refused; one that has is served, whatever it claims.
+// TestUnknownUID: a peer is served whatever its uid, with an account on
+// this host or none (one of a directory service, which a gssh built
+// without cgo cannot look up): who reaches the socket is the file
+// mode's to say.
 func TestUnknownUID(t *testing.T) {
 	testenv.NeedRoot(t, "the test runs a client as uids other than its own")
 	dir, err := os.MkdirTemp("", "gssh-serve-") // traversable by the other uids (a t.TempDir's parent is 0700)
@@ -74,18 +75,14 @@ func TestUnknownUID(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	out, err := run(unknown)
-	if err == nil || !strings.Contains(out, fmt.Sprintf("uid %d has no account on this host: refused", unknown)) {
-		t.Errorf("uid %d, no account: %v: %s; want refused", unknown, err, out)
-	}
-	if len(wake) != 0 {
-		t.Error("the refused peer's wake reached the loop")
-	}
-	if out, err := run(known); err != nil {
-		t.Errorf("uid %d (nobody): %v: %s", known, err, out)
-	}
-	if len(wake) != 1 {
-		t.Error("nobody's wake did not reach the loop")
+	for _, uid := range []int{unknown, known} {
+		if out, err := run(uid); err != nil {
+			t.Errorf("uid %d: %v: %s", uid, err, out)
+		}
+		if len(wake) != 1 {
+			t.Errorf("uid %d's wake did not reach the loop", uid)
+		}
+		<-wake
 	}
 }
 

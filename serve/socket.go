@@ -14,7 +14,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,13 +37,17 @@ const (
 	MaxAnswer = 64 << 20
 	// RequestTimeout bounds the wait for a connection's request and the
 	// writing of its answer: a client that sends nothing, or reads
-	// nothing, costs the server that long at most.
-	RequestTimeout = 5 * time.Second
+	// nothing, costs the server that long at most. (A gssh command sends
+	// its request as soon as it connects.)
+	RequestTimeout = 2 * time.Second
 	// OpTimeout bounds the work of one request (a probe of the hosts).
 	OpTimeout = 2 * time.Minute
 	// MaxConns is how many connections a Server handles at once; more
-	// wait in the listen backlog.
-	MaxConns = 64
+	// wait in the listen backlog. MaxPeerConns is how many of them one
+	// uid may have: its next ones are refused at once, so that one
+	// user's idle connections hold up nobody else's.
+	MaxConns     = 64
+	MaxPeerConns = 8
 )
 
 // Op names. OpWake asks for a pass (Loop.Wake); the others are the
@@ -79,9 +83,15 @@ type Fault struct {
 
 func (f *Fault) Error() string { return f.Message }
 
-// KindUnknownOp is the Fault kind of the answer to an op the server does
-// not know (an older gssh serve): the client may do the work itself.
-const KindUnknownOp = "unknown_op"
+// Fault kinds of the Server's own: KindUnknownOp, the answer to an op it
+// does not know (an older gssh serve); KindRefused, to a request it
+// refused unread or could not read (too long, not JSON, too many
+// connections of the peer's). Either way the client may do the work
+// itself.
+const (
+	KindUnknownOp = "unknown_op"
+	KindRefused   = "refused"
+)
 
 // A Handler answers one op's requests for peer p: the result (marshalled
 // as the answer's result; nil for none) and the error (made a Fault by
@@ -98,7 +108,10 @@ type Peer struct {
 // removes the socket file (if it is still the one Listen made).
 type Listener struct {
 	*net.UnixListener
-	Path     string
+	Path string // absolute
+	// Replaced says what Listen found at Path and replaced, when it was
+	// not a socket ("a regular file", "a symbolic link"); "" otherwise.
+	Replaced string
 	dev, ino uint64 // the socket file Listen made
 }
 
@@ -110,11 +123,30 @@ type Listener struct {
 // caller makes sure no other server uses path (a lock of its own).
 // Errors name path.
 func Listen(path string, perm fs.FileMode) (*Listener, error) {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
 	}
-	tmp := path + ".new-" + hex.EncodeToString(b[:])
+	var replaced string
+	if fi, err := os.Lstat(path); err == nil {
+		switch t := fi.Mode().Type(); {
+		case t == fs.ModeDir:
+			// Renamed aside whole, whatever is in it and whoever's it is
+			// (the caller owns the directory it is in): a socket cannot
+			// take its place.
+			aside := path + ".untrusted-" + randHex()
+			if err := os.Rename(path, aside); err != nil {
+				return nil, fmt.Errorf("socket %s: a directory is there, and it cannot be moved aside: %w (remove it and start again)", path, err)
+			}
+			replaced = "a directory (moved aside to " + aside + ")"
+		case t == fs.ModeSymlink:
+			replaced = "a symbolic link"
+		case t == 0:
+			replaced = "a regular file"
+		case t != fs.ModeSocket:
+			replaced = "a " + t.String() + " file"
+		}
+	}
+	tmp := path + ".new-" + randHex()
 	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("socket %s: %w", path, err)
@@ -142,7 +174,14 @@ func Listen(path string, perm fs.FileMode) (*Listener, error) {
 	if err := os.Rename(tmp, path); err != nil {
 		return fail(err)
 	}
-	return &Listener{UnixListener: ul, Path: path, dev: uint64(st.Dev), ino: uint64(st.Ino)}, nil
+	return &Listener{UnixListener: ul, Path: path, Replaced: replaced, dev: uint64(st.Dev), ino: uint64(st.Ino)}, nil
+}
+
+// randHex is 12 random hex digits, for a fresh name.
+func randHex() string {
+	var b [6]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // Close stops listening and removes the socket file, unless something
@@ -173,6 +212,11 @@ type Server struct {
 	// FaultOf makes a handler's error an answer's Fault (nil: its
 	// message alone).
 	FaultOf func(error) *Fault
+
+	mu       sync.Mutex
+	peers    map[int]int // connections being handled, by uid
+	lastLog  time.Time   // of the last refusal logged
+	unlogged int         // refusals not logged since (at most one a second is)
 }
 
 // Serve answers the connections l accepts, each in a goroutine of its
@@ -184,6 +228,7 @@ func (s *Server) Serve(ctx context.Context, l *Listener) error {
 	stop := context.AfterFunc(ctx, func() { l.UnixListener.Close() })
 	defer stop()
 	slots := make(chan struct{}, MaxConns)
+	var backoff time.Duration
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -194,13 +239,21 @@ func (s *Server) Serve(ctx context.Context, l *Listener) error {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				time.Sleep(100 * time.Millisecond) // out of descriptors: let connections end
-				continue
+			// Out of descriptors or memory, a connection reset before
+			// its accept: wait and go on, as net/http does; only a
+			// closed listener ends the loop.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			if s.Log != nil && backoff == time.Second {
+				s.Log(fmt.Sprintf("socket %s: accept: %v (again in 1s)", l.Path, err))
 			}
-			return fmt.Errorf("socket %s: %w", l.Path, err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			continue
 		}
+		backoff = 0
 		wg.Go(func() {
 			defer func() { <-slots }()
 			defer c.Close()
@@ -212,17 +265,19 @@ func (s *Server) Serve(ctx context.Context, l *Listener) error {
 // handle answers one connection: the peer's identity first, then its one
 // request.
 func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
-	c.SetDeadline(time.Now().Add(cmp.Or(s.Timeout, RequestTimeout)))
+	timeout := cmp.Or(s.Timeout, RequestTimeout)
+	c.SetDeadline(time.Now().Add(timeout))
 	peer, err := PeerOf(c)
 	if err != nil {
 		s.refuse(c, Peer{UID: -1}, fmt.Sprintf("the peer's credentials cannot be read: %v", err))
 		return
 	}
-	if _, err := user.LookupId(strconv.Itoa(peer.UID)); err != nil {
-		s.refuse(c, peer, fmt.Sprintf("uid %d has no account on this host: refused", peer.UID))
+	if !s.admit(peer.UID) {
+		s.refuse(c, peer, fmt.Sprintf("uid %d has %d connections open already: refused", peer.UID, MaxPeerConns))
 		return
 	}
-	req, err := readRequest(c)
+	defer s.leave(peer.UID)
+	req, err := readRequest(c, timeout)
 	if err != nil {
 		if !errors.Is(err, io.EOF) { // a client that only looked (Holder) says nothing
 			s.refuse(c, peer, err.Error())
@@ -236,10 +291,8 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	}
 	h := s.Handlers[req.Op]
 	if h == nil {
-		why := fmt.Sprintf("unknown op %q: this gssh serve knows %s", req.Op, strings.Join(s.ops(), ", "))
-		if s.Log != nil {
-			s.Log(fmt.Sprintf("socket: request of uid %d (pid %d) refused: %s", peer.UID, peer.PID, why))
-		}
+		why := fmt.Sprintf("unknown op %.40q: this gssh serve knows %s", req.Op, strings.Join(s.ops(), ", "))
+		s.log(peer, why)
 		answer(c, Answer{Error: &Fault{Message: why, Kind: KindUnknownOp}})
 		return
 	}
@@ -253,7 +306,8 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		c.Read(b[:])
 		cancel()
 	}()
-	result, err := h(ctx, peer, req.Args)
+	result, err := call(ctx, h, peer, req)
+	stop() // the answer's own deadline is answer's: ctx's end must not cut it
 	var a Answer
 	if result != nil {
 		b, merr := json.Marshal(result)
@@ -273,6 +327,16 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	answer(c, a)
 }
 
+// call runs h for req, a panic in it an error (the daemon goes on).
+func call(ctx context.Context, h Handler, p Peer, req Request) (result any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			result, err = nil, fmt.Errorf("gssh serve failed answering %s: %v", req.Op, r)
+		}
+	}()
+	return h(ctx, p, req.Args)
+}
+
 // ops are the op names s answers, sorted.
 func (s *Server) ops() []string {
 	names := []string{strconv.Quote(OpWake)}
@@ -283,15 +347,59 @@ func (s *Server) ops() []string {
 	return names
 }
 
-func (s *Server) refuse(c net.Conn, p Peer, why string) {
-	if s.Log != nil {
-		s.Log(fmt.Sprintf("socket: request of uid %d (pid %d) refused: %s", p.UID, p.PID, why))
+// admit counts a connection of uid, unless it has MaxPeerConns already.
+func (s *Server) admit(uid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.peers == nil {
+		s.peers = map[int]int{}
 	}
-	answer(c, Answer{Error: &Fault{Message: why}})
+	if s.peers[uid] >= MaxPeerConns {
+		return false
+	}
+	s.peers[uid]++
+	return true
 }
 
-// readRequest reads one request line of at most MaxRequest bytes.
-func readRequest(r io.Reader) (Request, error) {
+func (s *Server) leave(uid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.peers[uid]--; s.peers[uid] <= 0 {
+		delete(s.peers, uid)
+	}
+}
+
+func (s *Server) refuse(c net.Conn, p Peer, why string) {
+	s.log(p, why)
+	answer(c, Answer{Error: &Fault{Message: why, Kind: KindRefused}})
+}
+
+// log tells Log of a refusal, at most one a second (and how many were
+// not told since): a client sending garbage in a loop cannot flood it.
+func (s *Server) log(p Peer, why string) {
+	if s.Log == nil {
+		return
+	}
+	s.mu.Lock()
+	now := time.Now()
+	if now.Sub(s.lastLog) < time.Second {
+		s.unlogged++
+		s.mu.Unlock()
+		return
+	}
+	more := s.unlogged
+	s.lastLog, s.unlogged = now, 0
+	s.mu.Unlock()
+	line := fmt.Sprintf("socket: request of uid %d (pid %d) refused: %s", p.UID, p.PID, why)
+	if more > 0 {
+		line += fmt.Sprintf(" (and %d more refused since the last said)", more)
+	}
+	s.Log(line)
+}
+
+// readRequest reads one request line of at most MaxRequest bytes, which
+// is to come within timeout.
+func readRequest(r io.Reader, timeout time.Duration) (Request, error) {
 	br := bufio.NewReaderSize(io.LimitReader(r, MaxRequest), MaxRequest)
 	line, err := br.ReadSlice('\n')
 	switch {
@@ -299,13 +407,23 @@ func readRequest(r io.Reader) (Request, error) {
 		return Request{}, fmt.Errorf("request longer than %d bytes: refused", MaxRequest)
 	case errors.Is(err, io.EOF) && len(bytes.TrimSpace(line)) == 0:
 		return Request{}, io.EOF
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return Request{}, fmt.Errorf("no request within %s: dropped", timeout)
 	case err != nil && !errors.Is(err, io.EOF):
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			err = oe.Err // without the socket's addresses
+		}
 		return Request{}, fmt.Errorf("reading the request: %w", err)
 	}
 	var req Request
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	err = dec.Decode(&req)
+	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
+		err = errors.New("more after the request")
+	}
+	if err != nil {
 		return Request{}, fmt.Errorf("request is not a JSON line like {\"op\": %q}: %v", OpWake, err)
 	}
 	return req, nil

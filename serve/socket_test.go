@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -111,6 +112,7 @@ func TestBadClients(t *testing.T) {
 	defer hung.Close()
 	for _, c := range []struct{ send, want string }{
 		{"hello\n", "not a JSON line"},
+		{`{"op": "wake"} junk` + "\n", "more after the request"},
 		{`{"op": "wake", "user": "root"}` + "\n", "not a JSON line"}, // no claims: unknown fields are refused
 		{`{"op": "submit"}` + "\n", `unknown op "submit"`},
 		{strings.Repeat("x", 3*MaxRequest), "longer than 4096 bytes"},
@@ -138,12 +140,76 @@ func TestBadClients(t *testing.T) {
 	}
 	hung.SetReadDeadline(time.Now().Add(5 * time.Second))
 	line, err := bufio.NewReader(hung).ReadBytes('\n')
-	if err != nil || !strings.Contains(string(line), "reading the request") {
+	if err != nil || !strings.Contains(string(line), "no request within 300ms: dropped") {
 		t.Errorf("the silent client got %q, %v; want a refusal once the timeout passed", line, err)
 	}
-	if n := len(logged()); n < 6 {
-		t.Errorf("%d refusals logged, want 6: %q", n, logged())
+	// Seven refusals within a second: the first is logged, the others
+	// counted, and said with the next one logged.
+	if got := logged(); len(got) != 1 || !strings.Contains(got[0], "not a JSON line") {
+		t.Errorf("refusals logged: %q; want the first alone (one a second)", got)
 	}
+	time.Sleep(time.Second)
+	raw(t, path, "again\n")
+	if got := logged(); len(got) != 2 || !strings.Contains(got[1], "(and 6 more refused since the last said)") {
+		t.Errorf("refusals logged: %q; want the second to count those not said", got)
+	}
+}
+
+// TestPeerLimit: one uid's idle connections beyond MaxPeerConns are
+// refused at once, and a panic in a handler is an error, not the
+// daemon's end.
+func TestPeerLimit(t *testing.T) {
+	path, wake, _ := server(t, 0)
+	var idle []net.Conn
+	for range MaxPeerConns {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		idle = append(idle, c)
+	}
+	time.Sleep(50 * time.Millisecond) // accepted and counted
+	err := Wake(context.Background(), path, os.Getuid())
+	var f *Fault
+	if !errors.As(err, &f) || f.Kind != KindRefused || !strings.Contains(f.Message, fmt.Sprintf("has %d connections open already", MaxPeerConns)) {
+		t.Errorf("a wake beside %d idle connections of its uid: %v; want refused at once", MaxPeerConns, err)
+	}
+	for _, c := range idle {
+		c.Close()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := Wake(context.Background(), path, os.Getuid()); err != nil || len(wake) != 1 {
+		t.Errorf("a wake once they closed: %v", err)
+	}
+}
+
+// TestListenReplaces: what is at the socket's path is replaced (a
+// directory moved aside, with what is in it), and Listen says what.
+func TestListenReplaces(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.sock")
+	if err := os.MkdirAll(filepath.Join(path, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Listen(path, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	aside, _ := filepath.Glob(path + ".untrusted-*")
+	if !strings.HasPrefix(l.Replaced, "a directory (moved aside to "+path+".untrusted-") || len(aside) != 1 {
+		t.Errorf("Replaced %q, %v aside; want the directory moved aside", l.Replaced, aside)
+	}
+	if _, err := os.Stat(filepath.Join(aside[0], "x")); err != nil {
+		t.Errorf("what the directory held: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "f"), nil, 0o600)
+	l2, err := Listen(filepath.Join(dir, "f"), 0o600)
+	if err != nil || l2.Replaced != "a regular file" {
+		t.Fatalf("over a file: %v, %q", err, l2.Replaced)
+	}
+	l2.Close()
 }
 
 func TestNotServing(t *testing.T) {
@@ -197,6 +263,7 @@ func TestHandlers(t *testing.T) {
 				}
 				return out, nil
 			},
+			"panic": func(context.Context, Peer, json.RawMessage) (any, error) { panic("bad index") },
 			"slow": func(ctx context.Context, _ Peer, _ json.RawMessage) (any, error) {
 				<-ctx.Done()
 				ended <- ctx.Err()
@@ -218,8 +285,11 @@ func TestHandlers(t *testing.T) {
 	if !errors.As(err, &f) || f.Code != 7 || f.Kind != "test" || f.Message != "negative" || got["n"] != -2 {
 		t.Errorf("echo -1: %v, %+v; want the result and the fault together", got, err)
 	}
+	if err := Call(ctx, path, os.Getuid(), "panic", nil, nil); err == nil || !strings.Contains(err.Error(), "gssh serve failed answering panic: bad index") {
+		t.Errorf("a handler's panic: %v", err)
+	}
 	err = Call(ctx, path, os.Getuid(), "nope", nil, nil)
-	if err == nil || !strings.Contains(err.Error(), `unknown op "nope": this gssh serve knows "echo", "slow", "wake"`) {
+	if err == nil || !strings.Contains(err.Error(), `unknown op "nope": this gssh serve knows "echo", "panic", "slow", "wake"`) {
 		t.Errorf("unknown op: %v", err)
 	}
 	cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -18,6 +19,7 @@ type gpusCache struct {
 	mu     sync.Mutex
 	docs   map[string]cachedGPUs
 	flight singleflight.Group
+	probes chan struct{} // one slot a probe running for a request: at most maxGPUsProbes
 }
 
 type cachedGPUs struct {
@@ -28,21 +30,26 @@ type cachedGPUs struct {
 // CachedGPUs is GPUs for gssh serve's answers: a document of the same
 // query (hosts and labels) whose probe finished at most q.MaxAge ago
 // stands for a new one (its Time says when); else the hosts are probed
-// now, once for every request that comes meanwhile (the probe goes on
-// for the others when the one that started it gives up, up to
-// serve.OpTimeout).
+// now, once for every request with a MaxAge that comes meanwhile (the
+// probe goes on for the others when the one that started it gives up,
+// up to serve.OpTimeout). A request with MaxAge 0 gets a probe of its
+// own, begun after it came. At most maxGPUsProbes run at once: beyond,
+// an error wrapping ErrNotServed (the client probes itself).
 func (l *Local) CachedGPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	c := &l.gpus
 	key := strings.Join(q.Hosts, ",") + "\x00" + strings.Join(q.Labels, ",")
-	if q.MaxAge > 0 {
-		c.mu.Lock()
-		got, ok := c.docs[key]
-		c.mu.Unlock()
-		if ok && l.opt.Now().Sub(got.doc.Time) <= q.MaxAge {
-			return got.doc, got.err
+	probe := func() (got cachedGPUs) {
+		select {
+		case c.slots() <- struct{}{}:
+			defer func() { <-c.probes }()
+		default:
+			return cachedGPUs{err: fmt.Errorf("%w: %d probes of the hosts run already", ErrNotServed, maxGPUsProbes)}
 		}
-	}
-	ch := c.flight.DoChan(key, func() (any, error) {
+		defer func() {
+			if r := recover(); r != nil { // the daemon goes on
+				got = cachedGPUs{err: fmt.Errorf("probing the hosts failed: %v", r)}
+			}
+		}()
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serve.OpTimeout)
 		defer cancel()
 		doc, err := l.GPUs(pctx, HostQuery{Hosts: q.Hosts, Labels: q.Labels})
@@ -55,8 +62,19 @@ func (l *Local) CachedGPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 			c.docs[key] = cachedGPUs{doc, err}
 			c.mu.Unlock()
 		}
-		return cachedGPUs{doc, err}, nil
-	})
+		return cachedGPUs{doc, err}
+	}
+	if q.MaxAge <= 0 {
+		got := probe()
+		return got.doc, got.err
+	}
+	c.mu.Lock()
+	got, ok := c.docs[key]
+	c.mu.Unlock()
+	if ok && l.opt.Now().Sub(got.doc.Time) <= q.MaxAge {
+		return got.doc, got.err
+	}
+	ch := c.flight.DoChan(key, func() (any, error) { return probe(), nil })
 	select {
 	case r := <-ch:
 		got := r.Val.(cachedGPUs)
@@ -66,5 +84,20 @@ func (l *Local) CachedGPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	}
 }
 
-// maxCachedQueries is how many queries' documents gssh serve keeps.
-const maxCachedQueries = 256
+// slots is c.probes, made on first use.
+func (c *gpusCache) slots() chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.probes == nil {
+		c.probes = make(chan struct{}, maxGPUsProbes)
+	}
+	return c.probes
+}
+
+// maxCachedQueries is how many queries' documents gssh serve keeps;
+// maxGPUsProbes how many probes it runs at once for gssh gpus (each
+// shares the passes' SSH connections, and sshd's MaxSessions).
+const (
+	maxCachedQueries = 256
+	maxGPUsProbes    = 4
+)

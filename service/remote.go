@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -30,7 +32,11 @@ type Remote struct{ *Local }
 // shared lab every member's view is the lab's, whatever their own
 // ssh_config: only Inventory is compared.
 type View struct {
-	Inventory      string        `json:"inventory"` // the file's absolute path; "" for none (this host alone)
+	Inventory string `json:"inventory"` // the file's absolute path; "" for none (this host alone)
+	// InventorySum is the SHA-256 of the inventory's content (hex) when
+	// it was read: a gssh serve that read it before an edit (and no
+	// SIGHUP since) answers no request made after it.
+	InventorySum   string        `json:"inventory_sha256,omitempty"`
 	Home           string        `json:"home,omitempty"`
 	SSHConfig      string        `json:"ssh_config,omitempty"`
 	ConnectTimeout time.Duration `json:"connect_timeout,omitempty"`
@@ -56,7 +62,8 @@ var ErrNotServed = errors.New("not answered by this gssh serve")
 // found (a Remote then leaves the call to Local, which says so).
 func (l *Local) View() (View, error) {
 	if l.lab != nil {
-		return View{Inventory: l.lab.file}, nil
+		sum, err := fileSum(l.lab.file)
+		return View{Inventory: l.lab.file, InventorySum: sum}, err
 	}
 	v := View{Home: l.opt.Fleet.Home, SSHConfig: l.opt.Fleet.SSHConfig, ConnectTimeout: l.opt.Fleet.ConnectTimeout, ProbeTimeout: l.opt.ProbeTimeout}
 	if l.opt.Fleet.Inventory != nil {
@@ -72,7 +79,22 @@ func (l *Local) View() (View, error) {
 		}
 	}
 	v.Inventory = p
+	if p != "" {
+		if v.InventorySum, err = fileSum(p); err != nil {
+			return View{}, err
+		}
+	}
 	return v, nil
+}
+
+// fileSum is the SHA-256 of the file's content, in hex.
+func fileSum(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // GPUs implements Service: gssh serve's answer, else Local's.
@@ -103,7 +125,7 @@ func (r Remote) call(ctx context.Context, op string, q HostQuery, result any) (s
 		return true, nil
 	case ctx.Err() != nil:
 		return true, interrupted(ctx)
-	case !errors.As(err, &f) || f.Kind == FaultNotServed || f.Kind == serve.KindUnknownOp:
+	case !errors.As(err, &f) || f.Kind == FaultNotServed || f.Kind == serve.KindUnknownOp || f.Kind == serve.KindRefused:
 		return false, nil // none serves, or not this call: it is made here
 	}
 	return true, faultError(f)
@@ -148,8 +170,8 @@ func FaultOf(err error, code int) *serve.Fault {
 		f.Kind, f.Failed, f.Total = FaultPartial, pe.Failed, pe.Total
 	case errors.Is(err, state.ErrDamaged):
 		f.Kind = FaultDamaged
-	case errors.Is(err, ErrNotServed):
-		f.Kind = FaultNotServed
+	case errors.Is(err, ErrNotServed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		f.Kind = FaultNotServed // or cut short on the server's side (it stops, the request ran too long): the client does it
 	}
 	return f
 }
@@ -158,12 +180,15 @@ func FaultOf(err error, code int) *serve.Fault {
 // made with view v: the view is l's own (in a shared lab, the lab's
 // inventory). Else an error wrapping ErrNotServed says how they differ.
 func (l *Local) Answers(v View) error {
-	own, err := l.View()
+	own, err := l.checked.view, l.checked.err
+	if !l.checked.done {
+		own, err = l.View()
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNotServed, err)
 	}
 	if l.lab != nil {
-		own, v = View{Inventory: own.Inventory}, View{Inventory: v.Inventory}
+		own, v = View{Inventory: own.Inventory, InventorySum: own.InventorySum}, View{Inventory: v.Inventory, InventorySum: v.InventorySum}
 	}
 	if own != v {
 		return fmt.Errorf("%w: it reads the hosts as %+v, the request as %+v", ErrNotServed, own, v)

@@ -17,8 +17,13 @@ import (
 )
 
 // ErrServing wraps gssh serve's refusal to start when another gssh serve
-// runs for the same state.
-var ErrServing = errors.New("gssh serve already runs for this state")
+// runs for the same state; ErrServeSetup its failure to take the serve
+// lock or to listen on the socket beside the state (the directory's
+// problem: permissions, a directory in the socket's place).
+var (
+	ErrServing    = errors.New("gssh serve already runs for this state")
+	ErrServeSetup = errors.New("gssh serve cannot set up beside the state")
+)
 
 // Serving is what gssh serve holds while it runs: the serve lock beside
 // the state (STATE.serve.lock), which makes it the state's one gssh
@@ -41,7 +46,13 @@ func (s *Serving) Close() error {
 func (l *Local) StatePath() string { return l.opt.StatePath }
 
 // SocketPath is the socket of the state's gssh serve: STATE.sock.
-func (l *Local) SocketPath() string { return l.opt.StatePath + ".sock" }
+func (l *Local) SocketPath() string {
+	p := l.opt.StatePath + ".sock"
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
 
 // Serve makes this process the state's gssh serve: it takes the serve
 // lock and listens on the socket (mode 0600; in a shared lab 0660, the
@@ -60,14 +71,18 @@ func (l *Local) Serve(ctx context.Context) (*Serving, error) {
 	path := l.opt.StatePath + ".serve.lock"
 	release, held, err := l.serveLock(path)
 	if err != nil {
-		return nil, fmt.Errorf("serve lock %s: %w", path, err)
+		return nil, fmt.Errorf("%w: serve lock %s: %w", ErrServeSetup, path, err)
 	}
 	if held {
-		who := fmt.Sprintf("its lock %s is held: it is starting or stopping", path)
+		stop := "systemctl --user stop gssh-serve"
+		if l.lab != nil {
+			stop = "systemctl stop gssh-serve"
+		}
+		who := fmt.Sprintf("its lock %s is held by a process that answers on no socket at %s: it is starting or stopping, or its socket was removed (fuser %s names it)", path, l.SocketPath(), path)
 		hctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		if p, err := serve.Holder(hctx, l.SocketPath()); err == nil {
-			who = fmt.Sprintf("pid %d, uid %d, at %s: stop it first (systemctl stop gssh-serve, or kill %d)", p.PID, p.UID, l.SocketPath(), p.PID)
+			who = fmt.Sprintf("pid %d, uid %d, at %s: stop it first (%s, or kill %d)", p.PID, p.UID, l.SocketPath(), stop, p.PID)
 		}
 		return nil, fmt.Errorf("%w (%s; %s)", ErrServing, l.opt.StatePath, who)
 	}
@@ -78,7 +93,7 @@ func (l *Local) Serve(ctx context.Context) (*Serving, error) {
 	sock, err := serve.Listen(l.SocketPath(), perm)
 	if err != nil {
 		release()
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrServeSetup, err)
 	}
 	return &Serving{Socket: sock, release: release}, nil
 }
@@ -115,6 +130,36 @@ func (l *Local) serveLock(path string) (release func(), held bool, err error) {
 		f.Close()
 		return nil, false, err
 	}
+}
+
+// wakeOwn tells this user's own gssh serve, when one runs for the state
+// (personal mode), that a submit found the pass lock held (by its pass,
+// most likely), so that it passes again at once; whether one was told.
+func (l *Local) wakeOwn(ctx context.Context) bool {
+	if l.lab != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return serve.Wake(ctx, l.SocketPath(), os.Getuid()) == nil
+}
+
+// Check opens what l's calls need before any of them (the inventory, the
+// lab's set-up, ssh_config), and keeps how it read them for Answers: gssh
+// serve checks its service at its start and on SIGHUP, keeping the one it
+// has when a new one fails this. Call it before l answers anyone.
+func (l *Local) Check() error {
+	v, verr := l.View() // as read now: what Answers compares with
+	_, err := l.hosts()
+	l.checked = checkedView{view: v, err: verr, done: true}
+	return err
+}
+
+// checkedView is how a service reached the hosts when Check read them.
+type checkedView struct {
+	view View
+	err  error
+	done bool
 }
 
 // wake tells the lab's gssh serve, when one runs, that a member recorded

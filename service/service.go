@@ -328,6 +328,7 @@ type Local struct {
 	ev       events
 	walks    state.Walks // the state file's page walks, shared by every open of this process
 	gpus     gpusCache   // gssh serve's answers to gssh gpus (CachedGPUs)
+	checked  checkedView // gssh serve's: how Check found the hosts (Answers)
 }
 
 var _ Service = (*Local)(nil)

@@ -222,9 +222,12 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	if perr != nil {
 		res.PassError = perr
 		if res.Job.State == job.Queued {
-			if errors.Is(perr, control.ErrPassBusy) {
+			switch {
+			case errors.Is(perr, control.ErrPassBusy) && l.wakeOwn(ctx):
+				res.Job.Reason = "another scheduling pass is running; gssh serve's next pass places it, at once"
+			case errors.Is(perr, control.ErrPassBusy):
 				res.Job.Reason = "another scheduling pass is running; the next pass (gssh schedule) will place it"
-			} else {
+			default:
 				res.Job.Reason = "the scheduling pass could not run; the next pass (gssh schedule) will place it"
 			}
 		}

@@ -33,14 +33,14 @@ func newServeCmd(a *app, runF func(*serveOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run scheduling passes as a daemon: every --interval, and at once when asked",
-		Long: `Run the scheduling passes as a daemon, in place of cron's gssh schedule: one
-at once, then one every --interval, and one as soon as a lab member's
-command asks on the socket beside the state (STATE.sock). It prints what
-each pass changed, as gssh schedule does, after the time. One runs per
-state. SIGTERM or Ctrl-C lets the pass in flight end, then exits; a second
-one gives that pass up. SIGHUP reads the inventory and ssh_config again.
-Under systemd (Type=notify) it is ready once its socket listens; the unit
-and the details are in docs/lab.md.`,
+		Long: `Run the scheduling passes as a daemon, in place of cron's gssh schedule:
+one at once, then one every --interval, and one as soon as a lab member's
+command asks on the socket beside the state (STATE.sock); gssh gpus asks it
+too. What each pass changed is printed as gssh schedule prints it, each
+line prefixed with the time. One runs per state. SIGTERM or Ctrl-C lets the
+pass in flight end, then exits; a second one gives that pass up. SIGHUP
+reads the inventory and ssh_config again. Under systemd (Type=notify) it is
+ready once its socket listens; the unit and the details: docs/lab.md.`,
 		Example: `  gssh serve
   gssh serve --interval 10s
   systemctl enable --now gssh-serve    # docs/lab.md: the unit`,
@@ -67,22 +67,43 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	if a.svc != nil {
 		return errors.New("gssh serve works on the state file itself, not through another service")
 	}
+	// SIGHUP before anything: a reload that came early must not end the
+	// process (its default action); SIGPIPE ignored: a log reader that
+	// went away costs the lab its passes otherwise.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	signal.Ignore(syscall.SIGPIPE)
+	defer signal.Reset(syscall.SIGPIPE)
+
 	l := a.newLocal()
 	a.svc = l // Main closes it
+	if err := l.Check(); err != nil {
+		return err // the inventory, the lab's set-up: nothing would pass
+	}
 	srv, err := l.Serve(ctx)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
 	lg := &serveLog{out: a.stdout, errs: a.stderr, now: a.now}
+	if srv.Socket.Replaced != "" {
+		lg.warn(fmt.Sprintf("%s was %s: replaced by the socket", srv.Socket.Path, srv.Socket.Replaced))
+	}
 
+	var inPass atomic.Bool
 	stop := make(chan struct{})
 	var once sync.Once
 	a.onSignal(func(os.Signal) bool {
 		first := false
 		once.Do(func() { first = true; close(stop) })
-		if first {
+		switch {
+		case first && inPass.Load():
 			lg.warn("stopping once the pass in flight ends (again: give it up now)")
+		case first:
+			lg.info("stopping")
+		default:
+			lg.warn("the pass in flight given up: the next pass reconciles what it left")
 		}
 		return first // the second one interrupts the command: ctx is cancelled
 	})
@@ -102,9 +123,6 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	// SIGHUP: the next pass, at once, reads the inventory and ssh_config
 	// again (a new service; its connections are made anew).
 	var reload atomic.Bool
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
@@ -118,6 +136,8 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	}()
 	saidEmpty := false
 	loop := &serve.Loop{Interval: opts.interval, Wake: wake, Pass: func(ctx context.Context) {
+		inPass.Store(true)
+		defer inPass.Store(false)
 		if reload.Swap(false) {
 			cur.Store(reloaded(a, cur.Load(), lg))
 		}
@@ -155,11 +175,16 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 }
 
 // reloaded is the service gssh serve goes on with after a SIGHUP: a new
-// one of the inventory and ssh_config as they are now, unless the state
-// it names is not the one served (the lock and the socket are that
-// one's): then l, saying so.
+// one of the inventory and ssh_config as they are now, unless they
+// cannot be read or the state they name is not the one served (the lock
+// and the socket are that one's): then l, saying so.
 func reloaded(a *app, l *service.Local, lg *serveLog) *service.Local {
 	nl := a.newLocal()
+	if err := nl.Check(); err != nil {
+		nl.Close()
+		lg.warn(fmt.Sprintf("SIGHUP: %v; gssh serve goes on with the inventory and ssh_config it read before (fix them, then SIGHUP again)", err))
+		return l
+	}
 	if nl.StatePath() != l.StatePath() {
 		nl.Close()
 		lg.warn(fmt.Sprintf("SIGHUP: the inventory now puts the state at %s: restart gssh serve to serve it; it goes on serving %s", nl.StatePath(), l.StatePath()))
