@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -37,7 +38,7 @@ type cachedGPUs struct {
 // an error wrapping ErrNotServed (the client probes itself).
 func (l *Local) CachedGPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	c := &l.gpus
-	key := strings.Join(q.Hosts, ",") + "\x00" + strings.Join(q.Labels, ",")
+	key := queryKey(q)
 	probe := func() (got cachedGPUs) {
 		select {
 		case c.slots() <- struct{}{}:
@@ -82,6 +83,20 @@ func (l *Local) CachedGPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	case <-ctx.Done():
 		return GPUsDoc{}, interrupted(ctx)
 	}
+}
+
+// queryKey names the hosts q selects: its names and labels each as a
+// set (the document lists the hosts in inventory order, whatever the
+// query's), so that "a,b", "b,a" and "a,a,b" share one probe. Only an
+// error's words depend on the query's order, and errors but a partial
+// one are never kept.
+func queryKey(q HostQuery) string {
+	set := func(xs []string) string {
+		xs = slices.Clone(xs)
+		slices.Sort(xs)
+		return strings.Join(slices.Compact(xs), ",")
+	}
+	return set(q.Hosts) + "\x00" + set(q.Labels)
 }
 
 // slots is c.probes, made on first use.
