@@ -58,6 +58,14 @@ func Wake(ctx context.Context, path string, uid int) error {
 	return Call(ctx, path, uid, OpWake, nil, nil)
 }
 
+// Pass asks the server at path, running as uid (see Dial), for a pass
+// now, and waits until one that started after the request has ended
+// (bounded by ctx): what the caller wrote before has been read by a pass
+// then.
+func Pass(ctx context.Context, path string, uid int) error {
+	return Call(ctx, path, uid, OpPass, nil, nil)
+}
+
 // Call sends the request of op, with args (marshalled as JSON; nil for
 // none), to the server at path, running as uid (see Dial), and reads its
 // answer into result (nil: none wanted), bounded by ctx. The server's

@@ -7,6 +7,7 @@ package serve
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -27,6 +28,51 @@ type Loop struct {
 	// Wake asks for a pass: a send that would block is dropped, since a
 	// pass is asked for already (make it with NewWake).
 	Wake chan struct{}
+
+	mu sync.Mutex
+	// next are the channels of Next's callers waiting for a pass to
+	// start; current those waiting for the one in flight to end.
+	next, current []chan struct{}
+	ended         bool // Run returned: Next's channels come closed
+}
+
+// Next returns a channel that closes when the first pass that starts
+// after this call has ended (or when Run has returned). With a wake sent
+// after it, the caller learns when a pass has read what it wrote.
+func (l *Loop) Next() <-chan struct{} {
+	ch := make(chan struct{})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		close(ch)
+		return ch
+	}
+	l.next = append(l.next, ch)
+	return ch
+}
+
+// started moves the waiters for a pass to start to the pass now in
+// flight; done closes theirs once it ended (all of them, with end: Run
+// returns).
+func (l *Loop) started() {
+	l.mu.Lock()
+	l.current, l.next = l.next, nil
+	l.mu.Unlock()
+}
+
+func (l *Loop) done(end bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ch := range l.current {
+		close(ch)
+	}
+	l.current = nil
+	if end {
+		for _, ch := range l.next {
+			close(ch)
+		}
+		l.next, l.ended = nil, true
+	}
 }
 
 // NewWake is a Loop's wake channel: room for one wake, the one that
@@ -52,6 +98,7 @@ func (l *Loop) Run(ctx context.Context, stop <-chan struct{}) {
 	}
 	timer := time.NewTimer(0) // the first pass at once
 	defer timer.Stop()
+	defer l.done(true)
 	for {
 		select { // a stop that came during the last pass goes first
 		case <-stop:
@@ -72,7 +119,9 @@ func (l *Loop) Run(ctx context.Context, stop <-chan struct{}) {
 		case <-l.Wake:
 		default:
 		}
+		l.started()
 		l.Pass(ctx)
+		l.done(false)
 		timer.Reset(interval)
 	}
 }

@@ -73,3 +73,35 @@ func TestLoopCancel(t *testing.T) {
 		}
 	})
 }
+
+// TestLoopNext: Next's channel closes when a pass that started after the
+// call has ended, not the one in flight then; and when Run returns.
+func TestLoopNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		l := &Loop{Interval: time.Hour, Wake: NewWake(), Pass: func(context.Context) { time.Sleep(time.Second) }}
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() { l.Run(t.Context(), stop); close(done) }()
+		time.Sleep(500 * time.Millisecond) // the first pass is in flight
+		ch := l.Next()
+		Poke(l.Wake)
+		<-ch
+		if d := time.Since(t0); d != 2*time.Second {
+			t.Errorf("Next closed at %v, want 2s (the end of the pass after the one in flight)", d)
+		}
+		late := l.Next() // no wake: no pass comes within the hour
+		close(stop)
+		<-done
+		select {
+		case <-late:
+		default:
+			t.Error("a Next still open after Run returned")
+		}
+		select {
+		case <-l.Next():
+		default:
+			t.Error("Next after Run returned is not closed")
+		}
+	})
+}

@@ -50,9 +50,13 @@ const (
 	MaxPeerConns = 8
 )
 
-// Op names. OpWake asks for a pass (Loop.Wake); the others are the
+// Op names. OpWake asks for a pass (Loop.Wake); OpPass asks for one and
+// is answered once it has ended (Server.Next); the others are the
 // Server's Handlers'.
-const OpWake = "wake"
+const (
+	OpWake = "wake"
+	OpPass = "pass"
+)
 
 // Request is one request of the socket's protocol: the op, and its
 // arguments as the op's handler reads them (JSON).
@@ -200,8 +204,10 @@ func (l *Listener) Close() error {
 
 // A Server answers the socket's requests.
 type Server struct {
-	// Wake is the Loop's: a wake request pokes it.
+	// Wake is the Loop's: a wake request pokes it. Next is its Next
+	// (nil: OpPass is answered as OpWake is, at once).
 	Wake chan<- struct{}
+	Next func() <-chan struct{}
 	// Log, when set, is told of each request refused, in one line.
 	Log func(string)
 	// Timeout bounds the wait for each connection's request
@@ -284,9 +290,22 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		}
 		return
 	}
-	if req.Op == OpWake {
+	switch {
+	case req.Op == OpWake || req.Op == OpPass && s.Next == nil:
 		Poke(s.Wake)
 		answer(c, Answer{OK: true})
+		return
+	case req.Op == OpPass:
+		passed := s.Next() // a pass that starts after this: it reads what the client wrote
+		Poke(s.Wake)
+		select { // a client that went away meanwhile costs a wait for one pass
+		case <-passed:
+			answer(c, Answer{OK: true})
+		case <-ctx.Done():
+			answer(c, Answer{Error: &Fault{Message: "gssh serve is stopping", Kind: KindRefused}})
+		case <-time.After(OpTimeout):
+			answer(c, Answer{Error: &Fault{Message: fmt.Sprintf("no pass ended within %s", OpTimeout), Kind: KindRefused}})
+		}
 		return
 	}
 	h := s.Handlers[req.Op]
@@ -339,7 +358,7 @@ func call(ctx context.Context, h Handler, p Peer, req Request) (result any, err 
 
 // ops are the op names s answers, sorted.
 func (s *Server) ops() []string {
-	names := []string{strconv.Quote(OpWake)}
+	names := []string{strconv.Quote(OpWake), strconv.Quote(OpPass)}
 	for op := range s.Handlers {
 		names = append(names, strconv.Quote(op))
 	}

@@ -289,7 +289,7 @@ func TestHandlers(t *testing.T) {
 		t.Errorf("a handler's panic: %v", err)
 	}
 	err = Call(ctx, path, os.Getuid(), "nope", nil, nil)
-	if err == nil || !strings.Contains(err.Error(), `unknown op "nope": this gssh serve knows "echo", "panic", "slow", "wake"`) {
+	if err == nil || !strings.Contains(err.Error(), `unknown op "nope": this gssh serve knows "echo", "panic", "pass", "slow", "wake"`) {
 		t.Errorf("unknown op: %v", err)
 	}
 	cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)

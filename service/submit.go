@@ -197,11 +197,13 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		// Recorded only: the lab's pass user starts it.
 		if !r.Hold {
 			res.Job.Reason = fmt.Sprintf("the next pass starts it (the lab's passes are run by %s)", l.lab.passUser)
-			l.wake(ctx) // a gssh serve makes that pass now
 		}
 		res.Tasks = tasks
 		for i := range res.Tasks {
 			res.Tasks[i].Reason = res.Job.Reason
+		}
+		if !r.Hold && l.servedPass(ctx, db, j) { // a gssh serve made that pass now
+			res.Job, res.Tasks = reread(db, j, tasks)
 		}
 		return res, nil
 	}
@@ -233,6 +235,22 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		}
 	}
 	return res, nil
+}
+
+// reread is j and tasks as the state has them now (each as it was where
+// it cannot be read).
+func reread(db *state.Bolt, j job.Job, tasks []job.Job) (job.Job, []job.Job) {
+	if got, err := db.Get(j.ID); err == nil {
+		j = got
+	}
+	var out []job.Job
+	for _, t := range tasks {
+		if got, err := db.Get(t.ID); err == nil {
+			t = got
+		}
+		out = append(out, t)
+	}
+	return j, out
 }
 
 // checkPolicy refuses what the inventory's policy never lets the

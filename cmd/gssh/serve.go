@@ -114,7 +114,8 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	served := make(chan error, 1)
 	var cur atomic.Pointer[service.Local] // the service, a new one after each SIGHUP
 	cur.Store(l)
-	server := &serve.Server{Wake: wake, Log: lg.warn, Handlers: hostHandlers(&cur),
+	loop := &serve.Loop{Interval: opts.interval, Wake: wake}
+	server := &serve.Server{Wake: wake, Next: loop.Next, Log: lg.warn, Handlers: hostHandlers(&cur),
 		FaultOf: func(err error) *serve.Fault { return service.FaultOf(err, exitCode(err)) }}
 	go func() { served <- server.Serve(sctx, srv.Socket) }()
 	lg.info(fmt.Sprintf("gssh serve (pid %d): a pass every %s, and at once when asked on %s", os.Getpid(), units.FormatDuration(opts.interval), srv.Socket.Path))
@@ -135,7 +136,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 		}
 	}()
 	saidEmpty := false
-	loop := &serve.Loop{Interval: opts.interval, Wake: wake, Pass: func(ctx context.Context) {
+	loop.Pass = func(ctx context.Context) {
 		inPass.Store(true)
 		defer inPass.Store(false)
 		if reload.Swap(false) {
@@ -160,7 +161,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 		}
 		lg.info(passText(res, false))
 		lg.problems(res.Problems)
-	}}
+	}
 	loop.Run(ctx, stop)
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	cancel()
