@@ -123,6 +123,16 @@ func TestSharedLabServe(t *testing.T) {
 	}
 	waitFor("job 1 cancelled (woken by alice's cancel)", 20*time.Second, func() bool { return ps("1", "cancelled") })
 
+	// A member's gssh gpus is serve's to answer, over the pass account's
+	// connection: bob, with a HOME that holds no key, sees w1's GPUs
+	// all the same (the lab's view is its inventory, whoever asks).
+	keyless := t.TempDir()
+	os.Chmod(keyless, 0o777)
+	out, errs, code = l.gsshWith(bob, []string{"GSSH_INVENTORY=" + l.inv, "HOME=" + keyless}, "gpus", "--json")
+	if code != 0 || !strings.Contains(out, `"name": "w1"`) || !strings.Contains(out, `"state": "ok"`) {
+		t.Errorf("bob's gpus through serve: exit %d: %s%s", code, out, errs)
+	}
+
 	_, errs, code = l.gssh(pass, "serve")
 	if code != 3 || !strings.Contains(errs, "gssh serve already runs for this state") || !strings.Contains(errs, "pid ") {
 		t.Errorf("a second serve: exit %d: %s", code, errs)
@@ -137,6 +147,10 @@ func TestSharedLabServe(t *testing.T) {
 	}
 	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the socket is left after serve stopped: %v", err)
+	}
+	out, _, code = l.gsshWith(bob, []string{"GSSH_INVENTORY=" + l.inv, "HOME=" + keyless}, "gpus", "--json")
+	if code != 2 || strings.Contains(out, `"state": "ok"`) {
+		t.Errorf("bob's keyless gpus without serve: exit %d: %s; want w1 unreachable (exit 2)", code, out)
 	}
 	for _, want := range []string{"job 1 running on w1:", "job 2 running on w1:", "job 1 cancelled", "gssh serve stopped"} {
 		if !strings.Contains(srvOut.String(), want) {
