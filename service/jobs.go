@@ -297,7 +297,17 @@ func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Contro
 		changed = changed || out[i].Err == nil
 	}
 	if pass && changed && l.member() {
-		l.wake(ctx) // the lab's pass user's pass starts them
+		// The lab's pass user's pass starts them: a gssh serve's now,
+		// and they are said as it left them.
+		if l.labPass(ctx) {
+			for i := range out {
+				if out[i].Err == nil {
+					if j, err := st.Get(out[i].Job.ID); err == nil {
+						out[i].Job = j
+					}
+				}
+			}
+		}
 	} else if pass && changed {
 		if _, err := l.pass(ctx, f, st, nil, l.opt.PassWait); err == nil {
 			for i := range out {

@@ -118,6 +118,13 @@ func TestSharedLabServe(t *testing.T) {
 	}
 	waitFor("job 2 ended (woken by bob's submit)", 20*time.Second, func() bool { return ps("2", "running") || ps("2", "succeeded") })
 	t.Logf("bob's job 2 started %s after his submit began", time.Since(start).Round(time.Millisecond))
+	// A member's release waits for serve's pass too, and says what it did.
+	if out, errs, code := l.gssh(bob, "submit", "--hold", "--host", "w1", "--mem", "1G", "--workdir", l.work, "--", "true"); code != 0 || !strings.Contains(out, "job 3 held") {
+		t.Fatalf("bob's submit --hold: exit %d: %s%s", code, out, errs)
+	}
+	if out, errs, code := l.gssh(bob, "release", "3"); code != 0 || !strings.Contains(out, "job 3 released, running on w1:") {
+		t.Errorf("bob's release: exit %d: %s%s; want it running, by serve's pass", code, out, errs)
+	}
 	if out, errs, code := l.gssh(alice, "cancel", "--grace", "1s", "1"); code != 0 || !strings.Contains(out, "cancel recorded") {
 		t.Fatalf("alice's cancel: exit %d: %s%s", code, out, errs)
 	}
