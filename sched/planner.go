@@ -17,8 +17,8 @@ import (
 // one plan to the next while its facts, its units and what holds them
 // are the same. A host's units are listed once per Snapshot.GPUs (or
 // taken from Prepare): a caller that changes a host's GPUs in place,
-// rather than giving a new slice, must Prepare it again. The zero value is ready to use. A
-// Planner is not safe for concurrent use.
+// rather than giving a new slice, must Prepare it again. The zero value
+// is ready to use. A Planner is not safe for concurrent use.
 //
 // The Decisions a Planner returns are read, not changed, and only until
 // its next plan: that one reuses their Pending and its Rejected lists.

@@ -22,6 +22,11 @@ type Weights struct {
 // size weight): jobs then go by their users' scores, exactly.
 func (w Weights) FairShareOnly() bool { return w.Age == 0 && w.Size == 0 }
 
+// Multifactor reports whether p orders by the multifactor priority
+// (order fairshare, a weight beyond fair-share's): a job's own factors
+// then count, not only its user's score.
+func (p Policy) Multifactor() bool { return p.Order == OrderFair && !p.Weights.FairShareOnly() }
+
 // Priority is a queued job's place in the queue's order, factor by
 // factor: what Ranking.Of works out, and what the picker, preemption,
 // gssh show and gssh usage read.
@@ -51,7 +56,7 @@ type Ranking struct {
 	// not ordered by seconds); 0 until fairScore works it out from users.
 	fair  float64
 	users func(yield func(string) bool)
-	// multifactor: the order reads factors (readsFactors).
+	// multifactor: pol.Multifactor(), read at every job (readsFactors).
 	multifactor bool
 }
 
@@ -68,7 +73,7 @@ const MinFairScore = 3600.0
 // its picker gives them, from the jobs it reads anyway.
 func NewRanking(pol Policy, now time.Time, usage map[string]float64, users func(yield func(string) bool)) *Ranking {
 	pol = pol.WithDefaults()
-	return &Ranking{pol: pol, now: now, usage: usage, users: users, multifactor: pol.Order == OrderFair && !pol.Weights.FairShareOnly()}
+	return &Ranking{pol: pol, now: now, usage: usage, users: users, multifactor: pol.Multifactor()}
 }
 
 // fairScore is the fair score (see Ranking), worked out on first use.

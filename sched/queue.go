@@ -105,7 +105,7 @@ func newPicker(queue, running []job.Job, rank *Ranking, buf *pickerBuf) *picker 
 		byUser = map[string]*userEntry{}
 		buf.byUser = byUser
 	}
-	own := !pol.Weights.FairShareOnly()
+	own := pol.Multifactor() // each user's jobs go by their own factors too
 	classes := buf.classes[:0]
 	bounds := buf.bounds[:0]                                     // each class's end in jobs, and its first entry in buf.users
 	owners := slices.Grow(buf.owners[:0], len(jobs))[:len(jobs)] // each job's entry

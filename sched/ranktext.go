@@ -12,7 +12,7 @@ import (
 func rankText(queue []ranked, pos int, pol Policy) string {
 	j := queue[pos]
 	head := ordinal(pos+1) + " in the queue"
-	multifactor := pol.Order == OrderFair && !pol.Weights.FairShareOnly()
+	multifactor := pol.Multifactor()
 	if pos == 0 && multifactor {
 		return head + ": " + FactorsText(j.Priority, pol) // what keeps it first
 	}
