@@ -114,11 +114,7 @@ func (r Remote) call(ctx context.Context, op string, q HostQuery, result any) (s
 	if verr != nil {
 		return false, nil
 	}
-	uid := os.Getuid()
-	if r.lab != nil {
-		uid = r.lab.dir.PassUID
-	}
-	err = serve.Call(ctx, r.SocketPath(), uid, op, HostsArgs{Query: q, View: view}, result)
+	err = serve.Call(ctx, r.SocketPath(), r.serverUID(), op, HostsArgs{Query: q, View: view}, result)
 	var f *serve.Fault
 	switch {
 	case err == nil:

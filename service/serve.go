@@ -158,23 +158,11 @@ func (l *Local) labPass(ctx context.Context) bool {
 	}
 	pctx, cancel := context.WithTimeout(ctx, servedPassWait)
 	defer cancel()
-	return serve.Pass(pctx, l.SocketPath(), l.lab.dir.PassUID) == nil
+	return serve.Pass(pctx, l.SocketPath(), l.serverUID()) == nil
 }
 
 // servedPassWait bounds a submit's wait for gssh serve's pass.
 const servedPassWait = 30 * time.Second
-
-// wakeOwn tells this user's own gssh serve, when one runs for the state
-// (personal mode), that a submit found the pass lock held (by its pass,
-// most likely), so that it passes again at once; whether one was told.
-func (l *Local) wakeOwn(ctx context.Context) bool {
-	if l.lab != nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	return serve.Wake(ctx, l.SocketPath(), os.Getuid()) == nil
-}
 
 // Check opens what l's calls need before any of them (the inventory, the
 // lab's set-up, ssh_config), and keeps how it read them for Answers: gssh
@@ -194,15 +182,22 @@ type checkedView struct {
 	done bool
 }
 
-// wake tells the lab's gssh serve, when one runs, that a member recorded
-// a change, so that its pass comes now rather than at its next interval.
-// Nothing is said when none runs (cron's or a timer's next pass comes),
-// nor in personal mode, where the command runs its own pass.
-func (l *Local) wake(ctx context.Context) {
-	if l.lab == nil {
-		return
-	}
+// wake tells the state's gssh serve, when one runs, that something was
+// recorded that a pass acts on (a lab member's change, a submit that
+// found the pass lock held), so that its pass comes now rather than at
+// its next interval; whether one was told. Nothing is said when none
+// runs: cron's or a timer's next pass comes.
+func (l *Local) wake(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	serve.Wake(ctx, l.SocketPath(), l.lab.dir.PassUID) // a member may not make it fail: the pass comes anyway
+	return serve.Wake(ctx, l.SocketPath(), l.serverUID()) == nil
+}
+
+// serverUID is the uid the state's gssh serve runs as: the lab's pass
+// account, else this process's. The commands talk to no other.
+func (l *Local) serverUID() int {
+	if l.lab != nil {
+		return l.lab.dir.PassUID
+	}
+	return os.Getuid()
 }

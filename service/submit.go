@@ -225,7 +225,7 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		res.PassError = perr
 		if res.Job.State == job.Queued {
 			switch {
-			case errors.Is(perr, control.ErrPassBusy) && l.wakeOwn(ctx):
+			case errors.Is(perr, control.ErrPassBusy) && l.wake(ctx):
 				res.Job.Reason = "another scheduling pass is running; gssh serve's next pass places it, at once"
 			case errors.Is(perr, control.ErrPassBusy):
 				res.Job.Reason = "another scheduling pass is running; the next pass (gssh schedule) will place it"

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,8 +72,10 @@ func TestSharedLabServe(t *testing.T) {
 	}
 
 	srv := l.command(pass, []string{"GSSH_INVENTORY=" + l.inv}, "serve", "--interval", "1h")
-	var srvOut, srvErr syncBuffer
-	srv.Stdout, srv.Stderr = &srvOut, &srvErr
+	// Its output goes to files (a command's own descriptors: no copier),
+	// read whenever the test looks.
+	srvOut, srvErr := outputFile(t, "serve.out"), outputFile(t, "serve.err")
+	srv.Stdout, srv.Stderr = srvOut.File, srvErr.File
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -167,21 +170,20 @@ func TestSharedLabServe(t *testing.T) {
 	t.Logf("serve's stdout:\n%s\nstderr:\n%s", srvOut.String(), srvErr.String())
 }
 
-// syncBuffer is a bytes.Buffer written by a command's output copier and
-// read by the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// outputFile is a file in a temporary directory for a command's output;
+// its String is what was written so far.
+func outputFile(t *testing.T, name string) *output {
+	f, err := os.Create(filepath.Join(t.TempDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return &output{f}
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
+type output struct{ *os.File }
 
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func (o *output) String() string {
+	b, _ := os.ReadFile(o.Name())
+	return string(b)
 }

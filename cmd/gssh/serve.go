@@ -135,33 +135,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 			}
 		}
 	}()
-	saidEmpty := false
-	loop.Pass = func(ctx context.Context) {
-		inPass.Store(true)
-		defer inPass.Store(false)
-		if reload.Swap(false) {
-			cur.Store(reloaded(a, cur.Load(), lg))
-		}
-		l := cur.Load()
-		res, err := l.Schedule(ctx, service.ScheduleRequest{})
-		switch {
-		case errors.Is(err, state.ErrNoState):
-			if !saidEmpty {
-				lg.info("no jobs yet: the first gssh submit makes the state file " + l.StatePath())
-				saidEmpty = true
-			}
-			return
-		case errors.Is(err, service.ErrPassBusy):
-			return // another pass (a command's, cron's) runs: this one comes at the next interval
-		case err != nil && ctx.Err() == nil:
-			lg.problems([]error{err})
-			return
-		case err != nil:
-			return // given up: the next start reconciles
-		}
-		lg.info(passText(res, false))
-		lg.problems(res.Problems)
-	}
+	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg}).pass
 	loop.Run(ctx, stop)
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	cancel()
@@ -173,6 +147,45 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	}
 	lg.info("gssh serve stopped")
 	return nil
+}
+
+// servePasses is gssh serve's passes: each with the service cur holds
+// (a new one first when reload was set, by SIGHUP), what it changed
+// told to lg.
+type servePasses struct {
+	a              *app
+	cur            *atomic.Pointer[service.Local]
+	reload, inPass *atomic.Bool
+	lg             *serveLog
+	saidEmpty      bool // "no jobs yet" was said
+}
+
+// pass is one pass (serve.Loop.Pass).
+func (p *servePasses) pass(ctx context.Context) {
+	p.inPass.Store(true)
+	defer p.inPass.Store(false)
+	if p.reload.Swap(false) {
+		p.cur.Store(reloaded(p.a, p.cur.Load(), p.lg))
+	}
+	l := p.cur.Load()
+	res, err := l.Schedule(ctx, service.ScheduleRequest{})
+	switch {
+	case errors.Is(err, state.ErrNoState):
+		if !p.saidEmpty {
+			p.lg.info("no jobs yet: the first gssh submit makes the state file " + l.StatePath())
+			p.saidEmpty = true
+		}
+		return
+	case errors.Is(err, service.ErrPassBusy):
+		return // another pass (a command's, cron's) runs: this one comes at the next interval
+	case err != nil && ctx.Err() == nil:
+		p.lg.problems([]error{err})
+		return
+	case err != nil:
+		return // given up: the next start reconciles
+	}
+	p.lg.info(passText(res, false))
+	p.lg.problems(res.Problems)
 }
 
 // reloaded is the service gssh serve goes on with after a SIGHUP: a new
