@@ -45,6 +45,7 @@
 //	  state: /var/lib/gssh/state.db
 //	  pass_user: gssh
 //	  group: gssh        # the state directory's group (default gssh)
+//	  serve: true        # the queue is gssh serve's alone: members go through its socket
 //
 // Every error names the file and line and says what to change.
 package inventory
@@ -124,8 +125,12 @@ type Lab struct {
 	State    string // absolute path of the one state file
 	PassUser string // the only account that runs passes
 	Group    string // the group owning the state directory
+	// Serve: the queue is gssh serve's alone (`serve: true`): its
+	// directory only the pass account writes, its files 0600, and
+	// members' commands go through gssh serve's socket.
+	Serve bool
 
-	Line, StateLine, PassUserLine, GroupLine int
+	Line, StateLine, PassUserLine, GroupLine, ServeLine int
 }
 
 // Lookup returns the host named name.
@@ -451,7 +456,7 @@ func (p parser) fields(m *yaml.Node, h *Host, isDefaults bool) error {
 	return nil
 }
 
-var labKeys = []string{"state", "pass_user", "group"}
+var labKeys = []string{"state", "pass_user", "group", "serve"}
 
 // lab reads the `lab:` block: state (an absolute path) and pass_user are
 // required, group is gssh unless given.
@@ -465,6 +470,14 @@ func (p parser) lab(k, m *yaml.Node) (*Lab, error) {
 	lab := &Lab{Group: DefaultLabGroup, Line: k.Line}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
+		if k.Value == "serve" {
+			b, err := p.boolean(v, "lab serve")
+			if err != nil {
+				return nil, err
+			}
+			lab.Serve, lab.ServeLine = b, v.Line
+			continue
+		}
 		s, err := p.str(v, "lab "+k.Value)
 		if err != nil && slices.Contains(labKeys, k.Value) {
 			return nil, err

@@ -73,9 +73,13 @@ func checkDir(path string, d Dir) error {
 		return fmt.Errorf("%w: %v (%s)", ErrDir, err, d.Fix())
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	if fi.Mode() != Mode || int(st.Uid) != d.PassUID || int(st.Gid) != d.GID {
-		return fmt.Errorf("%w: %s is %s, group %s; a lab's is a directory of the pass account %s, group %s, mode 3770 (setgid, sticky: no member can remove or replace another's files) (%s)",
-			ErrDir, path, describe(fi), groupName(int(st.Gid)), d.PassUser, d.Group, d.Fix())
+	if fi.Mode() != d.Mode() || int(st.Uid) != d.PassUID || int(st.Gid) != d.GID {
+		why := "setgid, sticky: no member can remove or replace another's files"
+		if d.Served {
+			why = "gssh serve's queue: members reach its socket, and write nothing there"
+		}
+		return fmt.Errorf("%w: %s is %s, group %s; a lab's is a directory of the pass account %s, group %s, mode %s (%s) (%s)",
+			ErrDir, path, describe(fi), groupName(int(st.Gid)), d.PassUser, d.Group, d.ModeText(), why, d.Fix())
 	}
 	return nil
 }
@@ -134,7 +138,7 @@ func (d Dir) fixDir(path string) error {
 	if err := f.Chown(uid, d.GID); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := f.Chmod(Mode &^ fs.ModeDir); err != nil {
+	if err := f.Chmod(d.Mode() &^ fs.ModeDir); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return checkDir(path, d)

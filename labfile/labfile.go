@@ -51,6 +51,15 @@ const Mode = fs.ModeDir | fs.ModeSetgid | fs.ModeSticky | 0o770
 // read and write them.
 const Perm fs.FileMode = 0o660
 
+// ServedMode and ServedPerm are the directory's and its files' modes in
+// a lab whose queue gssh serve alone keeps (Dir.Served): the members
+// reach the directory (its socket) but write nothing in it, and read
+// none of its files.
+const (
+	ServedMode             = fs.ModeDir | 0o750
+	ServedPerm fs.FileMode = 0o600
+)
+
 // Dir is a lab's state directory and the accounts its files belong to.
 type Dir struct {
 	Path     string // the directory: the lab state's parent
@@ -58,6 +67,9 @@ type Dir struct {
 	PassUID  int
 	Group    string // the lab group, for messages
 	GID      int
+	// Served: the lab's queue is gssh serve's alone (ServedMode,
+	// ServedPerm).
+	Served bool
 	// self is this process's effective uid (os.Geteuid at New); tests
 	// of the package set it to play a member.
 	self int
@@ -78,6 +90,25 @@ func New(dir, passUser string, passUID int, group string, gid int) Dir {
 	return Dir{Path: dir, PassUser: passUser, PassUID: passUID, Group: group, GID: gid, self: os.Geteuid(), sysctl: HardlinksSysctl}
 }
 
+// Mode is the directory's mode: Mode, or ServedMode when d.Served.
+func (d Dir) Mode() fs.FileMode {
+	if d.Served {
+		return ServedMode
+	}
+	return Mode
+}
+
+// Perm is the mode of the files gssh keeps there: Perm, or ServedPerm.
+func (d Dir) Perm() fs.FileMode {
+	if d.Served {
+		return ServedPerm
+	}
+	return Perm
+}
+
+// ModeText is the directory's mode as chmod takes it: 3770, or 0750.
+func (d Dir) ModeText() string { return fmt.Sprintf("%04o", chmodBits(d.Mode())) }
+
 // As is d as a process of uid sees it: whether it may replace entries,
 // which files it adjusts (tests play a member this way; the kernel still
 // decides what the process may do).
@@ -92,7 +123,7 @@ func (d Dir) Privileged() bool { return d.self == 0 || d.self == d.PassUID }
 
 // Fix is what to run to set the directory up.
 func (d Dir) Fix() string {
-	return fmt.Sprintf("as root: gssh lab init (or: mkdir -p %[1]s; chown %[2]s:%[3]s %[1]s; chmod 3770 %[1]s)", d.Path, d.PassUser, d.Group)
+	return fmt.Sprintf("as root: gssh lab init (or: mkdir -p %[1]s; chown %[2]s:%[3]s %[1]s; chmod %[4]s %[1]s)", d.Path, d.PassUser, d.Group, d.ModeText())
 }
 
 // UntrustedError is an entry gssh expects to be its own file that is not:
@@ -118,7 +149,7 @@ type Replaced struct {
 type Want struct {
 	// Owner is the uid the file must have; -1: the pass account or root.
 	Owner int
-	// Perm is its mode (0: Perm).
+	// Perm is its mode (0: the directory's Dir.Perm).
 	Perm fs.FileMode
 	// AnyLinks accepts more links than one (LockFile); such a file's
 	// owner, group and mode are then left as they are.
@@ -133,9 +164,9 @@ func (w Want) owned(d Dir, uid int) bool {
 	return uid == d.PassUID || uid == 0
 }
 
-func (w Want) perm() fs.FileMode {
+func (w Want) perm(d Dir) fs.FileMode {
 	if w.Perm == 0 {
-		return Perm
+		return d.Perm()
 	}
 	return w.Perm
 }
@@ -201,9 +232,9 @@ func (d Dir) verify(f *os.File, w Want) error {
 				return fmt.Errorf("%s: group %s, not the lab's %s, and it cannot be changed: %w", f.Name(), groupName(int(st.Gid)), d.Group, err)
 			}
 		}
-		if fi.Mode().Perm() != w.perm() {
-			if err := f.Chmod(w.perm()); err != nil {
-				return fmt.Errorf("%s: mode %04o, not the lab's %04o, and it cannot be changed: %w", f.Name(), fi.Mode().Perm(), w.perm(), err)
+		if fi.Mode().Perm() != w.perm(d) {
+			if err := f.Chmod(w.perm(d)); err != nil {
+				return fmt.Errorf("%s: mode %04o, not the lab's %04o, and it cannot be changed: %w", f.Name(), fi.Mode().Perm(), w.perm(d), err)
 			}
 		}
 	}
@@ -364,7 +395,7 @@ func (d Dir) openFix(path string, flag int, w Want, create bool, fill Fill, repo
 // Create makes path a new file of the pass account (when root makes it)
 // in the lab group, mode Perm, failing when an entry is there already.
 func (d Dir) Create(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|openFlags, Perm)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|openFlags, d.Perm())
 	if err != nil {
 		return nil, err
 	}
@@ -386,7 +417,7 @@ func (d Dir) Create(path string) (*os.File, error) {
 			return fail(err)
 		}
 	}
-	if err := f.Chmod(Perm); err != nil { // not the umask's
+	if err := f.Chmod(d.Perm()); err != nil { // not the umask's
 		return fail(err)
 	}
 	return f, nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"syscall"
 	"time"
@@ -15,6 +16,10 @@ import (
 // ErrNotServing means no server listens at the socket's path: there is
 // no socket there, or one a server left when it died.
 var ErrNotServing = errors.New("gssh serve is not running")
+
+// ErrGone means the server ended the connection before its answer: it
+// stopped or was killed mid-request.
+var ErrGone = errors.New("gssh serve went away")
 
 // Dial connects to the server at path and checks that it runs as uid
 // (SO_PEERCRED; -1: any uid), so that nobody else's socket at that path is
@@ -68,10 +73,25 @@ func Pass(ctx context.Context, path string, uid int) error {
 
 // Call sends the request of op, with args (marshalled as JSON; nil for
 // none), to the server at path, running as uid (see Dial), and reads its
-// answer into result (nil: none wanted), bounded by ctx. The server's
-// error is a *Fault, with result read all the same when the answer has
-// one; an error wrapping ErrNotServing when no server listens.
+// answer into result (nil: none wanted), bounded by ctx (by OpTimeout and
+// then some when ctx has no deadline). The server's error is a *Fault,
+// with result read all the same when the answer has one; an error
+// wrapping ErrNotServing when no server listens.
 func Call(ctx context.Context, path string, uid int, op string, args, result any) error {
+	if _, ok := ctx.Deadline(); !ok { // a server that stopped answering is not waited for forever
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, OpTimeout+2*RequestTimeout)
+		defer cancel()
+	}
+	return Stream(ctx, path, uid, op, args, result, nil)
+}
+
+// Stream is Call for an op whose answer streams: each piece before the
+// result goes to more (an error from it ends the call, and is
+// returned); no deadline but ctx's. A connection the server refused as
+// one too many of this uid's (KindBusy) is tried again, for up to
+// busyRetry.
+func Stream(ctx context.Context, path string, uid int, op string, args, result any, more func(json.RawMessage) error) error {
 	req := Request{Op: op}
 	if args != nil {
 		b, err := json.Marshal(args)
@@ -80,49 +100,93 @@ func Call(ctx context.Context, path string, uid int, op string, args, result any
 		}
 		req.Args = b
 	}
-	if _, ok := ctx.Deadline(); !ok { // a server that stopped answering is not waited for forever
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, OpTimeout+2*RequestTimeout)
-		defer cancel()
+	b, _ := json.Marshal(req)
+	b = append(b, '\n')
+	var f *Fault
+	for wait, start := time.Millisecond, time.Now(); ; wait = min(2*wait, 100*time.Millisecond) {
+		err := roundTrip(ctx, path, uid, op, b, result, more)
+		if !errors.As(err, &f) || f.Kind != KindBusy || time.Since(start) > busyRetry {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait/2 + time.Duration(rand.Int64N(int64(wait)))):
+		}
 	}
+}
+
+// busyRetry is how long Stream tries again a server busy with this
+// uid's other connections.
+const busyRetry = 30 * time.Second
+
+// roundTrip is one connection of Stream: req sent, its answer read.
+func roundTrip(ctx context.Context, path string, uid int, op string, req []byte, result any, more func(json.RawMessage) error) error {
 	c, _, err := Dial(ctx, path, uid)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	d, _ := ctx.Deadline()
-	c.SetDeadline(d)
+	if d, ok := ctx.Deadline(); ok {
+		c.SetDeadline(d)
+	}
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
-	b, _ := json.Marshal(req)
-	_, werr := c.Write(append(b, '\n')) // a server that refused the peer answered and closed: its answer says why
-	line, err := bufio.NewReader(io.LimitReader(c, MaxAnswer)).ReadBytes('\n')
-	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
+	_, werr := c.Write(req) // a server that refused the peer answered and closed: its answer says why
+	br := bufio.NewReader(c)
+	for {
+		line, err := readLine(br, MaxAnswer)
+		if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
+			if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+				return context.DeadlineExceeded // the connection's deadline is ctx's: it came first
+			}
+			if werr != nil {
+				return fmt.Errorf("socket %s: %w", path, werr)
+			}
+			return fmt.Errorf("socket %s: %w: it went away without an answer: %w", path, ErrGone, err)
 		}
-		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-			return context.DeadlineExceeded // the connection's deadline is ctx's: it came first
+		var a Answer
+		if err := json.Unmarshal(line, &a); err != nil {
+			return fmt.Errorf("socket %s: the answer is not gssh serve's: %w", path, err)
 		}
-		if werr != nil {
-			return fmt.Errorf("socket %s: %w", path, werr)
+		if a.More != nil {
+			if more == nil {
+				return fmt.Errorf("socket %s: the answer to %s streams, and nothing here reads it", path, op)
+			}
+			if err := more(a.More); err != nil {
+				return err
+			}
+			continue
 		}
-		return fmt.Errorf("socket %s: gssh serve went away without an answer: %w", path, err)
+		if result != nil && len(a.Result) > 0 {
+			if err := json.Unmarshal(a.Result, result); err != nil {
+				return fmt.Errorf("socket %s: the answer to %s: %w", path, op, err)
+			}
+		}
+		if !a.OK {
+			if a.Error == nil {
+				a.Error = &Fault{Message: "gssh serve said no, without saying why"}
+			}
+			return a.Error
+		}
+		return nil
 	}
-	var a Answer
-	if err := json.Unmarshal(line, &a); err != nil {
-		return fmt.Errorf("socket %s: the answer is not gssh serve's: %w", path, err)
-	}
-	if result != nil && len(a.Result) > 0 {
-		if err := json.Unmarshal(a.Result, result); err != nil {
-			return fmt.Errorf("socket %s: the answer to %s: %w", path, op, err)
+}
+
+// readLine reads one line of at most max bytes (an error past them).
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > max {
+			return nil, fmt.Errorf("an answer line longer than %d bytes", max)
+		}
+		line = append(line, frag...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
 		}
 	}
-	if !a.OK {
-		if a.Error == nil {
-			a.Error = &Fault{Message: "gssh serve said no, without saying why"}
-		}
-		return a.Error
-	}
-	return nil
 }

@@ -25,14 +25,16 @@ import (
 
 // The socket's protocol, version 1: a client sends one request, a line
 // of JSON ({"op": "wake"}, or {"op": "gpus", "args": {...}}), and reads
-// one answer line ({"ok": true, "result": ...}, or {"ok": false,
-// "error": {"message": "...", ...}, "result": ...}: an error may come
-// with a result, as a probe of some hosts does); then the connection
-// ends.
+// its answer: lines of {"more": ...} first when the op streams (a log's
+// bytes, events), then one line ({"ok": true, "result": ...}, or
+// {"ok": false, "error": {"message": "...", ...}, "result": ...}: an
+// error may come with a result, as a probe of some hosts does); then
+// the connection ends.
 const (
 	// MaxRequest is the longest request a Server reads, in bytes, its
-	// newline included: a longer one is refused unread.
-	MaxRequest = 4096
+	// newline included: a longer one is refused unread. (A submit's
+	// request carries the job's command and environment.)
+	MaxRequest = 1 << 20
 	// MaxAnswer is the longest answer a client reads, in bytes.
 	MaxAnswer = 64 << 20
 	// RequestTimeout bounds the wait for a connection's request and the
@@ -44,10 +46,14 @@ const (
 	OpTimeout = 2 * time.Minute
 	// MaxConns is how many connections a Server handles at once; more
 	// wait in the listen backlog. MaxPeerConns is how many of them one
-	// uid may have: its next ones are refused at once, so that one
-	// user's idle connections hold up nobody else's.
-	MaxConns     = 64
-	MaxPeerConns = 8
+	// uid may have: its next ones are refused at once (KindBusy: the
+	// client tries again), so that one user's idle connections hold up
+	// nobody else's.
+	MaxConns     = 256
+	MaxPeerConns = 64
+	// SendTimeout bounds the writing of each line of a streamed answer:
+	// a client that stops reading is dropped.
+	SendTimeout = 10 * time.Second
 )
 
 // Op names. OpWake asks for a pass (Loop.Wake); OpPass asks for one and
@@ -67,6 +73,9 @@ type Request struct {
 
 // Answer is the server's answer to one Request.
 type Answer struct {
+	// More is one piece of a streamed answer (Handler's send), on a line
+	// of its own before the last; the last line has none.
+	More   json.RawMessage `json:"more,omitempty"`
 	OK     bool            `json:"ok"`
 	Error  *Fault          `json:"error,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
@@ -89,18 +98,20 @@ func (f *Fault) Error() string { return f.Message }
 
 // Fault kinds of the Server's own: KindUnknownOp, the answer to an op it
 // does not know (an older gssh serve); KindRefused, to a request it
-// refused unread or could not read (too long, not JSON, too many
-// connections of the peer's). Either way the client may do the work
-// itself.
+// refused unread or could not read (too long, not JSON); KindBusy, to a
+// connection beyond its peer's MaxPeerConns, which Call tries again.
 const (
 	KindUnknownOp = "unknown_op"
 	KindRefused   = "refused"
+	KindBusy      = "busy"
 )
 
 // A Handler answers one op's requests for peer p: the result (marshalled
 // as the answer's result; nil for none) and the error (made a Fault by
-// the Server's FaultOf), both at once when the op has both.
-type Handler func(ctx context.Context, p Peer, args json.RawMessage) (result any, err error)
+// the Server's FaultOf), both at once when the op has both. send writes
+// one piece of a streamed answer before them (an error once the client
+// has gone or stopped reading for SendTimeout).
+type Handler func(ctx context.Context, p Peer, args json.RawMessage, send func(any) error) (result any, err error)
 
 // Peer is the process at the other end of a unix socket connection, as
 // the kernel says (SO_PEERCRED): never what the peer claims.
@@ -213,8 +224,11 @@ type Server struct {
 	// Timeout bounds the wait for each connection's request
 	// (RequestTimeout when 0), and a second more to write the answer.
 	Timeout time.Duration
-	// Handlers answer the ops other than OpWake, by name.
+	// Handlers answer the ops other than OpWake, by name. Each request's
+	// work is bounded by OpTimeout, unless its op is Long's (a log
+	// followed until its job ends): those go on until the client goes.
 	Handlers map[string]Handler
+	Long     map[string]bool
 	// FaultOf makes a handler's error an answer's Fault (nil: its
 	// message alone).
 	FaultOf func(error) *Fault
@@ -279,7 +293,9 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	if !s.admit(peer.UID) {
-		s.refuse(c, peer, fmt.Sprintf("uid %d has %d connections open already: refused", peer.UID, MaxPeerConns))
+		why := fmt.Sprintf("uid %d has %d connections open already: try again", peer.UID, MaxPeerConns)
+		s.log(peer, why)
+		answer(c, Answer{Error: &Fault{Message: why, Kind: KindBusy}})
 		return
 	}
 	defer s.leave(peer.UID)
@@ -315,9 +331,15 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		answer(c, Answer{Error: &Fault{Message: why, Kind: KindUnknownOp}})
 		return
 	}
-	c.SetDeadline(time.Now().Add(OpTimeout))
-	ctx, cancel := context.WithTimeout(ctx, OpTimeout)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if !s.Long[req.Op] {
+		c.SetDeadline(time.Now().Add(OpTimeout))
+		ctx, cancel = context.WithTimeout(ctx, OpTimeout)
+		defer cancel()
+	} else {
+		c.SetDeadline(time.Time{})
+	}
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
 	go func() { // the client sends nothing more: a read that returns means it went away
@@ -325,7 +347,26 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		c.Read(b[:])
 		cancel()
 	}()
-	result, err := call(ctx, h, peer, req)
+	var sendMu sync.Mutex
+	send := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		line, _ := json.Marshal(Answer{More: b})
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c.SetWriteDeadline(time.Now().Add(SendTimeout))
+		if _, err := c.Write(append(line, '\n')); err != nil {
+			cancel()
+			return fmt.Errorf("the client went away: %w", err)
+		}
+		return nil
+	}
+	result, err := call(ctx, h, peer, req, send)
 	stop() // the answer's own deadline is answer's: ctx's end must not cut it
 	var a Answer
 	if result != nil {
@@ -347,13 +388,13 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 }
 
 // call runs h for req, a panic in it an error (the daemon goes on).
-func call(ctx context.Context, h Handler, p Peer, req Request) (result any, err error) {
+func call(ctx context.Context, h Handler, p Peer, req Request, send func(any) error) (result any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			result, err = nil, fmt.Errorf("gssh serve failed answering %s: %v", req.Op, r)
 		}
 	}()
-	return h(ctx, p, req.Args)
+	return h(ctx, p, req.Args, send)
 }
 
 // ops are the op names s answers, sorted.
@@ -419,10 +460,9 @@ func (s *Server) log(p Peer, why string) {
 // readRequest reads one request line of at most MaxRequest bytes, which
 // is to come within timeout.
 func readRequest(r io.Reader, timeout time.Duration) (Request, error) {
-	br := bufio.NewReaderSize(io.LimitReader(r, MaxRequest), MaxRequest)
-	line, err := br.ReadSlice('\n')
+	line, err := bufio.NewReader(io.LimitReader(r, MaxRequest)).ReadBytes('\n')
 	switch {
-	case errors.Is(err, bufio.ErrBufferFull) || errors.Is(err, io.EOF) && len(line) >= MaxRequest:
+	case errors.Is(err, io.EOF) && len(line) >= MaxRequest:
 		return Request{}, fmt.Errorf("request longer than %d bytes: refused", MaxRequest)
 	case errors.Is(err, io.EOF) && len(bytes.TrimSpace(line)) == 0:
 		return Request{}, io.EOF

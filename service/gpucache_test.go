@@ -108,14 +108,14 @@ func TestRemoteFallsBack(t *testing.T) {
 		t.Errorf("a serve without the op: %v, %+v; want the local probe", err, doc)
 	}
 	stop()
-	stop = serveWith(map[string]serve.Handler{service.OpGPUs: func(context.Context, serve.Peer, json.RawMessage) (any, error) {
+	stop = serveWith(map[string]serve.Handler{service.OpGPUs: func(context.Context, serve.Peer, json.RawMessage, func(any) error) (any, error) {
 		return nil, fmt.Errorf("%w: another view", service.ErrNotServed)
 	}})
 	if doc, err := r.GPUs(ctx, service.HostQuery{}); err != nil || len(doc.Hosts) != 1 {
 		t.Errorf("a serve of another view: %v, %+v; want the local probe", err, doc)
 	}
 	stop()
-	stop = serveWith(map[string]serve.Handler{service.OpGPUs: func(_ context.Context, _ serve.Peer, args json.RawMessage) (any, error) {
+	stop = serveWith(map[string]serve.Handler{service.OpGPUs: func(_ context.Context, _ serve.Peer, args json.RawMessage, _ func(any) error) (any, error) {
 		var in service.HostsArgs
 		if err := json.Unmarshal(args, &in); err != nil {
 			return nil, err

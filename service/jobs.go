@@ -233,6 +233,10 @@ func (l *Local) Cancel(ctx context.Context, r CancelRequest) (CancelResult, erro
 	if !res.Freed || r.NoPass {
 		return res, err
 	}
+	if l.served != nil { // gssh serve's request: its loop's pass starts what waited
+		l.served.Wake()
+		return res, nil
+	}
 	pass, perr := l.pass(ctx, f, st, nil, l.opt.PassWait)
 	if perr != nil {
 		res.PassError = perr
@@ -296,7 +300,7 @@ func (l *Local) holds(ctx context.Context, ids []job.ID, do func(*control.Contro
 		}
 		changed = changed || out[i].Err == nil
 	}
-	if pass && changed && l.member() {
+	if pass && changed && (l.member() || l.served != nil) {
 		// The lab's pass user's pass starts them: a gssh serve's now,
 		// and they are said as it left them.
 		if l.labPass(ctx) {

@@ -106,7 +106,9 @@ func findLab(opt *Options) (*lab, error) {
 	opt.Fleet.Inventory = inv
 	opt.StatePath, opt.StateExplicit = lb.State, false
 	opt.Owner = "" // the lab's queue is nobody's own: priorities 0-3 are its admins' (policy users admin: true)
-	return &lab{file: file, passUser: lb.PassUser, dir: labfile.New(filepath.Dir(lb.State), lb.PassUser, passUID, lb.Group, gid)}, nil
+	dir := labfile.New(filepath.Dir(lb.State), lb.PassUser, passUID, lb.Group, gid)
+	dir.Served = lb.Serve
+	return &lab{file: file, passUser: lb.PassUser, dir: dir}, nil
 }
 
 // ErrUntrustedLab means a `lab:` block was found in a file that root

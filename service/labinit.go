@@ -30,10 +30,13 @@ var ErrNotRoot = errors.New("gssh lab init sets up files for the lab's pass acco
 // pass account's, mode 0660) and the run-session locks' directory (as
 // the state's). What is right already is kept; an entry that is not
 // gssh's is replaced (labfile.Dir.Ensure) and the event log says so. It
-// can be run again at any time. It returns what it did, one line per
+// can be run again at any time. With `serve: true` in the block (which
+// serve, gssh lab init --serve, requires) the lab is gssh serve's alone:
+// the directories are 0750 and the files 0600 (labfile.Dir.Served), and
+// an existing lab's are changed so. It returns what it did, one line per
 // thing, in words. Errors: ErrNotRoot; an *inventory error; ErrUntrustedLab;
 // a pass account that does not exist; the OS errors.
-func LabInit(file string, now func() time.Time) ([]string, error) {
+func LabInit(file string, serve bool, now func() time.Time) ([]string, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
 	}
@@ -67,6 +70,11 @@ func LabInit(file string, now func() time.Time) ([]string, error) {
 	gid, _ := strconv.Atoi(g.Gid)
 	dir := filepath.Dir(lb.State)
 	d := labfile.New(dir, lb.PassUser, uid, lb.Group, gid)
+	d.Served = lb.Serve
+	if serve && !lb.Serve {
+		return out, fmt.Errorf("%s:%d: --serve sets the lab up for gssh serve alone, and its `lab:` block does not say so: add `serve: true` to it (every member's gssh reads it there), then run gssh lab init --serve again", file, lb.Line)
+	}
+	mode, perm := d.ModeText(), fmt.Sprintf("%04o", d.Perm())
 	if err := d.ProtectedHardlinks(); err != nil {
 		return out, err
 	}
@@ -91,11 +99,11 @@ func LabInit(file string, now func() time.Time) ([]string, error) {
 		case r.Replaced != nil:
 			note(*r.Replaced)
 		case r.Created:
-			say("%s: made (owner %s, group %s, mode 3770)", p, lb.PassUser, lb.Group)
+			say("%s: made (owner %s, group %s, mode %s)", p, lb.PassUser, lb.Group, mode)
 		case right:
-			say("%s: right already (owner %s, group %s, mode 3770)", p, lb.PassUser, lb.Group)
+			say("%s: right already (owner %s, group %s, mode %s)", p, lb.PassUser, lb.Group, mode)
 		default:
-			say("%s: made owner %s, group %s, mode 3770", p, lb.PassUser, lb.Group)
+			say("%s: made owner %s, group %s, mode %s", p, lb.PassUser, lb.Group, mode)
 		}
 	}
 	had, before := exists(lb.State), len(replaced)
@@ -104,9 +112,9 @@ func LabInit(file string, now func() time.Time) ([]string, error) {
 	}
 	switch {
 	case !had:
-		say("%s: made (an empty queue; owner %s, group %s, mode 0660)", lb.State, lb.PassUser, lb.Group)
+		say("%s: made (an empty queue; owner %s, group %s, mode %s)", lb.State, lb.PassUser, lb.Group, perm)
 	case len(replaced) == before:
-		say("%s: kept (owner %s or root, group %s, mode 0660)", lb.State, lb.PassUser, lb.Group)
+		say("%s: kept (owner %s or root, group %s, mode %s)", lb.State, lb.PassUser, lb.Group, perm)
 	}
 	events := eventlog.Path(lb.State)
 	for _, p := range []string{lb.State + ".pass.lock", events, events + ".lock"} {
@@ -115,7 +123,7 @@ func LabInit(file string, now func() time.Time) ([]string, error) {
 			fill = labfile.CopyOld // its events
 		} else if f, err := d.Open(p, os.O_RDONLY, labfile.LockFile); err == nil {
 			f.Close() // a lock with a link a member made is kept (labfile.LockFile)
-			say("%s: kept (owner %s or root, group %s, mode 0660)", p, lb.PassUser, lb.Group)
+			say("%s: kept (owner %s or root, group %s, mode %s)", p, lb.PassUser, lb.Group, perm)
 			continue
 		}
 		r, err := d.Ensure(p, fill)
@@ -125,9 +133,9 @@ func LabInit(file string, now func() time.Time) ([]string, error) {
 		case r.Replaced != nil:
 			note(*r.Replaced)
 		case r.Created:
-			say("%s: made (owner %s, group %s, mode 0660)", p, lb.PassUser, lb.Group)
+			say("%s: made (owner %s, group %s, mode %s)", p, lb.PassUser, lb.Group, perm)
 		default:
-			say("%s: kept (owner %s or root, group %s, mode 0660)", p, lb.PassUser, lb.Group)
+			say("%s: kept (owner %s or root, group %s, mode %s)", p, lb.PassUser, lb.Group, perm)
 		}
 	}
 	if len(replaced) > 0 {

@@ -47,8 +47,17 @@ func (s *Serving) Close() error {
 // shared lab).
 func (l *Local) StatePath() string { return l.opt.StatePath }
 
-// SocketPath is the socket of the state's gssh serve: STATE.sock.
+// SocketPath is the socket of the state's gssh serve: STATE.sock, or
+// the one Options.Server names.
 func (l *Local) SocketPath() string {
+	if l.opt.Server != "" {
+		return l.opt.Server
+	}
+	return l.ownSocket()
+}
+
+// ownSocket is STATE.sock, where gssh serve listens.
+func (l *Local) ownSocket() string {
 	p := l.opt.StatePath + ".sock"
 	if abs, err := filepath.Abs(p); err == nil {
 		return abs
@@ -58,13 +67,18 @@ func (l *Local) SocketPath() string {
 
 // Serve makes this process the state's gssh serve: it takes the serve
 // lock and listens on the socket (mode 0600; in a shared lab 0660, the
-// lab group's, so that members' commands reach it). In a shared lab only
+// lab group's, so that members' commands reach it; in a lab whose queue
+// gssh serve alone keeps, 0666 in a directory only the lab group
+// reaches). In a shared lab only
 // the pass user serves (an error wrapping ErrNotPassUser). Another gssh
 // serve of this state holding the lock is an error wrapping ErrServing
 // that names its pid; a socket left by one that died is replaced.
 func (l *Local) Serve(ctx context.Context) (*Serving, error) {
 	if l.labErr != nil {
 		return nil, l.labErr
+	}
+	if l.opt.Server != "" {
+		return nil, fmt.Errorf("gssh serve listens beside its state, at %s: --server and $GSSH_SERVER are for the commands that talk to it", l.ownSocket())
 	}
 	if l.member() {
 		return nil, fmt.Errorf("only the lab's pass user runs gssh serve (%w): the queue of %s is served by %s; you are %s",
@@ -89,10 +103,13 @@ func (l *Local) Serve(ctx context.Context) (*Serving, error) {
 		return nil, fmt.Errorf("%w (%s; %s)", ErrServing, l.opt.StatePath, who)
 	}
 	perm := fs.FileMode(0o600)
-	if l.lab != nil {
+	switch {
+	case l.servedOnly():
+		perm = 0o666 // the directory lets the lab group reach it; who may do what is gssh serve's to say
+	case l.lab != nil:
 		perm = labfile.Perm
 	}
-	sock, err := serve.Listen(l.SocketPath(), perm)
+	sock, err := serve.Listen(l.ownSocket(), perm)
 	if err != nil {
 		release()
 		return nil, fmt.Errorf("%w: %w", ErrServeSetup, err)
@@ -153,6 +170,10 @@ func (l *Local) servedPass(ctx context.Context, db *state.Bolt, submitted job.Jo
 // labPass asks the lab's gssh serve, when one runs, for a pass now and
 // waits for it to end (at most servedPassWait): whether one ended.
 func (l *Local) labPass(ctx context.Context) bool {
+	if l.served != nil {
+		_, ok := l.served.Pass(ctx)
+		return ok
+	}
 	if l.lab == nil {
 		return false
 	}
@@ -188,6 +209,10 @@ type checkedView struct {
 // its next interval; whether one was told. Nothing is said when none
 // runs: cron's or a timer's next pass comes.
 func (l *Local) wake(ctx context.Context) bool {
+	if l.served != nil {
+		l.served.Wake()
+		return true
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	return serve.Wake(ctx, l.SocketPath(), l.serverUID()) == nil

@@ -288,6 +288,10 @@ type Options struct {
 	// read-only calls; the default path missing is an empty queue.
 	StatePath     string
 	StateExplicit bool
+	// Server is gssh serve's socket, when given (--server, $GSSH_SERVER):
+	// a Remote's calls then go through it alone (see Remote); "": the
+	// socket beside the state, when a gssh serve answers there.
+	Server string
 	// StateWait is how long one state operation waits for another
 	// process's lock (0 = state.DefaultTimeout; negative: one try, no
 	// wait); StateTrace, when set, sees each operation (state.Options.Trace);
@@ -319,16 +323,38 @@ type Options struct {
 // Local carries the operations out in this process. Its fleet (and so its
 // SSH connections) lives from the first call that needs hosts to Close.
 type Local struct {
-	opt      Options
+	opt     Options
+	lab     *lab        // shared-lab mode; nil in personal mode
+	labErr  error       // the lab inventory is broken: every call fails with it
+	checked checkedView // gssh serve's: how Check found the hosts (Answers)
+	*conns              // shared with the Locals As makes of this one
+	derived bool        // made by As: Close leaves conns to the Local it came from
+	// served is gssh serve's loop, in a Local of its requests (As): a
+	// submit or a change records, then waits for the loop's pass in place
+	// of a pass of its own (many requests, one pass).
+	served Passes
+}
+
+// Passes are gssh serve's passes as the Locals of its requests see them.
+type Passes interface {
+	// Wake asks for a pass soon; it does not wait.
+	Wake()
+	// Pass asks for a pass and waits until one that started after the
+	// call has ended (bounded by ctx): whether one did, and what the last
+	// pass to end did (nil when it could not run).
+	Pass(ctx context.Context) (*PassResult, bool)
+}
+
+// conns are what a Local keeps open between calls: the fleet (its SSH
+// connections), the event log, the state file's page walks and gssh
+// serve's answers to gssh gpus.
+type conns struct {
 	mu       sync.Mutex
 	fleet    *fleet.Fleet
 	fleetErr error
-	lab      *lab  // shared-lab mode; nil in personal mode
-	labErr   error // the lab inventory is broken: every call fails with it
 	ev       events
 	walks    state.Walks // the state file's page walks, shared by every open of this process
 	gpus     gpusCache   // gssh serve's answers to gssh gpus (CachedGPUs)
-	checked  checkedView // gssh serve's: how Check found the hosts (Answers)
 }
 
 var _ Service = (*Local)(nil)
@@ -340,14 +366,28 @@ func New(opt Options) *Local {
 	}
 	opt.ProbeTimeout = cmp.Or(opt.ProbeTimeout, fleet.DefaultProbeTimeout)
 	opt.PassWait = cmp.Or(opt.PassWait, DefaultPassWait)
-	l := &Local{opt: opt}
+	l := &Local{opt: opt, conns: &conns{}}
 	l.lab, l.labErr = findLab(&l.opt)
 	return l
+}
+
+// As is l acting for user (gssh serve's request of that user): the
+// jobs it submits are user's, what it may do is what user may (a lab
+// member's rights, unless user is the lab's pass user), and a submit or
+// a change waits for a pass of served (nil: as l does). It shares l's
+// connections, event log and state file: its Close closes nothing.
+func (l *Local) As(user string, served Passes) *Local {
+	d := *l
+	d.opt.User, d.derived, d.served = user, true, served
+	return &d
 }
 
 // Close closes the fleet's connections, if any were opened, and the
 // event log. Calls made after it open them again.
 func (l *Local) Close() error {
+	if l.derived {
+		return nil
+	}
 	l.closeEvents()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -498,6 +538,18 @@ func (l *Local) rebalancePass(ctx context.Context, f *fleet.Fleet, st *state.Bol
 func (l *Local) Schedule(ctx context.Context, r ScheduleRequest) (PassResult, error) {
 	if r.DryRun && !r.Rebalance {
 		return PassResult{}, errors.New("--dry-run goes with --rebalance: gssh schedule --rebalance --dry-run says what a rebalancing pass would preempt (gssh submit --dry-run says where a job would start)")
+	}
+	if l.member() && !r.DryRun && l.served != nil {
+		// A member's request of gssh serve: its loop's pass, which every
+		// request that comes meanwhile shares.
+		res, ok := l.served.Pass(ctx)
+		switch {
+		case !ok:
+			return PassResult{}, cmp.Or(interrupted(ctx), ErrPassBusy)
+		case res == nil:
+			return PassResult{}, fmt.Errorf("gssh serve's pass could not run (its log says why)")
+		}
+		return *res, nil
 	}
 	if l.member() && !r.DryRun {
 		return PassResult{}, l.notPassUser()

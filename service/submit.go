@@ -207,6 +207,16 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		}
 		return res, nil
 	}
+	if l.served != nil && !r.Hold {
+		// A request of gssh serve's: its loop's next pass, one for every
+		// submit that comes meanwhile, places it.
+		if _, ok := l.served.Pass(ctx); ok {
+			res.Job, res.Tasks = reread(db, j, tasks)
+			return res, nil
+		}
+		res.Job.Reason, res.Tasks = "gssh serve's next pass places it", tasks
+		return res, interrupted(ctx)
+	}
 	pass, perr := l.pass(ctx, f, db, reports, l.opt.PassWait)
 	res.Problems = pass.Problems
 	if got, err := db.Get(j.ID); err == nil {

@@ -159,6 +159,27 @@ func testClock(t *testing.T, at time.Time) map[string]string {
 // are UTC (TZ), and $GSSH_TEST_NOW sets the time of day they run at.
 func TestScripts(t *testing.T) {
 	t.Parallel() // beside this package's other sshd tests
+	runScripts(t, nil)
+}
+
+// servedScripts are the scripts TestScriptsServed runs again, with every
+// command after their through-serve line going through a gssh serve the
+// test started (GSSH_SERVER): the same outputs and exit statuses.
+var servedScripts = []string{"jobs", "events", "outcomes", "cpus"}
+
+// TestScriptsServed runs servedScripts through gssh serve.
+func TestScriptsServed(t *testing.T) {
+	t.Parallel()
+	var files []string
+	for _, name := range servedScripts {
+		files = append(files, filepath.Join("testdata", "script", name+".txtar"))
+	}
+	runScripts(t, files)
+}
+
+// runScripts runs the scripts of testdata/script (files: those alone,
+// through gssh serve).
+func runScripts(t *testing.T, files []string) {
 	sshtest.RequireSSHD(t)
 	for name := range raceScripts {
 		if _, err := os.Stat(filepath.Join("testdata", "script", name+".txtar")); err != nil {
@@ -182,12 +203,18 @@ func TestScripts(t *testing.T) {
 	key := sshtest.NewKey(t, dir, "")
 	stranger := sshtest.NewKey(t, "", "")
 	encrypted := sshtest.NewKey(t, "", "passphrase")
-	exitLog := exitLogFor(t) // each command's exits, checked against its --help once the scripts are done
+	exitLog := exitLogFor(t, files != nil) // each command's exits, checked against its --help once the scripts are done
 
+	dirOf := "testdata/script"
+	if files != nil {
+		dirOf = ""
+	}
 	testscript.Run(t, testscript.Params{
-		Dir:                 "testdata/script",
+		Dir:                 dirOf,
+		Files:               files,
 		RequireExplicitExec: true,
-		Cmds:                map[string]func(*testscript.TestScript, bool, []string){"pty": ptyCmd, "boltput": boltPutCmd, "boltdamage": boltDamageCmd, "waitfor": waitforCmd},
+		Cmds: map[string]func(*testscript.TestScript, bool, []string){"pty": ptyCmd, "boltput": boltPutCmd, "boltdamage": boltDamageCmd, "waitfor": waitforCmd,
+			"through-serve": throughServeCmd(files != nil)},
 		Setup: func(e *testscript.Env) error {
 			home := filepath.Join(e.WorkDir, "home")
 			sshDir := filepath.Join(home, ".ssh")

@@ -157,7 +157,8 @@ func exitCode(err error) int {
 	case errors.Is(err, service.ErrNotRoot):
 		return exitUsage // gssh lab init run as a user
 	case errors.As(err, &fe), errors.Is(err, state.ErrBusy), errors.Is(err, service.ErrPassBusy), errors.Is(err, labfile.ErrDir),
-		errors.Is(err, service.ErrRestoreRefused), errors.Is(err, service.ErrServing), errors.Is(err, service.ErrServeSetup):
+		errors.Is(err, service.ErrRestoreRefused), errors.Is(err, service.ErrServing), errors.Is(err, service.ErrServeSetup),
+		errors.Is(err, service.ErrServeDown), errors.Is(err, service.ErrServeGone):
 		return exitState
 	case errors.Is(err, sshexec.ErrUnreachable), errors.Is(err, sshexec.ErrTimeout), errors.Is(err, sshexec.ErrAuth),
 		errors.Is(err, sshexec.ErrHostKey), errors.Is(err, sshexec.ErrUnknownHostKey), errors.Is(err, sshexec.ErrNoOutcome):

@@ -30,6 +30,7 @@ type labInitOptions struct {
 	// inventory is the lab inventory: --inventory, else $GSSH_INVENTORY
 	// when it has a lab: block, else service.DefaultLabInventory.
 	inventory string
+	serve     bool // --serve: the block must say serve: true
 }
 
 func newLabInitCmd(a *app, runF func(*labInitOptions) error) *cobra.Command {
@@ -38,13 +39,14 @@ func newLabInitCmd(a *app, runF func(*labInitOptions) error) *cobra.Command {
 		Use:   "init",
 		Short: "Make the lab's group, state directory and files, as root",
 		Long: `As root, make what the lab inventory's lab: block names: the group (when
-missing), the state directory (the pass account's, in the lab group, mode
-3770: setgid and sticky) and in it the state file, the pass lock, the event
-log and its lock (the pass account's, 0660). What is right already is kept;
-an entry that is not gssh's is replaced, and the event log says so. Safe to
-run again. The lab inventory must be root's and writable by no one else,
-and the host must have fs.protected_hardlinks=1 (else it refuses, exit 3).`,
+missing), the state directory (the pass account's, in the lab group, 3770:
+setgid and sticky; 0750 with serve: true) and in it the state file, the pass
+lock, the event log and its lock (the pass account's, 0660; 0600 with serve:
+true). What is right is kept; an entry that is not gssh's is replaced. Safe
+to run again. The lab inventory must be root's and writable by no one else,
+and the host needs fs.protected_hardlinks=1 (else exit 3). docs/lab.md.`,
 		Example: `  sudo gssh lab init
+  sudo gssh lab init --serve           # a lab: block with serve: true
   sudo gssh lab init --inventory /etc/gssh/hosts.yaml
   sudo GSSH_INVENTORY=/srv/lab/hosts.yaml gssh lab init`,
 		Annotations: exits(usageExit, stateExit),
@@ -65,13 +67,14 @@ and the host must have fs.protected_hardlinks=1 (else it refuses, exit 3).`,
 			return labInitRun(a, opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.serve, "serve", false, "set the lab up for gssh serve alone (the lab: block must say serve: true)")
 	return cmd
 }
 
 // labInitRun is gssh lab init; see newLabInitCmd. Run as a user it fails
 // with service.ErrNotRoot (exit 1).
 func labInitRun(a *app, opts *labInitOptions) error {
-	lines, err := service.LabInit(opts.inventory, a.now)
+	lines, err := service.LabInit(opts.inventory, opts.serve, a.now)
 	for _, l := range lines {
 		fmt.Fprintln(a.stdout, l)
 	}

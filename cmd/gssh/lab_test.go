@@ -48,6 +48,7 @@ type sharedLab struct {
 	// state file in it that inv names.
 	stateDir, statePath, inv string
 	alice, bob, pass         *labUser
+	served                   bool // serve: true: the queue is gssh serve's alone
 }
 
 // labCount counts the shared labs this test binary made (their names'
@@ -75,6 +76,13 @@ func accounts(t *testing.T, tool string, args ...string) {
 // (not root, no useradd): under CI=true it fails instead. Its inventory
 // inv has TestSharedLab's policy (alice weight 1 and admin, bob weight 2).
 func newSharedLab(t *testing.T) *sharedLab {
+	t.Helper()
+	return newLab(t, false)
+}
+
+// newLab is newSharedLab; served sets the lab up for gssh serve alone
+// (serve: true, gssh lab init --serve).
+func newLab(t *testing.T, served bool) *sharedLab {
 	t.Helper()
 	sshtest.RequireSSHD(t)
 	if os.Geteuid() != 0 {
@@ -193,7 +201,7 @@ func newSharedLab(t *testing.T) *sharedLab {
 	statePath := filepath.Join(stateDir, "state.db")
 	l := &sharedLab{t: t, tag: tag, root: root, bin: bin, group: group, gid: gid, work: work,
 		stateDir: stateDir, statePath: statePath, inv: filepath.Join(root, "lab", "hosts.yaml"),
-		alice: users["a"], bob: users["b"], pass: users["p"]}
+		alice: users["a"], bob: users["b"], pass: users["p"], served: served}
 	l.writeInventory(l.inv, statePath, l.pass.name, fmt.Sprintf("  users: {%s: {weight: 1, admin: true}, %s: {weight: 2}}\n", l.alice.name, l.bob.name))
 	l.labInit()
 	return l
@@ -209,7 +217,11 @@ func (l *sharedLab) labInit() string {
 // labInitOf is labInit over the lab inventory inv.
 func (l *sharedLab) labInitOf(inv string) string {
 	l.t.Helper()
-	cmd := exec.Command(l.bin, "lab", "init")
+	args := []string{"lab", "init"}
+	if l.served {
+		args = append(args, "--serve")
+	}
+	cmd := exec.Command(l.bin, args...)
 	cmd.Env = []string{"HOME=" + l.root, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "GSSH_INVENTORY=" + inv, noSystemInventory}
 	out, err := cmd.CombinedOutput()
 	l.t.Logf("root$ gssh lab init\n%s", out)
@@ -224,7 +236,11 @@ func (l *sharedLab) labInitOf(inv string) string {
 // indented lines.
 func (l *sharedLab) writeInventory(path, state, passUser, policy string) {
 	l.t.Helper()
-	doc := fmt.Sprintf("hosts:\n  - name: w1\nlab:\n  state: %s\n  pass_user: %s\n  group: %s\npolicy:\n%s", state, passUser, l.group, policy)
+	serve := ""
+	if l.served {
+		serve = "  serve: true\n"
+	}
+	doc := fmt.Sprintf("hosts:\n  - name: w1\nlab:\n  state: %s\n  pass_user: %s\n  group: %s\n%spolicy:\n%s", state, passUser, l.group, serve, policy)
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		l.t.Fatal(err)
 	}

@@ -39,7 +39,6 @@ import (
 // are asked to give, and keeps the lead to a few % of the period's use here.
 func TestSharedLabFairShare(t *testing.T) {
 	t.Parallel() // beside the scripts: it mostly waits on its jobs
-	l := newSharedLab(t)
 	for _, tc := range []struct {
 		name       string
 		wa, wb     int // alice's and bob's weights
@@ -54,6 +53,8 @@ func TestSharedLabFairShare(t *testing.T) {
 		{name: "1:3", wa: 1, wb: 3, na: 60, nb: 126, wantBOverA: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each run a lab and a worker of its own
+			l := newSharedLab(t)
 			got := l.fairRun(t, tc.name, tc.wa, tc.wb, tc.na, tc.nb)
 			t.Logf("weights %d:%d: bob/alice GPU-seconds %.3f (want %.1f ± 10 %%)", tc.wa, tc.wb, got.ratio, tc.wantBOverA)
 			if math.Abs(got.ratio-tc.wantBOverA) > 0.1*tc.wantBOverA {

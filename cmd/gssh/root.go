@@ -48,6 +48,7 @@ type app struct {
 	connectTimeout time.Duration
 	probeTimeout   time.Duration
 	stateWait      time.Duration
+	server         string // --server: gssh serve's socket
 
 	svc service.Service // made on first use (see service); closed by Main
 	// done closes when the command is interrupted (Ctrl-C, SIGTERM):
@@ -178,11 +179,15 @@ Read more: "gssh COMMAND --help", and README.md and docs/ in gssh's source
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", 0, "SSH connect timeout when ssh_config sets no ConnectTimeout (0: 10s)")
 	pf.DurationVar(&a.probeTimeout, "probe-timeout", fleet.DefaultProbeTimeout, "how long one host's GPU probe may take once connected")
 	pf.DurationVar(&a.stateWait, "state-wait", state.DefaultTimeout, "how long to wait for another gssh's lock on the state file (0: once)")
+	pf.StringVar(&a.server, "server", "", "gssh serve's socket: every command goes through it, and fails when none answers (default: $GSSH_SERVER; else the socket beside the state, when one answers)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if err := checkDuration("--connect-timeout", a.connectTimeout, 0, 10*time.Minute); err != nil {
 			return err
 		}
 		if err := checkDuration("--state-wait", a.stateWait, 0, time.Hour); err != nil {
+			return err
+		}
+		if err := a.checkServer(); err != nil {
 			return err
 		}
 		return checkDuration("--probe-timeout", a.probeTimeout, time.Second, time.Hour)
@@ -241,6 +246,7 @@ func (a *app) newLocal() *service.Local {
 			Now:             a.now,
 		},
 		StatePath:     a.statePath(),
+		Server:        a.serverPath(),
 		StateExplicit: a.stateFile != "" || a.getenv("GSSH_STATE") != "",
 		StateWait:     cmp.Or(a.stateWait, -1), // --state-wait 0: one try
 		StateTrace:    stateTrace(a.getenv("GSSH_STATE_TRACE")),
@@ -362,4 +368,36 @@ func interrupted(ctx context.Context, err error) error {
 		return errInterrupted
 	}
 	return err
+}
+
+// serverPath is gssh serve's socket as --server or $GSSH_SERVER name it
+// (absolute); "" when neither does.
+func (a *app) serverPath() string {
+	p := cmp.Or(a.server, a.getenv("GSSH_SERVER"))
+	if p == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// checkServer refuses a --server or $GSSH_SERVER that names no socket
+// path.
+func (a *app) checkServer() error {
+	p := cmp.Or(a.server, a.getenv("GSSH_SERVER"))
+	what := "--server"
+	if a.server == "" {
+		what = "$GSSH_SERVER"
+	}
+	switch {
+	case p == "" && a.server == "" && a.getenv("GSSH_SERVER") == "":
+		return nil
+	case strings.TrimSpace(p) == "":
+		return fmt.Errorf("%s is empty: give gssh serve's socket, such as ~/.local/state/gssh/state.db.sock (or leave it out)", what)
+	case strings.Contains(p, "://"):
+		return fmt.Errorf("%s %s: a URL; give the path of gssh serve's unix socket (STATE.sock beside its state)", what, p)
+	}
+	return nil
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -115,8 +113,10 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	var cur atomic.Pointer[service.Local] // the service, a new one after each SIGHUP
 	cur.Store(l)
 	loop := &serve.Loop{Interval: opts.interval, Wake: wake}
-	server := &serve.Server{Wake: wake, Next: loop.Next, Log: lg.warn, Handlers: hostHandlers(&cur),
-		FaultOf: func(err error) *serve.Fault { return service.FaultOf(err, exitCode(err)) }}
+	var last atomic.Pointer[service.PassResult]
+	server := &serve.Server{Wake: wake, Next: loop.Next, Log: lg.warn, Long: service.Long,
+		Handlers: service.Handlers(service.ServeOptions{Current: cur.Load, Passes: loopPasses{wake: wake, next: loop.Next, last: &last}, Code: exitCode}),
+		FaultOf:  func(err error) *serve.Fault { return service.FaultOf(err, exitCode(err)) }}
 	go func() { served <- server.Serve(sctx, srv.Socket) }()
 	lg.info(fmt.Sprintf("gssh serve (pid %d): a pass every %s, and at once when asked on %s", os.Getpid(), units.FormatDuration(opts.interval), srv.Socket.Path))
 	daemon.SdNotify(false, daemon.SdNotifyReady) // under systemd (Type=notify): ready; elsewhere nothing
@@ -135,7 +135,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 			}
 		}
 	}()
-	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg}).pass
+	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg, last: &last}).pass
 	loop.Run(ctx, stop)
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	cancel()
@@ -157,7 +157,8 @@ type servePasses struct {
 	cur            *atomic.Pointer[service.Local]
 	reload, inPass *atomic.Bool
 	lg             *serveLog
-	saidEmpty      bool // "no jobs yet" was said
+	saidEmpty      bool                                // "no jobs yet" was said
+	last           *atomic.Pointer[service.PassResult] // what the last pass did (nil: it could not run)
 }
 
 // pass is one pass (serve.Loop.Pass).
@@ -169,6 +170,11 @@ func (p *servePasses) pass(ctx context.Context) {
 	}
 	l := p.cur.Load()
 	res, err := l.Schedule(ctx, service.ScheduleRequest{})
+	if err == nil || errors.Is(err, state.ErrNoState) {
+		p.last.Store(&res)
+	} else {
+		p.last.Store(nil)
+	}
 	switch {
 	case errors.Is(err, state.ErrNoState):
 		if !p.saidEmpty {
@@ -208,28 +214,6 @@ func reloaded(a *app, l *service.Local, lg *serveLog) *service.Local {
 	a.svc = nl                                            // Main closes it
 	lg.info("SIGHUP: this pass reads the inventory and ssh_config again")
 	return nl
-}
-
-// hostHandlers are gssh serve's answers to gssh gpus (service.Remote):
-// the service cur holds now probes the hosts over the connections it
-// keeps open, for a request made with its own view of them.
-func hostHandlers(cur *atomic.Pointer[service.Local]) map[string]serve.Handler {
-	return map[string]serve.Handler{
-		service.OpGPUs: func(ctx context.Context, _ serve.Peer, args json.RawMessage) (any, error) {
-			var in service.HostsArgs
-			dec := json.NewDecoder(bytes.NewReader(args))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&in); err != nil {
-				return nil, fmt.Errorf("%w: its arguments: %v", service.ErrNotServed, err) // another gssh's: it probes itself
-			}
-			l := cur.Load()
-			if err := l.Answers(in.View); err != nil {
-				return nil, err
-			}
-			doc, err := l.CachedGPUs(ctx, in.Query)
-			return doc, err
-		},
-	}
 }
 
 // serveLog is gssh serve's output: what passes changed on stdout, its
@@ -277,4 +261,25 @@ func (s *serveLog) problems(ps []error) {
 	}
 	s.last = now
 	s.stamp(s.errs, b.String())
+}
+
+// loopPasses are gssh serve's passes as its requests ask for them
+// (service.Passes).
+type loopPasses struct {
+	wake chan<- struct{}
+	next func() <-chan struct{}
+	last *atomic.Pointer[service.PassResult] // what the last pass did; nil when it could not run
+}
+
+func (p loopPasses) Wake() { serve.Poke(p.wake) }
+
+func (p loopPasses) Pass(ctx context.Context) (*service.PassResult, bool) {
+	passed := p.next() // a pass that starts after this: it reads what the request wrote
+	serve.Poke(p.wake)
+	select {
+	case <-passed:
+		return p.last.Load(), true
+	case <-ctx.Done():
+		return nil, false
+	}
 }
