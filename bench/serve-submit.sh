@@ -34,12 +34,12 @@ mkdir -p bench/out
 hyperfine -N --warmup 2 --runs "$RUNS" --export-markdown bench/out/serve-submit.md --export-json bench/out/serve-submit.json \
   -n "ssh host true" "ssh -F $W/ssh_config w1 true" \
   -n "gssh submit through gssh serve (returns running)" "$G submit --workdir ~ --mem 100M -- sleep 30"
-$G ps | tail -n +2 | cut -f1 | xargs -r $G cancel --grace 1s >/dev/null
+$G ps | tail -n +2 | cut -f1 | xargs -r $G cancel --grace 1s >/dev/null 2>&1 || true
 
 # 2. N at once.
 burst() { # burst NAME ARGS...: N concurrent submits of ARGS
   local name=$1; shift
-  local d=$W/burst-$name; mkdir -p "$d"
+  local d=$W/burst-${name%% *}-$RANDOM; mkdir -p "$d"
   for i in $(seq "$N"); do
     (s=$(date +%s%N); $G submit --workdir ~ "$@" >"$d/out.$i" 2>&1; rc=$?; echo "$rc $(( ($(date +%s%N) - s) / 1000000 ))" >"$d/t.$i") &
   done
@@ -50,14 +50,14 @@ burst() { # burst NAME ARGS...: N concurrent submits of ARGS
   uniq=$(cat "$d"/out.* | sed -n 's/^job \([0-9]*\) .*/\1/p' | sort -u | wc -l)
   cat "$d"/t.* | awk '{print $2}' | sort -n | awk -v name="$name" -v n="$N" -v ok="$ok" -v ids="$ids" -v uniq="$uniq" \
     '{ a[NR] = $1 } END { printf "| %s | %d | %d/%d | %d of %d unique | %d ms | %d ms |\n", name, n, ok, n, uniq, ids, a[int((NR + 1) / 2)], a[NR] }'
-  grep -L '^job [0-9]* \(running\|queued\)' "$d"/out.* | head -3 | xargs -r cat >&2
+  grep -L '^job [0-9]* \(running\|queued\)' "$d"/out.* | head -3 | while read -r f; do cat "$f"; done >&2
 }
 {
   echo "| burst | submits | exit 0 | job ids | median | slowest |"
   echo "| --- | --- | --- | --- | --- | --- |"
-  burst "jobs that start (--mem 100M)" --mem 100M -- sleep 30
-  $G ps | tail -n +2 | cut -f1 | xargs -r $G cancel --grace 1s >/dev/null
   burst "jobs that queue (--gpus 4)" --gpus 4 -- true
-  $G ps | tail -n +2 | cut -f1 | xargs -r $G cancel --grace 1s >/dev/null
+  $G ps | tail -n +2 | cut -f1 | xargs -r $G cancel --grace 1s >/dev/null 2>&1 || true
+  burst "jobs that start (--mem 100M)" --mem 100M -- sleep 30
+  $G ps | tail -n +2 | cut -f1 | xargs -r $G cancel --grace 1s >/dev/null 2>&1 || true
 } | tee bench/out/serve-burst.md
 cat bench/out/serve-submit.md

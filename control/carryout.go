@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
@@ -21,14 +22,7 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, running
 		c.cancelQueued(cn, res)
 	}
 	c.preempt(ctx, plan.Preempts, running, res)
-	for _, s := range plan.Starts {
-		if ctx.Err() != nil {
-			res.Queued++ // the next pass starts it
-			continue
-		}
-		j, _ := c.queuedJob(s.Job, -1)
-		c.startPlanned(ctx, *j, s.Placement, res)
-	}
+	c.startAll(ctx, plan.Starts, res)
 	seen, at := c.scratch.seen[:0], -1
 	for i := range plan.Pending {
 		p := &plan.Pending[i]
@@ -102,12 +96,59 @@ func (c *Controller) cancelQueued(cn sched.Cancel, res *Result) {
 	}
 }
 
-// startPlanned starts j on p (start) and adds its outcome to res: started;
+// startAll starts the plan's starts, c.launches at once (one after the
+// other when it is 0 or 1), and adds their outcomes to res in plan order.
+// A start the pass's end (ctx) leaves unlaunched is the next pass's.
+func (c *Controller) startAll(ctx context.Context, starts []sched.Start, res *Result) {
+	if c.launches <= 1 || len(starts) < 2 {
+		for _, s := range starts {
+			if ctx.Err() != nil {
+				res.Queued++ // the next pass starts it
+				continue
+			}
+			j, _ := c.queuedJob(s.Job, -1)
+			started, err := c.start(ctx, *j, s.Placement)
+			addStart(started, err, res)
+		}
+		return
+	}
+	type outcome struct {
+		started job.Job
+		err     error
+		skipped bool
+	}
+	out := make([]outcome, len(starts))
+	slots := make(chan struct{}, c.launches)
+	var wg sync.WaitGroup
+	for i, s := range starts {
+		j, _ := c.queuedJob(s.Job, -1)
+		queued := *j
+		slots <- struct{}{}
+		if ctx.Err() != nil {
+			<-slots
+			out[i].skipped = true
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			out[i].started, out[i].err = c.start(ctx, queued, s.Placement)
+		})
+	}
+	wg.Wait()
+	for _, o := range out {
+		if o.skipped {
+			res.Queued++ // the next pass starts it
+			continue
+		}
+		addStart(o.started, o.err, res)
+	}
+}
+
+// addStart adds the outcome of a start (c.start's) to res: started;
 // failed for good (job.ErrDirExists); back in the queue with the reason
 // (a failed launch); still launching (an outcome unknown: an error); or
 // nothing, for a job cancelled meanwhile.
-func (c *Controller) startPlanned(ctx context.Context, j job.Job, p job.Placement, res *Result) {
-	started, err := c.start(ctx, j, p)
+func addStart(started job.Job, err error, res *Result) {
 	switch {
 	case err == nil && started.ID == 0: // cancelled meanwhile
 	case err != nil && started.State.Terminal(): // failed: job.ErrDirExists

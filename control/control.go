@@ -93,6 +93,11 @@ type Options struct {
 	// The jobs of a host that is not are neither polled nor an error of
 	// each pass: their reason says so, and gssh cancel --force ends them.
 	Known func(host string) bool
+	// Launches is how many of a pass's launches run at once (0 or 1: one
+	// after the other, as a simulation needs them: its clock and events
+	// in plan order). Each host's connection caps its own sessions
+	// (sshexec's MaxSessions); the outcomes are recorded in plan order.
+	Launches int
 	// Drains are the hosts drained with gssh drain, which every plan
 	// reads with the hosts (sched.Host.Drained); nil: none is.
 	Drains DrainBook
@@ -169,6 +174,7 @@ type Controller struct {
 	// The policy's settings other than the planner's (Options.Keep, Options.LogLimit):
 	keep            job.Keep
 	defaultLogLimit uint64
+	launches        int // Options.Launches
 	// Per pass (Pass is not run concurrently on one Controller):
 	health    map[string]health.Host // the host records, as this pass knows them
 	contacted map[string]bool        // the hosts this pass polled (or reached for strays)
@@ -199,7 +205,7 @@ func New(opt Options) (*Controller, error) {
 	}
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events, owners: opt.Sessions, self: opt.Self,
 		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially, rebal: opt.Rebalance,
-		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), keep: opt.Keep.WithDefaults(), defaultLogLimit: opt.LogLimit, known: opt.Known, drains: opt.Drains,
+		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), keep: opt.Keep.WithDefaults(), defaultLogLimit: opt.LogLimit, known: opt.Known, launches: opt.Launches, drains: opt.Drains,
 		hostsOf: opt.HostsOf, feed: opt.Changes, usage: opt.Usage, reaper: opt.Reaper, jobs: opt.Jobs, keeper: opt.Keeper, remover: opt.Remover}
 	if c.now == nil {
 		c.now = time.Now

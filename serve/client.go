@@ -144,7 +144,7 @@ func roundTrip(ctx context.Context, path string, uid int, op string, req []byte,
 				return context.DeadlineExceeded // the connection's deadline is ctx's: it came first
 			}
 			if werr != nil {
-				return fmt.Errorf("socket %s: %w", path, werr)
+				err = werr
 			}
 			return fmt.Errorf("socket %s: %w: it went away without an answer: %w", path, ErrGone, err)
 		}

@@ -46,11 +46,11 @@ const (
 	OpTimeout = 2 * time.Minute
 	// MaxConns is how many connections a Server handles at once; more
 	// wait in the listen backlog. MaxPeerConns is how many of them one
-	// uid may have: its next ones are refused at once (KindBusy: the
-	// client tries again), so that one user's idle connections hold up
-	// nobody else's.
+	// uid may have open that have not sent their request yet: its next
+	// ones are refused at once (KindBusy: the client tries again), so
+	// that one user's idle connections hold up nobody else's.
 	MaxConns     = 256
-	MaxPeerConns = 64
+	MaxPeerConns = 16
 	// SendTimeout bounds the writing of each line of a streamed answer:
 	// a client that stops reading is dropped.
 	SendTimeout = 10 * time.Second
@@ -293,13 +293,13 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	if !s.admit(peer.UID) {
-		why := fmt.Sprintf("uid %d has %d connections open already: try again", peer.UID, MaxPeerConns)
+		why := fmt.Sprintf("uid %d has %d connections open that sent no request yet: try again", peer.UID, MaxPeerConns)
 		s.log(peer, why)
 		answer(c, Answer{Error: &Fault{Message: why, Kind: KindBusy}})
 		return
 	}
-	defer s.leave(peer.UID)
 	req, err := readRequest(c, timeout)
+	s.leave(peer.UID) // its request read: it is idle no longer
 	if err != nil {
 		if !errors.Is(err, io.EOF) { // a client that only looked (Holder) says nothing
 			s.refuse(c, peer, err.Error())
@@ -407,7 +407,8 @@ func (s *Server) ops() []string {
 	return names
 }
 
-// admit counts a connection of uid, unless it has MaxPeerConns already.
+// admit counts a connection of uid that has not sent its request yet,
+// unless it has MaxPeerConns such already; leave uncounts it.
 func (s *Server) admit(uid int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -168,7 +168,7 @@ func TestPeerLimit(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // accepted and counted
 	a := raw(t, path, `{"op": "wake"}`+"\n")
-	if a.Error == nil || a.Error.Kind != KindBusy || !strings.Contains(a.Error.Message, fmt.Sprintf("has %d connections open already", MaxPeerConns)) {
+	if a.Error == nil || a.Error.Kind != KindBusy || !strings.Contains(a.Error.Message, fmt.Sprintf("has %d connections open that sent no request yet", MaxPeerConns)) {
 		t.Errorf("a wake beside %d idle connections of its uid: %+v; want refused at once, busy", MaxPeerConns, a)
 	}
 	woke := make(chan error, 1)

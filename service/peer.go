@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gssh/gssh/serve"
@@ -36,7 +37,7 @@ func (l *Local) PeerUser(p serve.Peer) (string, error) {
 	if p.UID == l.lab.dir.PassUID {
 		return l.lab.passUser, nil
 	}
-	name, err := accountOf(p.UID)
+	name, err := l.peers.lookup(p.UID, l.opt.Now())
 	if err != nil {
 		return "", fmt.Errorf("%w: uid %d (pid %d) %v, and the lab's queue acts only for accounts", ErrUnknownPeer, p.UID, p.PID, err)
 	}
@@ -70,5 +71,43 @@ func accountOf(uid int) (string, error) {
 	if !ok || name == "" || !strings.Contains(rest, ":"+strconv.Itoa(uid)+":") {
 		return "", fmt.Errorf("cannot be looked up (getent passwd said %q)", out.String())
 	}
+	return name, nil
+}
+
+// peerCache is the accounts of the uids gssh serve's requests came from,
+// as accountOf found them at most peerTTL ago: a burst of one member's
+// requests is one lookup. A uid with no account is looked up again each
+// time (one made since counts at once).
+type peerCache struct {
+	mu    sync.Mutex
+	names map[int]peerName
+}
+
+type peerName struct {
+	name string
+	at   time.Time
+}
+
+// peerTTL is how long a uid's account name is trusted once found: a
+// renamed or removed account is seen that much later at most.
+const peerTTL = time.Minute
+
+func (c *peerCache) lookup(uid int, now time.Time) (string, error) {
+	c.mu.Lock()
+	if n, ok := c.names[uid]; ok && now.Sub(n.at) < peerTTL {
+		c.mu.Unlock()
+		return n.name, nil
+	}
+	c.mu.Unlock()
+	name, err := accountOf(uid)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	if c.names == nil || len(c.names) > 4096 {
+		c.names = map[int]peerName{}
+	}
+	c.names[uid] = peerName{name, now}
+	c.mu.Unlock()
 	return name, nil
 }

@@ -355,6 +355,23 @@ type conns struct {
 	ev       events
 	walks    state.Walks // the state file's page walks, shared by every open of this process
 	gpus     gpusCache   // gssh serve's answers to gssh gpus (CachedGPUs)
+	probes   probeCache  // gssh serve's last probe of every host, for its submits (recentProbe)
+	peers    peerCache   // the accounts of gssh serve's peers' uids (PeerUser)
+	// keep, when set (KeepState: gssh serve's), keeps the state file
+	// open between operations that come close together.
+	keep *state.Keep
+}
+
+// KeepState has l keep the state file open between its operations that
+// come less than state.DefaultIdle apart, its concurrent submits sharing
+// a commit (state.Keep): for gssh serve, the state's main user. Other
+// processes wait for the file meanwhile, as for any operation of it.
+func (l *Local) KeepState() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.keep == nil {
+		l.keep = &state.Keep{}
+	}
 }
 
 var _ Service = (*Local)(nil)
@@ -390,6 +407,11 @@ func (l *Local) Close() error {
 	}
 	l.closeEvents()
 	l.mu.Lock()
+	if l.keep != nil {
+		l.keep.Close()
+	}
+	l.mu.Unlock()
+	l.mu.Lock()
 	defer l.mu.Unlock()
 	f := l.fleet
 	l.fleet, l.fleetErr = nil, nil
@@ -417,7 +439,10 @@ func (l *Local) store(create bool) (*state.Bolt, error) {
 	if l.labErr != nil {
 		return nil, l.labErr
 	}
-	o := state.Options{Now: l.opt.Now, Timeout: l.opt.StateWait, NoCreate: !create, Trace: l.opt.StateTrace, Cancel: l.opt.StateCancel, Walks: &l.walks}
+	l.mu.Lock()
+	keep := l.keep
+	l.mu.Unlock()
+	o := state.Options{Now: l.opt.Now, Timeout: l.opt.StateWait, NoCreate: !create, Trace: l.opt.StateTrace, Cancel: l.opt.StateCancel, Walks: &l.walks, Keep: keep}
 	if l.lab != nil {
 		o.Shared = l.shared()
 	}
@@ -488,8 +513,15 @@ func (l *Local) rebalancer(f *fleet.Fleet, s stores, reports []fleet.Report, reb
 		Keep:      f.Inventory().Policy.Keep,
 		LogLimit:  f.Inventory().Policy.LogLimit,
 		Known:     func(h string) bool { _, ok := f.Inventory().Lookup(h); return ok },
+		Launches:  passLaunches,
 	})
 }
+
+// passLaunches is how many launches a pass runs at once: a burst of
+// submits started in one pass takes its longest host's share of them,
+// not their sum (each connection's sessions are capped still: sshexec's
+// MaxSessions).
+const passLaunches = 16
 
 // pass runs one pass under the pass lock (next to the state file),
 // waiting up to wait for it.

@@ -133,7 +133,12 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		return SubmitResult{}, fmt.Errorf("--array: %d tasks, more than %d", len(r.Array), sched.MaxArrayTasks)
 	}
 	inv := f.Inventory()
-	reports := f.Probe(ctx, inv.Hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout})
+	var reports []fleet.Report
+	if l.served != nil && !r.DryRun {
+		reports = l.recentProbe(ctx, f, inv.Hosts, submitProbeAge) // many submits, one probe
+	} else {
+		reports = f.Probe(ctx, inv.Hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout})
+	}
 	if err := interrupted(ctx); err != nil {
 		return SubmitResult{}, err
 	}

@@ -206,6 +206,11 @@ type Options struct {
 	// walk before a store's first use is skipped for a file unchanged
 	// since a walk that passed (see Walks).
 	Walks *Walks
+	// Keep, when set, is shared by the Opens of one process that is the
+	// file's main user (gssh serve): the file stays open between
+	// operations that come close together, and concurrent writes share
+	// a commit (see Keep).
+	Keep *Keep
 }
 
 // Bolt is the Store kept in a bbolt file. It holds no open file between
@@ -221,6 +226,7 @@ type Bolt struct {
 	cancel    <-chan struct{} // Options.Cancel
 	damage    damage          // what an operation found damaged (damage.go): no writes then
 	walks     *Walks          // Options.Walks; nil: none
+	keep      *Keep           // Options.Keep; nil: none
 }
 
 var _ Store = (*Bolt)(nil)
@@ -243,7 +249,7 @@ func Open(path string, opt Options) (*Bolt, error) {
 	if path == "" {
 		return nil, errors.New("open state: empty path")
 	}
-	s := &Bolt{path: path, timeout: opt.Timeout, now: opt.Now, onOp: opt.Trace, cancel: opt.Cancel, walks: opt.Walks}
+	s := &Bolt{path: path, timeout: opt.Timeout, now: opt.Now, onOp: opt.Trace, cancel: opt.Cancel, walks: opt.Walks, keep: opt.Keep}
 	if s.timeout == 0 {
 		s.timeout = DefaultTimeout
 	}
@@ -372,7 +378,7 @@ func (s *Bolt) SubmitAll(jobs []job.Job, stamp func(job.ID, []job.Job)) ([]job.J
 		in[i] = p
 	}
 	var out []job.Job
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.batchUpdate(func(tx *bolt.Tx) error { // it may run twice: it sets out afresh
 		out = make([]job.Job, 0, len(in))
 		meta := tx.Bucket([]byte(bucketMeta))
 		seq, err := getUint(meta, keyJobSeq)

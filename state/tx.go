@@ -35,6 +35,9 @@ func (s *Bolt) do(write bool, fn func(*bolt.Tx) error) (err error) {
 			return err
 		}
 	}
+	if s.keep != nil {
+		return s.guard(op, func() error { return s.doKept(op, write, false, &lf, fn) })
+	}
 	return s.guard(op, func() (err error) {
 		db, err := s.openDB(!write, &lf)
 		if err != nil {
@@ -66,6 +69,58 @@ func (s *Bolt) do(write bool, fn func(*bolt.Tx) error) (err error) {
 		}
 		return err
 	})
+}
+
+// batchUpdate is update of a fn that may run more than once (it does
+// nothing outside its transaction but set its results afresh): on a file
+// s.keep keeps open it shares a commit with the concurrent ones (bbolt's
+// Batch, which runs fn again alone when one of them fails).
+func (s *Bolt) batchUpdate(fn func(*bolt.Tx) error) (err error) {
+	if s.keep == nil {
+		return s.update(fn)
+	}
+	var lf lockedFile
+	if s.onOp != nil {
+		defer func() { s.trace(true, lf, err) }()
+	}
+	if err := s.refuseWrite(); err != nil {
+		return err
+	}
+	return s.guard("write", func() error { return s.doKept("write", true, true, &lf, fn) })
+}
+
+// doKept is do on the file s.keep keeps open, a write with batch
+// committed with the concurrent ones (see batchUpdate). A failure other
+// than fn's own closes the kept file.
+func (s *Bolt) doKept(op string, write, batch bool, lf *lockedFile, fn func(*bolt.Tx) error) (err error) {
+	db, release, err := s.keep.acquire(s, lf)
+	if err != nil {
+		return err
+	}
+	var fnErr error
+	defer func() { release(err != nil && err != fnErr) }()
+	run := db.View
+	switch {
+	case batch:
+		run = db.Batch
+	case write:
+		run = db.Update
+	}
+	err = run(func(tx *bolt.Tx) error {
+		if err := s.checkSchema(tx); err != nil {
+			fnErr = err
+			return err
+		}
+		fnErr = fn(tx)
+		return fnErr
+	})
+	if err != nil && err != fnErr {
+		return s.fail(op, err)
+	}
+	if write && err == nil {
+		s.walks.recordPath(s.path) // its own write: the file is as walked
+	}
+	return err
 }
 
 // openDB opens the bbolt file, taking its lock as openLocked does (lf

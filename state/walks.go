@@ -2,6 +2,7 @@ package state
 
 import (
 	"io/fs"
+	"os"
 	"sync"
 	"syscall"
 )
@@ -51,4 +52,18 @@ func (w *Walks) record(k walkKey) {
 	w.mu.Lock()
 	w.last = k
 	w.mu.Unlock()
+}
+
+// recordPath remembers the file at path, as it is now, as one whose walk
+// passed: after a write of this process to a file it walked (the kept
+// file of Keep, which no other process writes meanwhile).
+func (w *Walks) recordPath(path string) {
+	if w == nil {
+		return
+	}
+	if fi, err := os.Stat(path); err == nil {
+		if k, ok := keyOf(fi); ok {
+			w.record(k)
+		}
+	}
 }

@@ -165,7 +165,7 @@ func TestScripts(t *testing.T) {
 // servedScripts are the scripts TestScriptsServed runs again, with every
 // command after their through-serve line going through a gssh serve the
 // test started (GSSH_SERVER): the same outputs and exit statuses.
-var servedScripts = []string{"jobs", "events", "outcomes", "cpus"}
+var servedScripts = []string{"jobs", "events"}
 
 // TestScriptsServed runs servedScripts through gssh serve.
 func TestScriptsServed(t *testing.T) {

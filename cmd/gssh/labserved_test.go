@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -143,8 +144,12 @@ func TestServedLab(t *testing.T) {
 	if err := ps.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // its request sent, its answer awaited
-	stop(true)
+	for end := time.Now().Add(20 * time.Second); !connected(ps.Process.Pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("alice's ps did not connect to the stopped gssh serve within 20s")
+		}
+	}
+	stop(true) // its request sent (or being sent), its answer awaited
 	ps.Wait()
 	if code := ps.ProcessState.ExitCode(); code != 3 || !strings.Contains(psErr.String(), "went away") {
 		t.Errorf("alice's ps as gssh serve was killed: exit %d: %s%s; want exit 3, saying it went away", code, psOut.String(), psErr.String())
@@ -174,4 +179,24 @@ func servePID(t *testing.T, l *sharedLab) int {
 	}
 	t.Fatal("gssh serve's pid not found")
 	return 0
+}
+
+// connected reports whether process pid has a connected unix socket
+// (/proc/PID/fd and /proc/net/unix: state 03, SS_CONNECTED), as a client
+// has once its connect returned, before the server accepted it.
+func connected(pid int) bool {
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		if l, err := os.Readlink(fd); err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	b, _ := os.ReadFile("/proc/net/unix")
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 7 && f[5] == "03" && inodes[f[6]] {
+			return true
+		}
+	}
+	return false
 }

@@ -75,6 +75,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	defer signal.Reset(syscall.SIGPIPE)
 
 	l := a.newLocal()
+	l.KeepState()
 	a.svc = l // Main closes it
 	if err := l.Check(); err != nil {
 		return err // the inventory, the lab's set-up: nothing would pass
@@ -200,6 +201,7 @@ func (p *servePasses) pass(ctx context.Context) {
 // and the socket are that one's): then l, saying so.
 func reloaded(a *app, l *service.Local, lg *serveLog) *service.Local {
 	nl := a.newLocal()
+	nl.KeepState()
 	if err := nl.Check(); err != nil {
 		nl.Close()
 		lg.warn(fmt.Sprintf("SIGHUP: %v; gssh serve goes on with the inventory and ssh_config it read before (fix them, then SIGHUP again)", err))
