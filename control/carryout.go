@@ -24,16 +24,60 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, running
 	c.preempt(ctx, plan.Preempts, running, res)
 	c.startAll(ctx, plan.Starts, res)
 	seen, at := c.scratch.seen[:0], -1
+	each, batch := c.store.(eachUpdater)
+	var ids []job.ID
+	var changed []*sched.Pending
 	for i := range plan.Pending {
 		p := &plan.Pending[i]
 		var text string
 		var j *job.Job
 		text, seen = sameText(p.Reason.Text, seen, c.act.reasons)
 		j, at = c.queuedJob(p.Job, at)
-		c.leavePending(j, p, text, res)
+		if j.ReasonCode == string(p.Reason.Code) && j.Reason == text {
+			continue // nothing new to write
+		}
+		if batch {
+			ids, changed = append(ids, p.Job), append(changed, p)
+			continue
+		}
+		c.leavePending(j, p, res)
 	}
 	clear(seen)
 	c.scratch.seen = seen[:0]
+	if len(ids) > 0 {
+		c.leaveAllPending(each, ids, changed, res)
+	}
+}
+
+// eachUpdater is a Store that updates many jobs in one transaction
+// (state.Bolt, state.Mem): a pass's pending reasons are one commit.
+type eachUpdater interface {
+	UpdateEach(ids []job.ID, fn func(i int, x *job.Job) error) ([]job.Job, []error, error)
+}
+
+// leaveAllPending records the plan's pending reasons ps of the queued
+// jobs ids (each a reason they do not have), as leavePending does, in one
+// transaction.
+func (c *Controller) leaveAllPending(each eachUpdater, ids []job.ID, ps []*sched.Pending, res *Result) {
+	out, errs, err := each.UpdateEach(ids, func(i int, x *job.Job) error {
+		if x.State != job.Queued {
+			return errSkip
+		}
+		x.Reason, x.ReasonCode = ps[i].Reason.Text, string(ps[i].Reason.Code)
+		return nil
+	})
+	if err != nil {
+		res.Errors = append(res.Errors, fmt.Errorf("record the pending reasons of %d jobs: %w", len(ids), err))
+		return
+	}
+	for i := range ids {
+		switch {
+		case errs[i] == nil:
+			res.Pending = append(res.Pending, out[i])
+		case !errors.Is(errs[i], errSkip):
+			res.Errors = append(res.Errors, fmt.Errorf("job %d: record the pending reason: %w", ids[i], errs[i]))
+		}
+	}
 }
 
 // seenText is a reason the planner gave, and the string of c.act's
@@ -165,14 +209,9 @@ func addStart(started job.Job, err error, res *Result) {
 	}
 }
 
-// leavePending records the plan's pending reason p of queued job j when
-// it is not j's already; a job no longer queued is left as it is. text
-// is p's text (the same string as j's, when they are the same text and
-// j's is interned: sameText).
-func (c *Controller) leavePending(j *job.Job, p *sched.Pending, text string, res *Result) {
-	if j.ReasonCode == string(p.Reason.Code) && j.Reason == text {
-		return // nothing new to write
-	}
+// leavePending records the plan's pending reason p of queued job j (not
+// j's already); a job no longer queued is left as it is.
+func (c *Controller) leavePending(j *job.Job, p *sched.Pending, res *Result) {
 	updated, err := c.store.Update(j.ID, func(x *job.Job) error {
 		if x.State != job.Queued {
 			return errSkip

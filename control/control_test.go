@@ -379,6 +379,16 @@ func (s *countingStore) Update(id job.ID, fn func(*job.Job) error) (job.Job, err
 	return s.Mem.Update(id, fn)
 }
 
+// UpdateEach counts and fails each job's update as Update does (a pass
+// writes its pending reasons through it).
+func (s *countingStore) UpdateEach(ids []job.ID, fn func(int, *job.Job) error) ([]job.Job, []error, error) {
+	out, errs := make([]job.Job, len(ids)), make([]error, len(ids))
+	for i, id := range ids {
+		out[i], errs[i] = s.Update(id, func(x *job.Job) error { return fn(i, x) })
+	}
+	return out, errs, nil
+}
+
 // A store error while writing a pending reason is reported, not dropped.
 func TestPassReportsReasonWriteError(t *testing.T) {
 	r := newRig(t, sched.Policy{}, sched.Host{Name: "down", Snapshot: gpuinfo.Snapshot{State: gpuinfo.HostUnreachable}})

@@ -456,6 +456,26 @@ func (s *Bolt) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
 	return out, err
 }
 
+// UpdateEach is Update of each job of ids, fn given the job's index in
+// ids, in one write transaction (one commit, one fsync: a pass writing
+// the pending reasons of many jobs). Each job's result and error are at
+// its index: a job fn refuses (or that is not there) is left as it was,
+// the others are written all the same. err is the transaction's own
+// (nothing was written then).
+func (s *Bolt) UpdateEach(ids []job.ID, fn func(i int, x *job.Job) error) (out []job.Job, errs []error, err error) {
+	err = s.update(func(tx *bolt.Tx) error {
+		out, errs = make([]job.Job, len(ids)), make([]error, len(ids))
+		for i, id := range ids {
+			out[i], errs[i] = updateTx(tx, id, func(x *job.Job) error { return fn(i, x) })
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, errs, nil
+}
+
 // updateTx is Update in the caller's write transaction. A record in
 // history/ is updated there (it has ended: only its fields change).
 func updateTx(tx *bolt.Tx, id job.ID, fn func(*job.Job) error) (job.Job, error) {

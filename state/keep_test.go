@@ -108,3 +108,44 @@ func TestKeep(t *testing.T) {
 		t.Errorf("job 1 after the file was replaced: %v, want none (the fresh file's)", err)
 	}
 }
+
+// TestUpdateEach: one transaction updates each job; a job that is not
+// there, or that fn refuses, is left as it was and has its error, and the
+// others are written all the same.
+func TestUpdateEach(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := state.Open(path, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []job.ID
+	for range 3 {
+		j, err := s.Submit(job.Job{User: "ann", Spec: job.Spec{Argv: []string{"true"}, GPUs: 1, Workdir: "/"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	refused := errors.New("no")
+	out, errs, err := s.UpdateEach([]job.ID{ids[0], 99, ids[1], ids[2]}, func(i int, x *job.Job) error {
+		if x.ID == ids[1] {
+			return refused
+		}
+		x.Reason = "reason " + string(rune('a'+i))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(errs[1], state.ErrNotFound) || !errors.Is(errs[2], refused) || errs[0] != nil || errs[3] != nil {
+		t.Errorf("errors %v", errs)
+	}
+	for id, want := range map[job.ID]string{ids[0]: "reason a", ids[1]: "", ids[2]: "reason d"} {
+		if j, _ := s.Get(id); j.Reason != want {
+			t.Errorf("job %d: reason %q, want %q", id, j.Reason, want)
+		}
+	}
+	if out[3].Reason != "reason d" {
+		t.Errorf("result %+v", out[3])
+	}
+}

@@ -136,6 +136,15 @@ func (m *Mem) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
 	return j, nil
 }
 
+// UpdateEach is Bolt.UpdateEach.
+func (m *Mem) UpdateEach(ids []job.ID, fn func(i int, x *job.Job) error) ([]job.Job, []error, error) {
+	out, errs := make([]job.Job, len(ids)), make([]error, len(ids))
+	for i, id := range ids {
+		out[i], errs[i] = m.Update(id, func(x *job.Job) error { return fn(i, x) })
+	}
+	return out, errs, nil
+}
+
 // unprune takes j's ledger keys out of m.pruned, as Bolt's putJob writes
 // them again when a record in jobs/ is written; m.mu is held.
 func (m *Mem) unprune(j job.Job) {
