@@ -24,7 +24,6 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, running
 	c.preempt(ctx, plan.Preempts, running, res)
 	c.startAll(ctx, plan.Starts, res)
 	seen, at := c.scratch.seen[:0], -1
-	each, batch := c.store.(eachUpdater)
 	var ids []job.ID
 	var changed []*sched.Pending
 	for i := range plan.Pending {
@@ -36,30 +35,20 @@ func (c *Controller) carryOut(ctx context.Context, plan sched.Decisions, running
 		if j.ReasonCode == string(p.Reason.Code) && j.Reason == text {
 			continue // nothing new to write
 		}
-		if batch {
-			ids, changed = append(ids, p.Job), append(changed, p)
-			continue
-		}
-		c.leavePending(j, p, res)
+		ids, changed = append(ids, p.Job), append(changed, p)
 	}
 	clear(seen)
 	c.scratch.seen = seen[:0]
 	if len(ids) > 0 {
-		c.leaveAllPending(each, ids, changed, res)
+		c.leaveAllPending(ids, changed, res)
 	}
 }
 
-// eachUpdater is a Store that updates many jobs in one transaction
-// (state.Bolt, state.Mem): a pass's pending reasons are one commit.
-type eachUpdater interface {
-	UpdateEach(ids []job.ID, fn func(i int, x *job.Job) error) ([]job.Job, []error, error)
-}
-
 // leaveAllPending records the plan's pending reasons ps of the queued
-// jobs ids (each a reason they do not have), as leavePending does, in one
-// transaction.
-func (c *Controller) leaveAllPending(each eachUpdater, ids []job.ID, ps []*sched.Pending, res *Result) {
-	out, errs, err := each.UpdateEach(ids, func(i int, x *job.Job) error {
+// jobs ids (each a reason they do not have), in one transaction; a job
+// no longer queued is left as it is.
+func (c *Controller) leaveAllPending(ids []job.ID, ps []*sched.Pending, res *Result) {
+	out, errs, err := c.store.UpdateEach(ids, func(i int, x *job.Job) error {
 		if x.State != job.Queued {
 			return errSkip
 		}
@@ -206,23 +195,5 @@ func addStart(started job.Job, err error, res *Result) {
 		res.Errors = append(res.Errors, err)
 	default:
 		res.Started = append(res.Started, started)
-	}
-}
-
-// leavePending records the plan's pending reason p of queued job j (not
-// j's already); a job no longer queued is left as it is.
-func (c *Controller) leavePending(j *job.Job, p *sched.Pending, res *Result) {
-	updated, err := c.store.Update(j.ID, func(x *job.Job) error {
-		if x.State != job.Queued {
-			return errSkip
-		}
-		x.Reason, x.ReasonCode = p.Reason.Text, string(p.Reason.Code)
-		return nil
-	})
-	switch {
-	case err == nil:
-		res.Pending = append(res.Pending, updated)
-	case !errors.Is(err, errSkip):
-		res.Errors = append(res.Errors, fmt.Errorf("job %s: record the pending reason: %w", j.Ref(), err))
 	}
 }

@@ -24,6 +24,11 @@ type Store interface {
 	Get(id job.ID) (job.Job, error)
 	Active() ([]job.Job, error)
 	Update(id job.ID, fn func(*job.Job) error) (job.Job, error)
+	// UpdateEach is Update of each job of ids (fn given its index) in one
+	// transaction: each job's result and error at its index, err the
+	// transaction's own (nothing written then). A pass writes its pending
+	// reasons through it, one commit for many.
+	UpdateEach(ids []job.ID, fn func(i int, x *job.Job) error) (out []job.Job, errs []error, err error)
 	// Uses returns the GPU uses of the jobs that ended at or after since
 	// (fair-share usage); like Active, it may return what it could read
 	// with an error wrapping state.ErrBadRecord.

@@ -18,13 +18,16 @@ import (
 // index, the terminal rule, a usage ledger ordered by end) but without
 // the JSON round trips, which would cost a simulated week minutes.
 type store struct {
-	jobs   []job.Job // by id − 1
-	adds   []sampled // what each job adds to a sample (sampledOf), by id − 1
-	cur    job.Job   // the copy Update's fn changes
-	sm     sampler
-	buf    []job.Job // what Active and Changed return, filled anew each call
-	active []job.ID  // non-terminal jobs, ascending
-	uses   []job.Use // ended jobs' uses, by end (the clock only moves on)
+	jobs []job.Job // by id − 1
+	adds []sampled // what each job adds to a sample (sampledOf), by id − 1
+	cur  job.Job   // the copy Update's fn changes
+	// eachOut and eachErr are what UpdateEach returns, filled anew each call.
+	eachOut []job.Job
+	eachErr []error
+	sm      sampler
+	buf     []job.Job // what Active and Changed return, filled anew each call
+	active  []job.ID  // non-terminal jobs, ascending
+	uses    []job.Use // ended jobs' uses, by end (the clock only moves on)
 	// written are the ids written since the mark written0 (the count of
 	// writes before written[0]), for Changed.
 	written  []job.ID
@@ -84,6 +87,16 @@ func (s *store) sample(at time.Duration) Sample {
 
 // Update implements control.Store, as state.Mem does: fn changes a copy;
 // an error leaves the job as it was; an ended job keeps its state.
+// UpdateEach is Update of each job: its results are the store's own
+// buffers, good until the next call (the pass copies what it keeps).
+func (s *store) UpdateEach(ids []job.ID, fn func(i int, x *job.Job) error) ([]job.Job, []error, error) {
+	s.eachOut, s.eachErr = slices.Grow(s.eachOut[:0], len(ids))[:len(ids)], slices.Grow(s.eachErr[:0], len(ids))[:len(ids)]
+	for i, id := range ids {
+		s.eachOut[i], s.eachErr[i] = s.Update(id, func(x *job.Job) error { return fn(i, x) })
+	}
+	return s.eachOut, s.eachErr, nil
+}
+
 func (s *store) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
 	j, err := s.Get(id)
 	if err != nil {
