@@ -53,8 +53,8 @@ type HostsArgs = request[HostQuery]
 // take more than one.
 type (
 	requeueArgs struct {
-		IDs   []job.ID      `json:"ids"`
-		Grace time.Duration `json:"grace"`
+		IDs    []job.ID `json:"ids"`
+		GraceS float64  `json:"grace_s"` // seconds
 	}
 	logChunk struct {
 		Out []byte `json:"out"`
@@ -128,7 +128,7 @@ func Handlers(o ServeOptions) map[string]serve.Handler {
 			return heldToWire(res, code), err
 		}),
 		OpRequeue: handle(o, func(ctx context.Context, l *Local, r requeueArgs, _ func(any) error) (any, error) {
-			res, err := l.Requeue(ctx, r.IDs, r.Grace)
+			res, err := l.Requeue(ctx, r.IDs, time.Duration(r.GraceS*float64(time.Second)))
 			return heldToWire(res, code), err
 		}),
 		OpResolve: handle(o, func(ctx context.Context, l *Local, names []string, _ func(any) error) (any, error) {

@@ -169,7 +169,7 @@ func (r Remote) Update(ctx context.Context, req UpdateRequest) ([]HoldResult, er
 
 // Requeue implements Service.
 func (r Remote) Requeue(ctx context.Context, ids []job.ID, grace time.Duration) ([]HoldResult, error) {
-	return held(ctx, r, OpRequeue, requeueArgs{IDs: ids, Grace: grace}, func() ([]HoldResult, error) { return r.Local.Requeue(ctx, ids, grace) })
+	return held(ctx, r, OpRequeue, requeueArgs{IDs: ids, GraceS: grace.Seconds()}, func() ([]HoldResult, error) { return r.Local.Requeue(ctx, ids, grace) })
 }
 
 // Resolve implements Service.
