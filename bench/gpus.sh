@@ -19,14 +19,12 @@ cd "$(dirname "$0")/.."
 NS=${NS:-"1 8 32"}
 RUNS=${RUNS:-10}
 FIXTURE=${FIXTURE:-a100x4}
-for tool in "$(command -v sshd || echo /usr/sbin/sshd)" pdsh hyperfine ssh; do
-  command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install -y openssh-server pdsh hyperfine)"; exit 1; }
-done
+. bench/lib.sh
+bench_need pdsh hyperfine ssh
 
 make -s build
 mkdir -p bench/out
 go build -o bench/out/smiscript ./bench/smiscript
-. bench/lib.sh
 bench_init gssh-bench
 bench/out/smiscript > "$W/probe.sh"
 

@@ -2,6 +2,14 @@
 # nvidia-smi on the hosts' PATH, and loopback OpenSSH hosts started as
 # daemons. Source it, then call bench_init and bench_host.
 
+# bench_need TOOL...: exit 1 naming the first of sshd and TOOLs missing.
+bench_need() {
+  local tool
+  for tool in "$(command -v sshd || echo /usr/sbin/sshd)" "$@"; do
+    command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install -y openssh-server $*)"; exit 1; }
+  done
+}
+
 # bench_init PREFIX: make $W (removed on exit, with the sshd daemons).
 bench_init() {
   SSHD=$(command -v sshd || echo /usr/sbin/sshd)

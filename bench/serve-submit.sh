@@ -14,11 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-20}
 N=${N:-200}
-for tool in "$(command -v sshd || echo /usr/sbin/sshd)" hyperfine ssh; do
-  command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install -y openssh-server hyperfine)"; exit 1; }
-done
-make -s build
 . bench/lib.sh
+bench_need hyperfine ssh
+make -s build
 bench_init gssh-bench-serve-submit
 bench_host w1 22910 a100x4
 printf 'hosts:\n  - name: w1\n' > "$W/hosts.yaml"

@@ -9,11 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-10}
-for tool in "$(command -v sshd || echo /usr/sbin/sshd)" hyperfine ssh; do
-  command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install -y openssh-server hyperfine)"; exit 1; }
-done
-make -s build
 . bench/lib.sh
+bench_need hyperfine ssh
+make -s build
 bench_init gssh-bench-submit
 bench_host w1 22900 a100x4
 printf 'hosts:\n  - name: w1\n' > "$W/hosts.yaml"

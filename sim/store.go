@@ -85,8 +85,6 @@ func (s *store) sample(at time.Duration) Sample {
 	return s.sm.sample(at)
 }
 
-// Update implements control.Store, as state.Mem does: fn changes a copy;
-// an error leaves the job as it was; an ended job keeps its state.
 // UpdateEach is Update of each job: its results are the store's own
 // buffers, good until the next call (the pass copies what it keeps).
 func (s *store) UpdateEach(ids []job.ID, fn func(i int, x *job.Job) error) ([]job.Job, []error, error) {
@@ -97,6 +95,8 @@ func (s *store) UpdateEach(ids []job.ID, fn func(i int, x *job.Job) error) ([]jo
 	return s.eachOut, s.eachErr, nil
 }
 
+// Update implements control.Store, as state.Mem does: fn changes a copy;
+// an error leaves the job as it was; an ended job keeps its state.
 func (s *store) Update(id job.ID, fn func(*job.Job) error) (job.Job, error) {
 	j, err := s.Get(id)
 	if err != nil {

@@ -23,7 +23,12 @@ func (s *Bolt) update(fn func(*bolt.Tx) error) error { return s.do(true, fn) }
 // closes the file (and so releases the lock) before it returns. fn's own
 // error comes back as it is; any other (a close, the commit of a write on
 // a full disk: ErrDiskFull, the transaction rolled back) is a *FileError.
-func (s *Bolt) do(write bool, fn func(*bolt.Tx) error) (err error) {
+// With s.keep the file is the one it keeps open (doKept).
+func (s *Bolt) do(write bool, fn func(*bolt.Tx) error) error { return s.run(write, false, fn) }
+
+// run is do, a write with batch committed with the concurrent ones on a
+// kept file (see batchUpdate).
+func (s *Bolt) run(write, batch bool, fn func(*bolt.Tx) error) (err error) {
 	var lf lockedFile
 	if s.onOp != nil {
 		defer func() { s.trace(write, lf, err) }()
@@ -36,7 +41,7 @@ func (s *Bolt) do(write bool, fn func(*bolt.Tx) error) (err error) {
 		}
 	}
 	if s.keep != nil {
-		return s.guard(op, func() error { return s.doKept(op, write, false, &lf, fn) })
+		return s.guard(op, func() error { return s.doKept(op, write, batch, &lf, fn) })
 	}
 	return s.guard(op, func() (err error) {
 		db, err := s.openDB(!write, &lf)
@@ -75,19 +80,7 @@ func (s *Bolt) do(write bool, fn func(*bolt.Tx) error) (err error) {
 // nothing outside its transaction but set its results afresh): on a file
 // s.keep keeps open it shares a commit with the concurrent ones (bbolt's
 // Batch, which runs fn again alone when one of them fails).
-func (s *Bolt) batchUpdate(fn func(*bolt.Tx) error) (err error) {
-	if s.keep == nil {
-		return s.update(fn)
-	}
-	var lf lockedFile
-	if s.onOp != nil {
-		defer func() { s.trace(true, lf, err) }()
-	}
-	if err := s.refuseWrite(); err != nil {
-		return err
-	}
-	return s.guard("write", func() error { return s.doKept("write", true, true, &lf, fn) })
-}
+func (s *Bolt) batchUpdate(fn func(*bolt.Tx) error) error { return s.run(true, true, fn) }
 
 // doKept is do on the file s.keep keeps open, a write with batch
 // committed with the concurrent ones (see batchUpdate). A failure other
