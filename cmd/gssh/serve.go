@@ -32,13 +32,13 @@ func newServeCmd(a *app, runF func(*serveOptions) error) *cobra.Command {
 		Use:   "serve",
 		Short: "Run scheduling passes as a daemon: every --interval, and at once when asked",
 		Long: `Run the scheduling passes as a daemon, in place of cron's gssh schedule:
-one at once, then one every --interval, and one as soon as a lab member's
-command asks on the socket beside the state (STATE.sock); gssh gpus asks it
-too. What each pass changed is printed as gssh schedule prints it, each
-line prefixed with the time. One runs per state. SIGTERM or Ctrl-C lets the
-pass in flight end, then exits; a second one gives that pass up. SIGHUP
-reads the inventory and ssh_config again. Under systemd (Type=notify) it is
-ready once its socket listens; the unit and the details: docs/lab.md.`,
+one at once, then one every --interval, and one as soon as a command asks.
+While it runs, the other gssh commands (but run and state) go through its
+socket beside the state (STATE.sock), done by it as the user who sent them.
+Each pass's changes are printed as gssh schedule prints them, after the time.
+One runs per state. SIGTERM or Ctrl-C lets the pass in flight end, then
+exits; a second one gives it up. SIGHUP reads the inventory and ssh_config
+again. Under systemd (Type=notify) it is ready once it listens: docs/lab.md.`,
 		Example: `  gssh serve
   gssh serve --interval 10s
   systemctl enable --now gssh-serve    # docs/lab.md: the unit`,
