@@ -106,7 +106,7 @@ func (l *sharedLab) fairRun(t *testing.T, name string, wa, wb, na, nb int) fairR
 		n int
 	}{{alice, na}, {bob, nb}} {
 		out, errs, code := l.gsshWith(s.u, env, "submit", "--host", "w1", "--mem", "16G", "--timeout", "4s",
-			"--array", fmt.Sprintf("1-%d", s.n), "--workdir", l.work, "--", "sleep", "1")
+			"--array", fmt.Sprintf("1-%d", s.n), "--workdir", l.work, "--", "sleep", "0.5")
 		if code != 0 || !strings.Contains(out, "queued") {
 			t.Fatalf("%s's submit of %d jobs: exit %d: %s%s", s.u.name, s.n, code, out, errs)
 		}
@@ -145,7 +145,7 @@ func (l *sharedLab) fairRun(t *testing.T, name string, wa, wb, na, nb int) fairR
 		}
 	}
 
-	// Passes while both have jobs waiting. 13 at a time, a second each
+	// Passes while both have jobs waiting. 13 at a time, half a second each
 	// (and the pass's look at the worker), 120-170 jobs: about 20 s;
 	// 90 s means something is stuck.
 	var js []labJob
