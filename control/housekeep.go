@@ -237,7 +237,7 @@ func (c *Controller) dirsOf(j job.Job) *dirJob {
 	}
 	if j.Attempt == 0 { // launched before attempts were counted
 		if j.Remote.Dir != "" {
-			add(j.Placement.Host, job.WorkerDir{Job: j.ID, Attempt: 0, Dir: j.Remote.Dir})
+			add(j.Placement.Host, job.WorkerDir{Job: j.ID, Attempt: 0, Dir: j.Remote.Dir, User: j.User})
 		}
 		return d
 	}
@@ -247,7 +247,7 @@ func (c *Controller) dirsOf(j job.Job) *dirJob {
 		if a <= len(j.AttemptHosts) {
 			host = j.AttemptHosts[a-1]
 		}
-		w := job.WorkerDir{Job: j.ID, Attempt: a}
+		w := job.WorkerDir{Job: j.ID, Attempt: a, User: j.User}
 		if i := slices.IndexFunc(j.Attempts, func(e job.Attempt) bool { return e.N == a && e.Host != "" }); i >= 0 {
 			host, w.Dir = j.Attempts[i].Host, j.Attempts[i].Dir
 		}

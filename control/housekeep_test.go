@@ -229,9 +229,9 @@ func TestHousekeepFailures(t *testing.T) {
 		t.Errorf("failure: %v", res.Errors)
 	}
 	delete(k.rm.err, "a")
-	k.rm.fail[job.WorkerDir{Job: j.ID, Attempt: 1, Dir: j.Remote.Dir}] = "rm -rf could not remove it (permissions?)"
+	k.rm.fail[job.WorkerDir{Job: j.ID, Attempt: 1, Dir: j.Remote.Dir, User: j.User}] = "rm -rf could not remove it (permissions?)"
 	g := k.ended(t, t0, "a")
-	k.rm.gone[job.WorkerDir{Job: g.ID, Attempt: 1, Dir: g.Remote.Dir}] = true
+	k.rm.gone[job.WorkerDir{Job: g.ID, Attempt: 1, Dir: g.Remote.Dir, User: g.User}] = true
 	res := k.pass(t)
 	if h := k.get(t, j.ID).Housekept; h == nil || h.Removed != 0 || h.Kept != "attempt 1 on a: rm -rf could not remove it (permissions?)" {
 		t.Errorf("failed removal: Housekept %+v", h)

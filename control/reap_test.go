@@ -154,7 +154,7 @@ func TestPassReapsByProbe(t *testing.T) {
 	if got := r.get(t, next.ID); got.State != job.Queued || !strings.Contains(got.Reason, "GPU 0-3: in use by other processes") {
 		t.Errorf("job %d: %s %q", next.ID, got.State, got.Reason)
 	}
-	want := []reap.Target{{PID: 4242, StartTicks: 4242, Kind: reap.KindOrphan, Cluster: clusterID, Job: done.ID, Attempt: 1}}
+	want := []reap.Target{{PID: 4242, StartTicks: 4242, Kind: reap.KindOrphan, Cluster: clusterID, Job: done.ID, Attempt: 1, User: done.User}}
 	if got := r.reaper.targets["ctl"]; !slices.Equal(got, want) {
 		t.Errorf("targets %+v, want %+v", got, want)
 	}

@@ -18,6 +18,7 @@
 //	    reserve: 20%
 //	    drain: false
 //	    reap_foreign: kill # kill GPU processes no gssh job's (default: report)
+//	    run_as: sudo     # jobs run as their owner, through sudo -n -u (default: login)
 //	  - name: ctl
 //	    local: true      # the controller itself: no SSH
 //	policy:              # optional; how the queue is scheduled and kept (Policy)
@@ -87,7 +88,12 @@ type Host struct {
 	// no gssh job's (someone ran them by hand) are killed by the passes
 	// and gssh reap; false (`report`, the default): only reported.
 	ReapForeign bool
-	Line        int // line of the entry in File (0 for the implicit local host)
+	// RunAsSudo is `run_as: sudo`: the controller's login starts, polls,
+	// stops and reads each job there as the job's owner (sudo -n -H -u
+	// USER), so the job runs under its submitter's uid in its home; false
+	// (`login`, the default): every job runs as the SSH login.
+	RunAsSudo bool
+	Line      int // line of the entry in File (0 for the implicit local host)
 }
 
 // HasLabel reports whether h carries label l.
@@ -272,7 +278,7 @@ func (p parser) errf(n *yaml.Node, format string, args ...any) error {
 	return fmt.Errorf("%s:%d: %s", p.file, n.Line, fmt.Sprintf(format, args...))
 }
 
-var hostKeys = []string{"name", "address", "port", "user", "identity_file", "labels", "reserve", "drain", "local", "reap_foreign"}
+var hostKeys = []string{"name", "address", "port", "user", "identity_file", "labels", "reserve", "drain", "local", "reap_foreign", "run_as"}
 
 func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
@@ -439,6 +445,12 @@ func (p parser) fields(m *yaml.Node, h *Host, isDefaults bool) error {
 				return err
 			}
 			h.ReapForeign = s == "kill"
+		case "run_as":
+			s, err := oneOf(p, v, "run_as", "login", "sudo")
+			if err != nil {
+				return err
+			}
+			h.RunAsSudo = s == "sudo"
 		case "drain", "local":
 			b, err := p.boolean(v, k.Value)
 			if err != nil {

@@ -69,6 +69,21 @@ func TestParseReapForeign(t *testing.T) {
 	}
 }
 
+// run_as: login (the default) or sudo, per host or in defaults.
+func TestParseRunAs(t *testing.T) {
+	inv, err := Parse("h.yaml", strings.NewReader("defaults:\n  run_as: sudo\nhosts:\n  - name: a\n  - name: b\n    run_as: login\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inv.Hosts[0].RunAsSudo || inv.Hosts[1].RunAsSudo {
+		t.Errorf("hosts %+v: want a through sudo, b as the login", inv.Hosts)
+	}
+	_, err = Parse("h.yaml", strings.NewReader("hosts:\n  - name: a\n    run_as: root\n"))
+	if err == nil || err.Error() != `h.yaml:3: run_as "root": give one of login, sudo` {
+		t.Errorf("run_as: root: %v", err)
+	}
+}
+
 func TestParseDefaultReserve(t *testing.T) {
 	inv, err := Parse("h.yaml", strings.NewReader("hosts:\n  - name: a\n"))
 	if err != nil {

@@ -407,6 +407,7 @@ type WorkerDir struct {
 	Job     ID
 	Attempt int
 	Dir     string
+	User    string // the job's owner (Job.User): a run_as: sudo host removes it as them
 }
 
 // DirRemoval is what removing one job directory on a worker found

@@ -113,11 +113,39 @@ func removable(cluster string, w job.WorkerDir) (string, error) {
 }
 
 // RemoveDirs removes dirs, all on host; see RemoveDirs.
+// On a run_as: sudo host, each owner's directories (WorkerDir.User) are
+// removed as that owner, one command per owner.
 func (w Workers) RemoveDirs(ctx context.Context, host string, dirs []job.WorkerDir) ([]job.DirRemoval, error) {
-	sh, err := w.Shell(host)
-	if err != nil {
-		return nil, err
+	sudo := w.Sudo != nil && w.Sudo(host)
+	byUser := map[string][]int{} // indexes into dirs
+	var users []string
+	for i, d := range dirs {
+		u := ""
+		if sudo {
+			u = d.User
+		}
+		if _, ok := byUser[u]; !ok {
+			users = append(users, u)
+		}
+		byUser[u] = append(byUser[u], i)
 	}
-	out, err := RemoveDirs(ctx, sh, host, w.Cluster, dirs)
-	return out, noContact(ctx, err)
+	out := make([]job.DirRemoval, len(dirs))
+	for _, u := range users {
+		sh, err := w.shellOf(host, u)
+		if err != nil {
+			return nil, err
+		}
+		some := make([]job.WorkerDir, len(byUser[u]))
+		for k, i := range byUser[u] {
+			some[k] = dirs[i]
+		}
+		res, err := RemoveDirs(ctx, sh, host, w.Cluster, some)
+		if err != nil {
+			return nil, noContact(ctx, err)
+		}
+		for k, i := range byUser[u] {
+			out[i] = res[k]
+		}
+	}
+	return out, nil
 }

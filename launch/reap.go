@@ -165,10 +165,39 @@ done
 }
 
 // Reap kills targets on host; see Reap.
+// On a run_as: sudo host, each job's leftovers are reaped as the job's
+// owner (Target.User), one command per owner; foreign processes as the
+// login.
 func (w Workers) Reap(ctx context.Context, host string, targets []reap.Target, grace time.Duration) (map[int]reap.Outcome, error) {
-	sh, err := w.Shell(host)
-	if err != nil {
-		return nil, err
+	sudo := w.Sudo != nil && w.Sudo(host)
+	byUser := map[string][]reap.Target{}
+	var users []string
+	for _, t := range targets {
+		u := ""
+		if sudo && t.Kind != reap.KindForeign {
+			u = t.User
+		}
+		if _, ok := byUser[u]; !ok {
+			users = append(users, u)
+		}
+		byUser[u] = append(byUser[u], t)
 	}
-	return Reap(ctx, sh, host, targets, grace)
+	out := map[int]reap.Outcome{}
+	for _, u := range users {
+		sh, err := w.Shell(host)
+		if err != nil {
+			return nil, err
+		}
+		if u != "" {
+			sh = AsUser(sh, u)
+		}
+		m, err := Reap(ctx, sh, host, byUser[u], grace)
+		if err != nil {
+			return out, err
+		}
+		for pid, o := range m {
+			out[pid] = o
+		}
+	}
+	return out, nil
 }

@@ -19,11 +19,24 @@ type Workers struct {
 	// Shell returns the runner of an inventory host, or an error naming a
 	// host that is not in the inventory (any more).
 	Shell func(host string) (Shell, error)
+	// Sudo reports whether host runs each job as its owner (run_as: sudo:
+	// every command of a job through AsUser); nil: none does.
+	Sudo func(host string) bool
+}
+
+// shellOf is host's Shell for the commands of user's jobs: through sudo
+// as user where host runs jobs as their owners, else the login's.
+func (w Workers) shellOf(host, user string) (Shell, error) {
+	sh, err := w.Shell(host)
+	if err != nil || w.Sudo == nil || !w.Sudo(host) {
+		return sh, err
+	}
+	return AsUser(sh, user), nil
 }
 
 // Start launches j on j.Placement.Host; see Start.
 func (w Workers) Start(ctx context.Context, j job.Job) (job.Remote, error) {
-	sh, err := w.Shell(j.Placement.Host)
+	sh, err := w.shellOf(j.Placement.Host, j.User)
 	if err != nil {
 		return job.Remote{}, err
 	}
@@ -31,17 +44,41 @@ func (w Workers) Start(ctx context.Context, j job.Job) (job.Remote, error) {
 }
 
 // Poll checks jobs, all placed on host; see Poll.
+// On a run_as: sudo host, the jobs of each owner are polled as that
+// owner, one command each (in turn: a host has few owners at once); the
+// first failure is returned with what the others found.
 func (w Workers) Poll(ctx context.Context, host string, jobs []*job.Job) (map[job.ID]job.Status, error) {
-	sh, err := w.Shell(host)
-	if err != nil {
-		return nil, err
+	byUser := map[string][]job.Job{}
+	var users []string
+	for _, j := range jobs {
+		u := ""
+		if w.Sudo != nil && w.Sudo(host) {
+			u = j.User
+		}
+		if _, ok := byUser[u]; !ok {
+			users = append(users, u)
+		}
+		byUser[u] = append(byUser[u], *j)
 	}
-	js := make([]job.Job, len(jobs))
-	for i, j := range jobs {
-		js[i] = *j
+	out := map[job.ID]job.Status{}
+	var first error
+	for _, u := range users {
+		sh, err := w.shellOf(host, u)
+		if err != nil {
+			return nil, err
+		}
+		m, err := Poll(ctx, sh, host, w.Cluster, byUser[u])
+		if err != nil && first == nil {
+			first = noContact(ctx, err)
+		}
+		for id, st := range m {
+			out[id] = st
+		}
 	}
-	m, err := Poll(ctx, sh, host, w.Cluster, js)
-	return m, noContact(ctx, err)
+	if first != nil && len(out) == 0 {
+		return nil, first
+	}
+	return out, first
 }
 
 // noContact marks err with job.ErrNoContact when it is a transport
@@ -66,7 +103,7 @@ func (e *contactError) Unwrap() []error { return []error{job.ErrNoContact, e.err
 
 // Abandon makes sure j's attempt never starts, unless it has; see Abandon.
 func (w Workers) Abandon(ctx context.Context, j job.Job) (bool, error) {
-	sh, err := w.Shell(j.Placement.Host)
+	sh, err := w.shellOf(j.Placement.Host, j.User)
 	if err != nil {
 		return false, err
 	}
@@ -76,7 +113,7 @@ func (w Workers) Abandon(ctx context.Context, j job.Job) (bool, error) {
 
 // Stop ends j where it runs; see Stop.
 func (w Workers) Stop(ctx context.Context, j job.Job, grace time.Duration, why job.State) (job.Stopped, error) {
-	sh, err := w.Shell(j.Placement.Host)
+	sh, err := w.shellOf(j.Placement.Host, j.User)
 	if err != nil {
 		return job.Stopped{}, err
 	}
@@ -86,7 +123,7 @@ func (w Workers) Stop(ctx context.Context, j job.Job, grace time.Duration, why j
 
 // Logs writes j's log to out; see Logs.
 func (w Workers) Logs(ctx context.Context, j job.Job, tail int, follow bool, out io.Writer) error {
-	sh, err := w.Shell(j.Placement.Host)
+	sh, err := w.shellOf(j.Placement.Host, j.User)
 	if err != nil {
 		return err
 	}

@@ -324,6 +324,9 @@ type Target struct {
 	// start time (job.Remote).
 	Session     int
 	LeaderTicks int64
+	// User is the owner of the job (job.Job.User) where Input.Jobs has
+	// it: a run_as: sudo host reaps the job's processes as them.
+	User string
 }
 
 // Targets are the processes of h to kill: its orphans, and its foreign
@@ -342,12 +345,15 @@ func Targets(in Input, h Host, killForeign bool) []Target {
 		switch {
 		case f.Kind == KindOrphan && !f.BySession:
 			t.Cluster, t.Job, t.Attempt = in.Cluster, f.Job, f.Attempt
+			if i := slices.IndexFunc(in.Jobs, func(j job.Job) bool { return j.ID == f.Job }); i >= 0 {
+				t.User = in.Jobs[i].User
+			}
 		case f.Kind == KindOrphan:
 			i := slices.IndexFunc(in.Jobs, func(j job.Job) bool { return j.ID == f.Job })
 			if i < 0 || p.SessionID == nil {
 				continue
 			}
-			t.Session, t.LeaderTicks = *p.SessionID, in.Jobs[i].Remote.StartTicks
+			t.Session, t.LeaderTicks, t.User = *p.SessionID, in.Jobs[i].Remote.StartTicks, in.Jobs[i].User
 		case f.Kind == KindForeign && killForeign:
 		default:
 			continue

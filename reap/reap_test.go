@@ -218,7 +218,7 @@ func TestClassifySession(t *testing.T) {
 		t.Errorf("unreadable: %q", w)
 	}
 	got := Targets(in, h, false)
-	if wantT := []Target{{PID: 102, StartTicks: 1020, Kind: KindOrphan, Session: 70, LeaderTicks: 700}}; !reflect.DeepEqual(got, wantT) {
+	if wantT := []Target{{PID: 102, StartTicks: 1020, Kind: KindOrphan, Session: 70, LeaderTicks: 700, User: "ann"}}; !reflect.DeepEqual(got, wantT) {
 		t.Errorf("targets %+v, want %+v", got, wantT)
 	}
 }

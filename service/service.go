@@ -467,9 +467,16 @@ func (l *Local) readStore() (st *state.Bolt, none bool, err error) {
 }
 
 // workers is the worker side of jobs over the fleet, for the state's
-// cluster id.
+// cluster id; hosts of run_as: sudo run each job as its owner.
 func workers(f *fleet.Fleet, cluster string) launch.Workers {
-	return launch.Workers{Cluster: cluster, Shell: func(h string) (launch.Shell, error) { return f.Shell(h) }}
+	return launch.Workers{
+		Cluster: cluster,
+		Shell:   func(h string) (launch.Shell, error) { return f.Shell(h) },
+		Sudo: func(h string) bool {
+			host, ok := f.Inventory().Lookup(h)
+			return ok && host.RunAsSudo
+		},
+	}
 }
 
 // controller builds the pass of f over the stores s, under the

@@ -45,34 +45,7 @@ func TestServedLab(t *testing.T) {
 		t.Fatalf("alice's submit with no gssh serve: exit %d: %s; want exit 3, saying none runs", code, errs)
 	}
 
-	start := func() (stop func(kill bool) string) {
-		srv := l.command(pass, []string{"GSSH_INVENTORY=" + l.inv}, "serve", "--interval", "1h")
-		srvOut, srvErr := outputFile(t, "serve.out"), outputFile(t, "serve.err")
-		srv.Stdout, srv.Stderr = srvOut.File, srvErr.File
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { srv.Wait(); close(done) }()
-		t.Cleanup(func() { srv.Process.Kill(); <-done })
-		for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if strings.Contains(srvOut.String(), "a pass every") {
-				break
-			}
-			if time.Now().After(end) {
-				t.Fatalf("gssh serve did not start:\n%s%s", srvOut.String(), srvErr.String())
-			}
-		}
-		return func(kill bool) string {
-			if kill {
-				srv.Process.Kill()
-			} else {
-				srv.Process.Signal(syscall.SIGTERM)
-			}
-			<-done
-			return srvOut.String() + srvErr.String()
-		}
-	}
+	start := func() func(kill bool) string { return l.startServe(t) }
 	stop := start()
 
 	// Through gssh serve: alice's job runs at once.
@@ -199,4 +172,37 @@ func connected(pid int) bool {
 		}
 	}
 	return false
+}
+
+// startServe starts gssh serve as the pass account (a pass every hour: the
+// requests' own passes do the work) and waits for it to say it runs; stop
+// ends it (SIGTERM, or SIGKILL when kill) and returns what it printed.
+func (l *sharedLab) startServe(t *testing.T) (stop func(kill bool) string) {
+	t.Helper()
+	srv := l.command(l.pass, []string{"GSSH_INVENTORY=" + l.inv}, "serve", "--interval", "1h")
+	srvOut, srvErr := outputFile(t, "serve.out"), outputFile(t, "serve.err")
+	srv.Stdout, srv.Stderr = srvOut.File, srvErr.File
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	t.Cleanup(func() { srv.Process.Kill(); <-done })
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if strings.Contains(srvOut.String(), "a pass every") {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("gssh serve did not start:\n%s%s", srvOut.String(), srvErr.String())
+		}
+	}
+	return func(kill bool) string {
+		if kill {
+			srv.Process.Kill()
+		} else {
+			srv.Process.Signal(syscall.SIGTERM)
+		}
+		<-done
+		return srvOut.String() + srvErr.String()
+	}
 }
