@@ -137,10 +137,10 @@ func TestClassify(t *testing.T) {
 	// again), foreign processes only where the inventory says kill.
 	targets := Targets(in, h, false)
 	wantT := []Target{
-		{PID: 100, StartTicks: 1000, Kind: KindOrphan, Cluster: cluster, Job: 5, Attempt: 1},
-		{PID: 200, StartTicks: 2000, Kind: KindOrphan, Cluster: cluster, Job: 6, Attempt: 1},
-		{PID: 300, StartTicks: 3000, Kind: KindOrphan, Cluster: cluster, Job: 7, Attempt: 3},
-		{PID: 600, StartTicks: 6000, Kind: KindOrphan, Cluster: cluster, Job: 8, Attempt: 1},
+		{PID: 100, StartTicks: 1000, Kind: KindOrphan, Cluster: cluster, Job: 5, Attempt: 1, User: "ann"},
+		{PID: 200, StartTicks: 2000, Kind: KindOrphan, Cluster: cluster, Job: 6, Attempt: 1, User: "ann"},
+		{PID: 300, StartTicks: 3000, Kind: KindOrphan, Cluster: cluster, Job: 7, Attempt: 3, User: "ann"},
+		{PID: 600, StartTicks: 6000, Kind: KindOrphan, Cluster: cluster, Job: 8, Attempt: 1, User: "ann"},
 	}
 	if !reflect.DeepEqual(targets, wantT) {
 		t.Errorf("targets:\n got %+v\nwant %+v", targets, wantT)
