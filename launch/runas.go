@@ -16,7 +16,9 @@ import (
 //
 //	sudo -n -H -u USER -- /bin/sh -c SCRIPT gssh-sudo "$PATH" "$GSSH_CLAIMS_DIR"
 //
-// so it runs under USER's uid, in USER's home (sudo -H: $HOME is the
+// (or, where the login is USER already, the same script without sudo:
+// a member's own gssh reading their job), so it runs under USER's uid,
+// in USER's home (sudo -H: $HOME is the
 // passwd entry's; job directories are ~USER/.gssh/jobs/...), with the
 // login's PATH and GPU claims registry (sudo's env_reset would drop
 // them). -n: sudo never asks for a password; a login with no rule for
@@ -42,8 +44,10 @@ const sudoMark = "gssh-sudo: "
 func SudoCommand(user, cmd string) string {
 	inner := "cd \"$HOME\" 2>/dev/null || cd /\nPATH=$1; export PATH\nif [ -n \"$2\" ]; then GSSH_CLAIMS_DIR=$2; export GSSH_CLAIMS_DIR; fi\nshift 2\n" + cmd
 	u := q(user)
-	return `if ! s=$(sudo -n -H -u ` + u + ` -- /bin/sh -c : 2>&1 </dev/null); then printf '` + sudoMark + `%s %s\n' "$(id -un)" "$(printf '%s' "$s" | head -n 1)" >&2; exit ` + fmt.Sprint(sudoCheckCode) + `; fi
-exec sudo -n -H -u ` + u + ` -- /bin/sh -c ` + q(inner) + ` gssh-sudo "$PATH" "${` + ClaimsDirEnv + `-}"`
+	args := ` gssh-sudo "$PATH" "${` + ClaimsDirEnv + `-}"`
+	return `if [ "$(id -un)" = ` + u + ` ]; then exec /bin/sh -c ` + q(inner) + args + `; fi
+if ! s=$(sudo -n -H -u ` + u + ` -- /bin/sh -c : 2>&1 </dev/null); then printf '` + sudoMark + `%s %s\n' "$(id -un)" "$(printf '%s' "$s" | head -n 1)" >&2; exit ` + fmt.Sprint(sudoCheckCode) + `; fi
+exec sudo -n -H -u ` + u + ` -- /bin/sh -c ` + q(inner) + args
 }
 
 // sudoErr turns a failed sudo check in err (an *sshexec.ExitError of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,6 +69,23 @@ func TestAsUserRunsThroughSudo(t *testing.T) {
 		if _, err := os.Stat("/tmp/gssh-pwned"); err == nil {
 			t.Fatalf("user %q ran a command", user)
 		}
+	}
+}
+
+// A login that is the user already runs the command itself: no sudo,
+// no rule needed.
+func TestAsUserSelf(t *testing.T) {
+	local, logf, _ := sudoEnv(t, "")
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := launch.AsUser(local, me.Username).Run(context.Background(), "w1", "id -un", nil)
+	if err != nil || string(res.Stdout) != me.Username+"\n" {
+		t.Errorf("as %s: %q, %v", me.Username, res.Stdout, err)
+	}
+	if b, err := os.ReadFile(logf); err == nil {
+		t.Errorf("sudo was called: %s", b)
 	}
 }
 
