@@ -116,34 +116,17 @@ func removable(cluster string, w job.WorkerDir) (string, error) {
 // On a run_as: sudo host, each owner's directories (WorkerDir.User) are
 // removed as that owner, one command per owner.
 func (w Workers) RemoveDirs(ctx context.Context, host string, dirs []job.WorkerDir) ([]job.DirRemoval, error) {
-	sudo := w.Sudo != nil && w.Sudo(host)
-	byUser := map[string][]int{} // indexes into dirs
-	var users []string
-	for i, d := range dirs {
-		u := ""
-		if sudo {
-			u = d.User
-		}
-		if _, ok := byUser[u]; !ok {
-			users = append(users, u)
-		}
-		byUser[u] = append(byUser[u], i)
-	}
 	out := make([]job.DirRemoval, len(dirs))
-	for _, u := range users {
-		sh, err := w.shellOf(host, u)
+	for _, g := range byOwner(dirs, w.sudo(host), func(d job.WorkerDir) string { return d.User }) {
+		sh, err := w.shellOf(host, g.User)
 		if err != nil {
 			return nil, err
 		}
-		some := make([]job.WorkerDir, len(byUser[u]))
-		for k, i := range byUser[u] {
-			some[k] = dirs[i]
-		}
-		res, err := RemoveDirs(ctx, sh, host, w.Cluster, some)
+		res, err := RemoveDirs(ctx, sh, host, w.Cluster, g.Items)
 		if err != nil {
 			return nil, noContact(ctx, err)
 		}
-		for k, i := range byUser[u] {
+		for k, i := range g.At {
 			out[i] = res[k]
 		}
 	}

@@ -169,29 +169,21 @@ done
 // owner (Target.User), one command per owner; foreign processes as the
 // login.
 func (w Workers) Reap(ctx context.Context, host string, targets []reap.Target, grace time.Duration) (map[int]reap.Outcome, error) {
-	sudo := w.Sudo != nil && w.Sudo(host)
-	byUser := map[string][]reap.Target{}
-	var users []string
-	for _, t := range targets {
-		u := ""
-		if sudo && t.Kind != reap.KindForeign {
-			u = t.User
-		}
-		if _, ok := byUser[u]; !ok {
-			users = append(users, u)
-		}
-		byUser[u] = append(byUser[u], t)
-	}
 	out := map[int]reap.Outcome{}
-	for _, u := range users {
+	for _, g := range byOwner(targets, w.sudo(host), func(t reap.Target) string {
+		if t.Kind == reap.KindForeign {
+			return ""
+		}
+		return t.User
+	}) {
 		sh, err := w.Shell(host)
 		if err != nil {
 			return nil, err
 		}
-		if u != "" {
-			sh = AsUser(sh, u)
+		if g.User != "" {
+			sh = AsUser(sh, g.User)
 		}
-		m, err := Reap(ctx, sh, host, byUser[u], grace)
+		m, err := Reap(ctx, sh, host, g.Items, grace)
 		if err != nil {
 			return out, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/gssh/gssh/sshexec"
@@ -106,4 +107,33 @@ func (a asUser) Stream(ctx context.Context, host, cmd string, stdin io.Reader, s
 		return a.noUser()
 	}
 	return sudoErr(a.sh.Stream(ctx, host, SudoCommand(a.user, cmd), stdin, stdout, stderr), a.user)
+}
+
+// ownerGroup is the items a host's commands run as one user for: User
+// "" is the login.
+type ownerGroup[T any] struct {
+	User  string
+	Items []T
+	At    []int // each item's index in what byOwner was given
+}
+
+// byOwner groups items by the user their commands run as on a host
+// (owner's answer where sudo is set: a run_as: sudo host; else the
+// login, ""), in the order each user first comes.
+func byOwner[T any](items []T, sudo bool, owner func(T) string) []ownerGroup[T] {
+	var gs []ownerGroup[T]
+	for i, it := range items {
+		u := ""
+		if sudo {
+			u = owner(it)
+		}
+		k := slices.IndexFunc(gs, func(g ownerGroup[T]) bool { return g.User == u })
+		if k < 0 {
+			gs = append(gs, ownerGroup[T]{User: u})
+			k = len(gs) - 1
+		}
+		gs[k].Items = append(gs[k].Items, it)
+		gs[k].At = append(gs[k].At, i)
+	}
+	return gs
 }

@@ -28,11 +28,14 @@ type Workers struct {
 // as user where host runs jobs as their owners, else the login's.
 func (w Workers) shellOf(host, user string) (Shell, error) {
 	sh, err := w.Shell(host)
-	if err != nil || w.Sudo == nil || !w.Sudo(host) {
+	if err != nil || !w.sudo(host) {
 		return sh, err
 	}
 	return AsUser(sh, user), nil
 }
+
+// sudo reports whether host runs jobs as their owners.
+func (w Workers) sudo(host string) bool { return w.Sudo != nil && w.Sudo(host) }
 
 // Start launches j on j.Placement.Host; see Start.
 func (w Workers) Start(ctx context.Context, j job.Job) (job.Remote, error) {
@@ -48,26 +51,18 @@ func (w Workers) Start(ctx context.Context, j job.Job) (job.Remote, error) {
 // owner, one command each (in turn: a host has few owners at once); the
 // first failure is returned with what the others found.
 func (w Workers) Poll(ctx context.Context, host string, jobs []*job.Job) (map[job.ID]job.Status, error) {
-	byUser := map[string][]job.Job{}
-	var users []string
-	for _, j := range jobs {
-		u := ""
-		if w.Sudo != nil && w.Sudo(host) {
-			u = j.User
-		}
-		if _, ok := byUser[u]; !ok {
-			users = append(users, u)
-		}
-		byUser[u] = append(byUser[u], *j)
+	js := make([]job.Job, len(jobs))
+	for i, j := range jobs {
+		js[i] = *j
 	}
 	out := map[job.ID]job.Status{}
 	var first error
-	for _, u := range users {
-		sh, err := w.shellOf(host, u)
+	for _, g := range byOwner(js, w.sudo(host), func(j job.Job) string { return j.User }) {
+		sh, err := w.shellOf(host, g.User)
 		if err != nil {
 			return nil, err
 		}
-		m, err := Poll(ctx, sh, host, w.Cluster, byUser[u])
+		m, err := Poll(ctx, sh, host, w.Cluster, g.Items)
 		if err != nil && first == nil {
 			first = noContact(ctx, err)
 		}
