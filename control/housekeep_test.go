@@ -141,7 +141,7 @@ func TestHousekeepDirs(t *testing.T) {
 	}
 	k.now = t0.Add(61 * time.Minute)
 	res := k.pass(t) // polls a only: nothing queued, no probe
-	if got := k.calls("a"); len(got) != 1 || !slices.Equal(got[0], []job.WorkerDir{{Job: one.ID, Attempt: 1, Dir: one.Remote.Dir}}) {
+	if got := k.calls("a"); len(got) != 1 || !slices.Equal(got[0], []job.WorkerDir{{Job: one.ID, Attempt: 1, Dir: one.Remote.Dir, User: one.User}}) {
 		t.Errorf("calls on a = %v, want one call for job 2's directory", got)
 	}
 	if len(k.calls("b")) != 0 {
@@ -173,11 +173,11 @@ func TestHousekeepDirs(t *testing.T) {
 	k.now = t0.Add(2 * time.Hour)
 	k.submitSpec(t, job.Spec{Argv: []string{"true"}, Host: "nowhere", GPUs: 1, Workdir: "~"})
 	res = k.pass(t)
-	if got := k.calls("b"); len(got) != 1 || !slices.Equal(got[0], []job.WorkerDir{{Job: two.ID, Attempt: 1}}) {
+	if got := k.calls("b"); len(got) != 1 || !slices.Equal(got[0], []job.WorkerDir{{Job: two.ID, Attempt: 1, User: two.User}}) {
 		t.Errorf("calls on b = %v, want job 1's attempt 1 by its default name", got)
 	}
 	got := k.calls("a")
-	if want := []job.WorkerDir{{Job: two.ID, Attempt: 2, Dir: two.Remote.Dir}, {Job: late.ID, Attempt: 1, Dir: late.Remote.Dir}}; len(got) != 2 || !slices.Equal(got[1], want) {
+	if want := []job.WorkerDir{{Job: two.ID, Attempt: 2, Dir: two.Remote.Dir, User: two.User}, {Job: late.ID, Attempt: 1, Dir: late.Remote.Dir, User: late.User}}; len(got) != 2 || !slices.Equal(got[1], want) {
 		t.Errorf("calls on a = %v, want a second one with %v", got, want)
 	}
 	if h := k.get(t, two.ID).Housekept; h == nil || h.Removed != 2 || h.Bytes != 8192 {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,7 +49,11 @@ func (p parallelM) Run() int {
 			panic(err)
 		}
 	}
-	return p.m.Run()
+	code := p.m.Run()
+	if theBuild.dir != "" {
+		os.RemoveAll(theBuild.dir)
+	}
+	return code
 }
 
 // raceScripts are the scripts whose gssh is this test binary, and why:
@@ -61,18 +66,42 @@ var raceScripts = map[string]string{
 	"jobs": "logs -f: the log streamed while the job runs; cancel's grace",
 }
 
+// gsshBuild is the one gssh binary this test process builds (buildGssh),
+// removed when the tests end.
+type gsshBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// theBuild is this test process's; parallelM.Run removes its directory.
+var theBuild gsshBuild
+
 // buildGssh builds gssh as `make build` does (static, no cgo), with the
-// test clock (-tags gssh_test: testhooks.go), into a directory of
-// its own, and returns that directory.
+// test clock (-tags gssh_test: testhooks.go), once for every test of
+// this process, into a directory every user may read and traverse (the
+// shared-lab tests run it as the users they make), and returns that
+// directory. Tests must not write there.
 func buildGssh(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", "gssh_test", "-o", filepath.Join(dir, "gssh"), ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/gssh: %v\n%s", err, out)
+	b := &theBuild
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "gssh-bin-"); b.err != nil {
+			return
+		}
+		if b.err = os.Chmod(b.dir, 0o755); b.err != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", "gssh_test", "-o", filepath.Join(b.dir, "gssh"), ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build ./cmd/gssh: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return dir
+	return b.dir
 }
 
 // testNow is the time of day the scripts run at, from $GSSH_TEST_NOW

@@ -105,8 +105,7 @@ func newLab(t *testing.T, served bool) *sharedLab {
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
 	mustRun(t, "", "chmod", "755", root)
-	bin := filepath.Join(root, "gssh")
-	mustRun(t, "", "go", "build", "-tags", "gssh_test", "-o", bin, ".") // noSystemInventory: testhooks.go
+	bin := filepath.Join(buildGssh(t), "gssh") // noSystemInventory: testhooks.go
 
 	// Each lab its own names: the shared-lab tests run in parallel.
 	tag := fmt.Sprintf("gl%d%c", os.Getpid()%100000, 'a'+labCount.Add(1)-1)

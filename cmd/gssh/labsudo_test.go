@@ -35,7 +35,7 @@ func TestServedLabSudo(t *testing.T) {
 		t.Fatalf("alice's submit: exit %d: %s%s", code, out, errs)
 	}
 	show, errs, _ := l.gssh(alice, "show", "1")
-	for _, want := range []string{pass.name + " may not run commands as " + alice.name + " on w1", pass.name + " ALL=(" + alice.name + ") NOPASSWD: /bin/sh"} {
+	for _, want := range []string{"launch on w1: run_as: sudo: " + pass.name + " may not run commands as " + alice.name + " there", pass.name + " ALL=(" + alice.name + ") NOPASSWD: /bin/sh"} {
 		if !strings.Contains(show+errs, want) {
 			t.Errorf("job 1 without a sudoers rule: want %q in:\n%s%s", want, show, errs)
 		}
