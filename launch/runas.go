@@ -73,6 +73,9 @@ func sudoErr(err error, user string) error {
 type sudoError struct{ user, login, why string }
 
 func (e *sudoError) Error() string {
+	if strings.Contains(e.why, "unknown user") {
+		return fmt.Sprintf("run_as: sudo: %s has no account there (%s): a job's owner must exist on a run_as: sudo host under the same name, with a home it may write", e.user, e.why)
+	}
 	return fmt.Sprintf("run_as: sudo: %s may not run commands as %s there (%s): add a sudoers rule on the host, e.g. in /etc/sudoers.d/gssh: %s ALL=(%s) NOPASSWD: /bin/sh (or (%%GROUP) for every member of a group)",
 		e.login, e.user, e.why, e.login, e.user)
 }

@@ -23,6 +23,7 @@ printf '%s\n' ---- >>"$SUDO_LOG"
 [ "$1 $2 $3" = "-n -H -u" ] || { echo "sudo: bad usage" >&2; exit 1; }
 u=$4
 case " $SUDO_REFUSE " in *" $u "*) echo "sudo: a password is required" >&2; exit 1 ;; esac
+case " $SUDO_UNKNOWN " in *" $u "*) echo "sudo: unknown user $u" >&2; exit 1 ;; esac
 shift 5
 HOME=$SUDO_HOME exec "$@"
 `
@@ -38,7 +39,7 @@ func sudoEnv(t *testing.T, refuse string) (sshexec.Local, string, string) {
 		t.Fatal(err)
 	}
 	log := filepath.Join(dir, "sudo.log")
-	return sshexec.Local{Env: []string{"PATH=" + bin + ":/usr/bin:/bin", "SUDO_LOG=" + log, "SUDO_HOME=" + home, "SUDO_REFUSE=" + refuse, launch.ClaimsDirEnv + "=/claims dir"}}, log, home
+	return sshexec.Local{Env: []string{"PATH=" + bin + ":/usr/bin:/bin", "SUDO_LOG=" + log, "SUDO_HOME=" + home, "SUDO_REFUSE=" + refuse, "SUDO_UNKNOWN=ghost", launch.ClaimsDirEnv + "=/claims dir"}}, log, home
 }
 
 // Every command runs through sudo as the user, the user's name quoted
@@ -102,6 +103,10 @@ func TestAsUserSudoRefused(t *testing.T) {
 	var ee *sshexec.ExitError
 	if errors.Is(err, launch.ErrSudo) || !errors.As(err, &ee) || ee.Code != 125 {
 		t.Errorf("a command's own exit 125: %v, want it as it is", err)
+	}
+	_, err = launch.AsUser(local, "ghost").Run(context.Background(), "w1", "true", nil)
+	if !errors.Is(err, launch.ErrSudo) || !strings.Contains(err.Error(), "ghost has no account there (sudo: unknown user ghost): a job's owner must exist") {
+		t.Errorf("an owner with no account: %v, want it said so (no sudoers rule helps)", err)
 	}
 	if _, err := launch.AsUser(local, "").Run(context.Background(), "w1", "true", nil); !errors.Is(err, launch.ErrSudo) {
 		t.Errorf("no user: %v, want ErrSudo (never the login)", err)
