@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -144,14 +145,34 @@ func servePID(t *testing.T, l *sharedLab) int {
 	ents, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, e := range ents {
 		b, _ := os.ReadFile(e)
+		// The labs share one gssh binary: this lab's serve is the one of
+		// its pass account.
 		if args := strings.Split(string(b), "\x00"); len(args) > 1 && args[0] == l.bin && args[1] == "serve" {
-			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(e))); err == nil {
+			pid, err := strconv.Atoi(filepath.Base(filepath.Dir(e)))
+			if err == nil && procUID(pid) == l.pass.uid {
 				return pid
 			}
 		}
 	}
 	t.Fatal("gssh serve's pid not found")
 	return 0
+}
+
+// procUID is the real uid of process pid (/proc/PID/status); MaxUint32
+// when it cannot be read.
+func procUID(pid int) uint32 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return math.MaxUint32
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Uid:" {
+			if u, err := strconv.ParseUint(f[1], 10, 32); err == nil {
+				return uint32(u)
+			}
+		}
+	}
+	return math.MaxUint32
 }
 
 // connected reports whether process pid has a connected unix socket
