@@ -169,6 +169,10 @@ done
 // owner (Target.User), one command per owner; foreign processes as the
 // login.
 func (w Workers) Reap(ctx context.Context, host string, targets []reap.Target, grace time.Duration) (map[int]reap.Outcome, error) {
+	login, err := w.Shell(host)
+	if err != nil {
+		return nil, err
+	}
 	out := map[int]reap.Outcome{}
 	for _, g := range byOwner(targets, w.sudo(host), func(t reap.Target) string {
 		if t.Kind == reap.KindForeign {
@@ -176,12 +180,9 @@ func (w Workers) Reap(ctx context.Context, host string, targets []reap.Target, g
 		}
 		return t.User
 	}) {
-		sh, err := w.Shell(host)
-		if err != nil {
-			return nil, err
-		}
+		sh := login
 		if g.User != "" {
-			sh = AsUser(sh, g.User)
+			sh = AsUser(login, g.User)
 		}
 		m, err := Reap(ctx, sh, host, g.Items, grace)
 		if err != nil {

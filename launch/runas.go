@@ -45,10 +45,13 @@ const sudoMark = "gssh-sudo: "
 func SudoCommand(user, cmd string) string {
 	inner := "cd \"$HOME\" 2>/dev/null || cd /\nPATH=$1; export PATH\nif [ -n \"$2\" ]; then GSSH_CLAIMS_DIR=$2; export GSSH_CLAIMS_DIR; fi\nshift 2\n" + cmd
 	u := q(user)
-	args := ` gssh-sudo "$PATH" "${` + ClaimsDirEnv + `-}"`
-	return `if [ "$(id -un)" = ` + u + ` ]; then exec /bin/sh -c ` + q(inner) + args + `; fi
-if ! s=$(sudo -n -H -u ` + u + ` -- /bin/sh -c : 2>&1 </dev/null); then printf '` + sudoMark + `%s %s\n' "$(id -un)" "$(printf '%s' "$s" | head -n 1)" >&2; exit ` + fmt.Sprint(sudoCheckCode) + `; fi
-exec sudo -n -H -u ` + u + ` -- /bin/sh -c ` + q(inner) + args
+	// "$@" is the sudo prefix, or nothing where the login is user: the
+	// script is in the command once.
+	return `if [ "$(id -un)" = ` + u + ` ]; then set --; else
+  if ! s=$(sudo -n -H -u ` + u + ` -- /bin/sh -c : 2>&1 </dev/null); then printf '` + sudoMark + `%s %s\n' "$(id -un)" "$(printf '%s' "$s" | head -n 1)" >&2; exit ` + fmt.Sprint(sudoCheckCode) + `; fi
+  set -- sudo -n -H -u ` + u + ` --
+fi
+exec "$@" /bin/sh -c ` + q(inner) + ` gssh-sudo "$PATH" "${` + ClaimsDirEnv + `-}"`
 }
 
 // sudoErr turns a failed sudo check in err (an *sshexec.ExitError of
