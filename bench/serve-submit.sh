@@ -9,6 +9,7 @@
 #     queue (--gpus 4: the host's GPUs 0-2 are busy with other processes).
 #
 #   bash bench/serve-submit.sh        # RUNS=20 N=200
+#   GPU_INTERVAL=0 bash bench/serve-submit.sh   # no GPU streams: each pass probes
 # Needs sshd (openssh-server) and hyperfine. Results go to bench/out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,7 @@ printf 'hosts:\n  - name: w1\n' > "$W/hosts.yaml"
 sleep 0.3
 export HOME=$W/home SSH_AUTH_SOCK= GSSH_INVENTORY=$W/hosts.yaml GSSH_STATE=$W/state.db
 G="$PWD/bin/gssh --ssh-config $W/ssh_config"
-$G serve --interval 2s >"$W/serve.log" 2>&1 & BENCH_PIDS+=($!)
+$G serve --interval 2s --gpu-interval "${GPU_INTERVAL:-2s}" >"${SERVE_LOG:-$W/serve.log}" 2>&1 & BENCH_PIDS+=($!)
 for _ in $(seq 100); do [ -S "$W/state.db.sock" ] && break; sleep 0.1; done
 export GSSH_SERVER=$W/state.db.sock # every submit through gssh serve, or an error
 mkdir -p bench/out

@@ -84,8 +84,9 @@ func (c *Controller) gpuHealth(hosts []sched.Host, running []job.Job, now time.T
 			}
 		}
 		rec := c.health[h.Name]
-		if next, changed := rec.Probed(readings, now); changed {
-			u, err := c.ledger.UpdateHost(h.Name, func(x *health.Host) error { *x, _ = x.Probed(readings, now); return nil })
+		at := cmp.Or(h.ProbedAt, now) // a stream's frame counts once, whichever passes read it
+		if next, changed := rec.Probed(readings, at); changed {
+			u, err := c.ledger.UpdateHost(h.Name, func(x *health.Host) error { *x, _ = x.Probed(readings, at); return nil })
 			if err != nil {
 				res.Errors = append(res.Errors, fmt.Errorf("host %s: record its GPUs' health: %w", h.Name, err))
 				u = next

@@ -121,6 +121,8 @@ type Fleet struct {
 	jobs   Shell
 	memo   probe.FallbackMemo
 	fields probe.FieldMemo
+	// streams, once Watch ran, are the hosts' GPU streams.
+	streams *streams
 }
 
 // New reads the inventory and ssh_config and returns the fleet, with an
@@ -452,6 +454,10 @@ type Report struct {
 	Connect  time.Duration // dial + handshake (0 when local or reused)
 	RTT      time.Duration // one SSH request round trip after connecting (0 when local)
 	Took     time.Duration // the whole probe of this host
+	// At is when the snapshot was taken: the probe's end, or when its
+	// stream frame came (Streamed).
+	At       time.Time
+	Streamed bool
 	// Reached: the host answered SSH (its connection was made, or is the
 	// local host), whatever the probe then found: a probe that timed out
 	// after connecting (a hung nvidia-smi) still reached it.
@@ -473,6 +479,9 @@ func (r Report) Probed() bool {
 type ProbeOptions struct {
 	Timeout time.Duration // per host, after connecting (0 = DefaultProbeTimeout)
 	Ping    bool          // measure RTT with one keepalive round trip
+	// MaxAge lets a host whose GPU stream (Watch) printed a frame at most
+	// this long ago be answered from it, with no command run (0: probe).
+	MaxAge time.Duration
 }
 
 // Probe probes hosts in parallel, one goroutine per host, and returns one
@@ -494,12 +503,17 @@ func (f *Fleet) Probe(ctx context.Context, hosts []inventory.Host, opt ProbeOpti
 func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions) Report {
 	start := f.opt.Now()
 	r := Report{Host: h, Address: f.Address(h)}
+	if fr, ok := f.streamed(h.Name, opt.MaxAge); ok && !opt.Ping {
+		r.Snapshot, r.At, r.Streamed, r.Reached = fr.snap, fr.at, true, true
+		return r
+	}
 	if !h.Local {
 		d, err := f.remote.Connect(ctx, h.Name)
 		if err != nil {
 			r.Err = err
 			r.Snapshot = failed(h.Name, err)
-			r.Took = f.opt.Now().Sub(start)
+			r.At = f.opt.Now()
+			r.Took = r.At.Sub(start)
 			return r
 		}
 		r.Connect = d
@@ -523,7 +537,8 @@ func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions
 		// A transport failure: the row says the host and the state already.
 		r.Snapshot.Error = detail(snap.State, err)
 	}
-	r.Took = f.opt.Now().Sub(start)
+	r.At = f.opt.Now()
+	r.Took = r.At.Sub(start)
 	return r
 }
 
@@ -547,13 +562,14 @@ func detail(state probe.HostState, err error) string {
 // labels, reserve and drain flag, and the snapshot of its report (a host
 // without one is "not probed yet").
 func SchedHosts(inv *inventory.Inventory, reports []Report) []sched.Host {
-	byName := map[string]probe.Snapshot{}
+	byName := map[string]Report{}
 	for _, r := range reports {
-		byName[r.Host.Name] = r.Snapshot
+		byName[r.Host.Name] = r
 	}
 	out := make([]sched.Host, 0, len(inv.Hosts))
 	for _, h := range inv.Hosts {
-		out = append(out, sched.Host{Name: h.Name, Labels: h.Labels, ReservePct: h.ReservePct, Drain: h.Drain, ReapForeign: h.ReapForeign, Snapshot: byName[h.Name]})
+		r := byName[h.Name]
+		out = append(out, sched.Host{Name: h.Name, Labels: h.Labels, ReservePct: h.ReservePct, Drain: h.Drain, ReapForeign: h.ReapForeign, Snapshot: r.Snapshot, ProbedAt: r.At})
 	}
 	return out
 }
@@ -565,6 +581,9 @@ type Snapshots struct {
 	Fleet   *Fleet
 	Timeout time.Duration // per host (0 = DefaultProbeTimeout)
 	Reports []Report
+	// MaxAge lets hosts be answered from their GPU stream's frames of at
+	// most this age (ProbeOptions.MaxAge; 0: probed now).
+	MaxAge time.Duration
 }
 
 // Hosts implements control.Snapshots. It never fails: a host that cannot
@@ -573,7 +592,7 @@ func (s Snapshots) Hosts(ctx context.Context) ([]sched.Host, error) {
 	inv := s.Fleet.Inventory()
 	reports := s.Reports
 	if reports == nil {
-		reports = s.Fleet.Probe(ctx, inv.Hosts, ProbeOptions{Timeout: s.Timeout})
+		reports = s.Fleet.Probe(ctx, inv.Hosts, ProbeOptions{Timeout: s.Timeout, MaxAge: s.MaxAge})
 	}
 	return SchedHosts(inv, reports), nil
 }
@@ -613,7 +632,7 @@ func (s Snapshots) HostsOf(ctx context.Context, names []string) ([]sched.Host, e
 	}
 	reports := s.Reports
 	if reports == nil {
-		reports = s.Fleet.Probe(ctx, hosts, ProbeOptions{Timeout: s.Timeout})
+		reports = s.Fleet.Probe(ctx, hosts, ProbeOptions{Timeout: s.Timeout, MaxAge: s.MaxAge})
 	}
 	out := SchedHosts(inv, reports)
 	return slices.DeleteFunc(out, func(h sched.Host) bool { return !slices.Contains(names, h.Name) }), nil

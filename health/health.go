@@ -100,6 +100,10 @@ type GPU struct {
 	Why   string    `json:"why"`   // the last unhealthy reading: "lost", "requires reset", "error"
 	Since time.Time `json:"since"` // the first unhealthy reading of this failure
 	Good  int       `json:"good"`  // healthy probes in a row since the last unhealthy one
+	// Counted is the time of the last healthy probe Good counts: a probe
+	// of that time or before (the same GPU-stream frame read by another
+	// pass) counts no more.
+	Counted time.Time `json:"counted,omitzero"`
 }
 
 // Text says in words why g keeps jobs off: "GPU 2 lost since ..." or,
@@ -121,8 +125,9 @@ type Reading struct {
 // Probed is h after a probe at now that read the GPUs in rs: a GPU that
 // reads unhealthy gets a record (kept, with its first time, while it
 // stays so or reads unhealthy again before it recovers); one with a
-// record that reads healthy counts a good probe, and after HealthyProbes
-// of them in a row its record goes. A GPU the probe did not list keeps
+// record that reads healthy counts a good probe (once per probe time:
+// now is when the probe was taken), and after HealthyProbes of them in a
+// row its record goes. A GPU the probe did not list keeps
 // its record. changed reports whether the record differs.
 func (h Host) Probed(rs []Reading, now time.Time) (out Host, changed bool) {
 	for _, r := range rs {
@@ -135,8 +140,8 @@ func (h Host) Probed(rs []Reading, now time.Time) (out Host, changed bool) {
 			if !had {
 				next.Since = now
 			}
-		case had:
-			next.Good++
+		case had && now.After(g.Counted):
+			next.Good, next.Counted = next.Good+1, now
 		}
 		if !had && r.Bad == "" || had && next == g {
 			continue

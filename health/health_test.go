@@ -110,3 +110,23 @@ func TestGPUHealth(t *testing.T) {
 		t.Errorf("after 3 healthy probes: %+v, want no record", h.GPUs)
 	}
 }
+
+// TestGPUHealthSameProbe: passes that read the same probe (one GPU-stream
+// frame) count it once toward a GPU's recovery.
+func TestGPUHealthSameProbe(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	h, _ := Host{}.Probed([]Reading{{Index: 0, Bad: "lost"}}, t0)
+	frame := t0.Add(2 * time.Second)
+	for range 5 { // five passes, one frame
+		h, _ = h.Probed([]Reading{{Index: 0}}, frame)
+	}
+	if g := h.GPUs["0"]; g.Good != 1 {
+		t.Fatalf("one frame read by five passes counts %d healthy probes, want 1", g.Good)
+	}
+	for i := 2; i <= HealthyProbes; i++ {
+		h, _ = h.Probed([]Reading{{Index: 0}}, frame.Add(time.Duration(i)*time.Second))
+	}
+	if len(h.GPUs) != 0 {
+		t.Errorf("after %d frames the GPU still has a record: %+v", HealthyProbes, h.GPUs)
+	}
+}

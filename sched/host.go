@@ -35,6 +35,10 @@ type Host struct {
 	// the planner does not read it.
 	ReapForeign bool
 	Snapshot    gpuinfo.Snapshot
+	// ProbedAt is when Snapshot was taken (zero: unknown, now): a pass
+	// that reads the same frame of a host's GPU stream as the pass before
+	// counts it once toward a GPU's recovery. The planner does not read it.
+	ProbedAt time.Time
 	// Others are the jobs of other gssh queues (other state files, other
 	// cluster ids, other logins) live on this host, as the worker's GPU
 	// claims say (launch.OtherQueues): their GPUs are taken, as the

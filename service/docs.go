@@ -32,7 +32,7 @@ const GPUsSchemaV1 = "gssh.gpus/v1"
 // GPUsDoc is the document `gssh gpus --json` prints.
 type GPUsDoc struct {
 	Schema string     `json:"schema"` // GPUsSchema
-	Time   time.Time  `json:"time"`   // when the probe finished (RFC 3339, UTC, milliseconds)
+	Time   time.Time  `json:"time"`   // when the oldest host snapshot was taken: a probe's end, or a GPU stream's frame (RFC 3339, UTC, milliseconds)
 	Hosts  []HostGPUs `json:"hosts"`  // in inventory order
 	// JobsError says why the gssh jobs are missing (the state file could
 	// not be read); "" when they are shown.

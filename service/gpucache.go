@@ -53,7 +53,7 @@ func (l *Local) CachedGPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 		}()
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serve.OpTimeout)
 		defer cancel()
-		doc, err := l.GPUs(pctx, HostQuery{Hosts: q.Hosts, Labels: q.Labels})
+		doc, err := l.GPUs(pctx, q) // hosts with a stream frame of at most q.MaxAge are answered from it
 		var pe *PartialError
 		if err == nil || errors.As(err, &pe) {
 			c.mu.Lock()

@@ -21,6 +21,12 @@ func (l *Local) GPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	if err != nil {
 		return GPUsDoc{}, err
 	}
+	taken := l.opt.Now() // the oldest snapshot's time: a stream's frame may be older than now
+	for _, r := range reports {
+		if !r.At.IsZero() && r.At.Before(taken) {
+			taken = r.At
+		}
+	}
 	var active []job.Job
 	st, none, serr := l.readStore()
 	if serr == nil && !none {
@@ -31,7 +37,7 @@ func (l *Local) GPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	}
 	f, _ := l.hosts() // probed already: it is open
 	found, cerr := l.classify(ctx, f, st, reports, true)
-	doc := gpusDoc(l.opt.Now(), reports, active, found)
+	doc := gpusDoc(taken, reports, active, found)
 	if err := errors.Join(serr, cerr); err != nil {
 		doc.JobsError = err.Error()
 	}
@@ -94,7 +100,7 @@ func (l *Local) probe(ctx context.Context, q HostQuery, ping bool) ([]fleet.Repo
 	if err != nil {
 		return nil, err
 	}
-	reports := f.Probe(ctx, hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout, Ping: ping})
+	reports := f.Probe(ctx, hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout, Ping: ping, MaxAge: min(q.MaxAge, l.StreamAge())})
 	if err := interrupted(ctx); err != nil {
 		return nil, err // what was cut short is not a timeout to report
 	}

@@ -43,7 +43,7 @@ func (l *Local) recentProbe(ctx context.Context, f *fleet.Fleet, hosts []invento
 	ch := c.flight.DoChan("all", func() (any, error) {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opt.ProbeTimeout+time.Minute)
 		defer cancel()
-		reports := f.Probe(pctx, hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout})
+		reports := f.Probe(pctx, hosts, fleet.ProbeOptions{Timeout: l.opt.ProbeTimeout, MaxAge: l.StreamAge()})
 		c.mu.Lock()
 		c.fleet, c.at, c.reports = f, l.opt.Now(), reports
 		c.mu.Unlock()

@@ -105,7 +105,9 @@ type HostQuery struct {
 	Hosts  []string
 	Labels []string
 	// MaxAge lets a running gssh serve answer GPUs from a probe of the
-	// same hosts at most this old (0: a probe now). Local always probes.
+	// same hosts at most this old, and from its GPU streams' frames of at
+	// most this age or StreamAge, the lesser (0: a probe now). A Local
+	// that keeps no streams always probes.
 	MaxAge time.Duration `json:",omitempty"`
 }
 
@@ -357,9 +359,35 @@ type conns struct {
 	gpus     gpusCache   // gssh serve's answers to gssh gpus (CachedGPUs)
 	probes   probeCache  // gssh serve's last probe of every host, for its submits (recentProbe)
 	peers    peerCache   // the accounts of gssh serve's peers' uids (PeerUser)
+	others   othersCache // the hosts' other queues' jobs, for passes on streamed hosts (otherQueues)
 	// keep, when set (KeepState: gssh serve's), keeps the state file
 	// open between operations that come close together.
 	keep *state.Keep
+	// watch, when set (WatchGPUs: gssh serve's), is the interval of the
+	// GPU streams each fleet opened keeps to its hosts; unwatch stops
+	// the current fleet's.
+	watch   time.Duration
+	unwatch func()
+}
+
+// WatchGPUs has every fleet l opens keep a GPU stream to each of its
+// hosts, a frame every interval (fleet.Watch): its passes, submits and
+// answers to gssh gpus read the hosts' GPUs from the frames of the last
+// StreamAge, probing only hosts without one. For gssh serve; call it
+// before l's first call.
+func (l *Local) WatchGPUs(every time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.watch = every
+}
+
+// StreamAge is how old a GPU stream's frame may be to stand for a probe:
+// two of its intervals (a frame comes every interval; one late frame does
+// not make the pass probe); 0 when l keeps no streams.
+func (l *Local) StreamAge() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return 2 * l.watch
 }
 
 // KeepState has l keep the state file open between its operations that
@@ -415,6 +443,10 @@ func (l *Local) Close() error {
 	defer l.mu.Unlock()
 	f := l.fleet
 	l.fleet, l.fleetErr = nil, nil
+	if l.unwatch != nil {
+		l.unwatch()
+		l.unwatch = nil
+	}
 	if f != nil {
 		return f.Close()
 	}
@@ -430,6 +462,9 @@ func (l *Local) hosts() (*fleet.Fleet, error) {
 	}
 	if l.fleet == nil && l.fleetErr == nil {
 		l.fleet, l.fleetErr = fleet.New(l.opt.Fleet)
+		if l.fleetErr == nil && l.watch > 0 {
+			l.unwatch = l.fleet.Watch(context.Background(), l.watch)
+		}
 	}
 	return l.fleet, l.fleetErr
 }
@@ -496,7 +531,7 @@ func (l *Local) rebalancer(f *fleet.Fleet, s stores, reports []fleet.Report, reb
 			return nil, err
 		}
 	}
-	snaps := otherQueues{Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports}, fleet: f, cluster: cluster, timeout: l.opt.ProbeTimeout}
+	snaps := otherQueues{Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports, MaxAge: l.StreamAge()}, fleet: f, cluster: cluster, timeout: l.opt.ProbeTimeout, cache: &l.others, now: l.opt.Now}
 	w := workers(f, cluster)
 	return control.New(control.Options{
 		Store:     s.queue,

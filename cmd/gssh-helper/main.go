@@ -3,6 +3,13 @@
 // driver gets a document with init_code 12 (NVML_ERROR_LIBRARY_NOT_FOUND).
 // It exits 0, or 1 when it cannot write the document.
 //
+// With -watch D it keeps going: one document per line every D (at least
+// 100ms), each a fresh read of NVML and the host, until its output is
+// closed (the SSH session that reads it ended: the write fails and it
+// exits 0) or NVML hangs (it prints the timeout document and exits 1, so
+// that the reader starts it again). gssh serve reads GPU state this way,
+// one long-lived session per host.
+//
 // A hung driver must not leave the helper hanging: when NVML has not
 // answered within -timeout (default 30s) it prints a document with
 // init_code 10 (NVML_ERROR_TIMEOUT) and exits.
@@ -40,10 +47,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	version := fs.Bool("version", false, "print the document schema ("+gpuinfo.HelperSchema+") and exit")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up on NVML after this long (a hung driver)")
+	watch := fs.Duration("watch", 0, "print a document every this long (at least 100ms), one per line, until stdout is closed; 0: once")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if *watch != 0 && (*watch < minWatch || *watch > maxWatch) {
+		fmt.Fprintf(stderr, "gssh-helper: -watch %v: give an interval from %v to %v\n", *watch, minWatch, maxWatch)
 		return 2
 	}
 	if *version {
@@ -53,19 +65,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	sum, herr := fileSHA256("/proc/self/exe")
-	doc := collect(nvml.New(), nvmlsnap.Self{SHA256: sum}, *timeout)
-	if herr != nil {
-		doc.Warnings = append(doc.Warnings, "helper sha256: "+herr.Error())
+	lib := nvml.New()
+	enc := json.NewEncoder(stdout)
+	for {
+		start := time.Now()
+		doc := collect(lib, nvmlsnap.Self{SHA256: sum}, *timeout)
+		if herr != nil {
+			doc.Warnings = append(doc.Warnings, "helper sha256: "+herr.Error())
+		}
+		var hw []string
+		doc.HostInfo, hw = hostInfo("/proc", "/sys")
+		doc.Warnings = append(doc.Warnings, hw...)
+		if err := enc.Encode(doc); err != nil {
+			if *watch != 0 {
+				return 0 // the reader went away
+			}
+			fmt.Fprintln(stderr, "gssh-helper: write:", err)
+			return 1
+		}
+		switch {
+		case *watch == 0:
+			return 0
+		case doc.InitCode == int(nvml.ERROR_TIMEOUT):
+			return 1 // NVML hangs: the goroutine stuck in it would hold the next read
+		}
+		time.Sleep(*watch - time.Since(start))
 	}
-	var hw []string
-	doc.HostInfo, hw = hostInfo("/proc", "/sys")
-	doc.Warnings = append(doc.Warnings, hw...)
-	if err := json.NewEncoder(stdout).Encode(doc); err != nil {
-		fmt.Fprintln(stderr, "gssh-helper: write:", err)
-		return 1
-	}
-	return 0
 }
+
+// The bounds of -watch.
+const (
+	minWatch = 100 * time.Millisecond
+	maxWatch = time.Hour
+)
 
 // collect runs nvmlsnap.Collect, or gives up after timeout: the goroutine
 // stuck in NVML then dies with the process.

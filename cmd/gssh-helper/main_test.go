@@ -40,6 +40,50 @@ func TestWriteFails(t *testing.T) {
 	}
 }
 
+// closingWriter takes n writes, then fails as a pipe whose reader left.
+type closingWriter struct {
+	n   int
+	buf bytes.Buffer
+}
+
+func (w *closingWriter) Write(p []byte) (int, error) {
+	if w.n == 0 {
+		return 0, errors.New("broken pipe")
+	}
+	w.n--
+	return w.buf.Write(p)
+}
+
+// TestWatch: -watch prints one whole document per line per interval, and
+// ends quietly when its reader goes away.
+func TestWatch(t *testing.T) {
+	w := &closingWriter{n: 3}
+	var errb bytes.Buffer
+	start := time.Now()
+	if code := run([]string{"-watch", "100ms"}, w, &errb); code != 0 || errb.Len() != 0 {
+		t.Fatalf("exit %d, stderr %q; want 0 and nothing said", code, errb.String())
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("4 documents 100ms apart came in %v", took)
+	}
+	lines := strings.Split(strings.TrimSuffix(w.buf.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(lines), w.buf.String())
+	}
+	for i, l := range lines {
+		var doc gpuinfo.HelperDoc
+		if err := json.Unmarshal([]byte(l), &doc); err != nil || doc.Schema != gpuinfo.HelperSchema {
+			t.Errorf("line %d: %v, schema %q: %s", i, err, doc.Schema, l)
+		}
+	}
+	for _, bad := range []string{"10ms", "2h", "-1s"} {
+		errb.Reset()
+		if code := run([]string{"-watch", bad}, w, &errb); code != 2 || !strings.Contains(errb.String(), "give an interval from 100ms to 1h0m0s") {
+			t.Errorf("-watch %s: exit %d, stderr %q", bad, code, errb.String())
+		}
+	}
+}
+
 // goTool finds the go command that runs this test.
 func goTool(t *testing.T) string {
 	t.Helper()

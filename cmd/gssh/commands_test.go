@@ -251,8 +251,11 @@ func TestSimFlags(t *testing.T) {
 
 func TestServeFlags(t *testing.T) {
 	flagTable(t, func(runF func(*serveOptions) error) *cobra.Command { return newServeCmd(testApp(), runF) }, []flagCase[serveOptions]{
-		{args: nil, want: serveOptions{interval: 2 * time.Second}},
-		{args: []string{"--interval", "10s"}, want: serveOptions{interval: 10 * time.Second}},
+		{args: nil, want: serveOptions{interval: 2 * time.Second, streams: 2 * time.Second}},
+		{args: []string{"--interval", "10s"}, want: serveOptions{interval: 10 * time.Second, streams: 2 * time.Second}},
+		{args: []string{"--gpu-interval", "0"}, want: serveOptions{interval: 2 * time.Second}},
+		{args: []string{"--gpu-interval", "500ms"}, want: serveOptions{interval: 2 * time.Second, streams: 500 * time.Millisecond}},
+		{args: []string{"--gpu-interval", "2m"}, refused: "--gpu-interval 2m0s: give a duration from 100ms to 1m0s"},
 		{args: []string{"--interval", "10ms"}, refused: "--interval 10ms: give a duration from 100ms to 1h0m0s"},
 		{args: []string{"--interval", "-1s"}, refused: "--interval -1s: give a duration from 100ms to 1h0m0s"},
 		{args: []string{"now"}, refused: `unknown command "now"`},

@@ -24,6 +24,9 @@ import (
 
 type serveOptions struct {
 	interval time.Duration
+	// streams: the interval of the hosts' GPU streams (--gpu-interval;
+	// 0: none, each pass probes).
+	streams time.Duration
 }
 
 func newServeCmd(a *app, runF func(*serveOptions) error) *cobra.Command {
@@ -34,13 +37,14 @@ func newServeCmd(a *app, runF func(*serveOptions) error) *cobra.Command {
 		Long: `Run the scheduling passes as a daemon, in place of cron's gssh schedule:
 one at once, then one every --interval, and one as soon as a command asks.
 While it runs, the other gssh commands (but run and state) go through its
-socket beside the state (STATE.sock), done by it as the user who sent them.
-Each pass's changes are printed as gssh schedule prints them, after the time.
-One runs per state. SIGTERM or Ctrl-C lets the pass in flight end, then
-exits; a second one gives it up. SIGHUP reads the inventory and ssh_config
-again. Under systemd (Type=notify) it is ready once it listens: docs/lab.md.`,
+socket beside the state (STATE.sock), done as the user who sent them. It
+streams each host's GPUs (a snapshot every --gpu-interval) over connections
+it keeps open. One runs per state. SIGTERM lets the pass in flight end;
+SIGHUP reads the inventory and ssh_config again. Under systemd
+(Type=notify) it is ready once it listens: docs/lab.md.`,
 		Example: `  gssh serve
   gssh serve --interval 10s
+  gssh serve --gpu-interval 0          # no streams: each pass probes the hosts
   systemctl enable --now gssh-serve    # docs/lab.md: the unit`,
 		Annotations: exits(exitLine{exitOK, "stopped by SIGTERM or Ctrl-C, once the pass in flight ended"},
 			exitLine{exitUsage, usageExit.text + ";\nor, in a shared lab, you are not its pass user"},
@@ -51,6 +55,11 @@ again. Under systemd (Type=notify) it is ready once it listens: docs/lab.md.`,
 			if err := checkDuration("--interval", opts.interval, 100*time.Millisecond, time.Hour); err != nil {
 				return err
 			}
+			if opts.streams != 0 {
+				if err := checkDuration("--gpu-interval", opts.streams, 100*time.Millisecond, time.Minute); err != nil {
+					return err
+				}
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -58,6 +67,7 @@ again. Under systemd (Type=notify) it is ready once it listens: docs/lab.md.`,
 		},
 	}
 	cmd.Flags().DurationVar(&opts.interval, "interval", serve.DefaultInterval, "the most time between the end of one pass and the start of the next")
+	cmd.Flags().DurationVar(&opts.streams, "gpu-interval", serve.DefaultInterval, "how often each host's GPU stream gives a snapshot (100ms to 1m; 0: no streams, each pass probes)")
 	return cmd
 }
 
@@ -76,6 +86,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 
 	l := a.newLocal()
 	l.KeepState()
+	l.WatchGPUs(opts.streams)
 	a.svc = l // Main closes it
 	if err := l.Check(); err != nil {
 		return err // the inventory, the lab's set-up: nothing would pass
@@ -136,7 +147,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 			}
 		}
 	}()
-	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg, last: &last}).pass
+	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg, last: &last, streams: opts.streams}).pass
 	loop.Run(ctx, stop)
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	cancel()
@@ -158,6 +169,7 @@ type servePasses struct {
 	cur            *atomic.Pointer[service.Local]
 	reload, inPass *atomic.Bool
 	lg             *serveLog
+	streams        time.Duration                       // --gpu-interval
 	saidEmpty      bool                                // "no jobs yet" was said
 	last           *atomic.Pointer[service.PassResult] // what the last pass did (nil: it could not run)
 }
@@ -167,7 +179,7 @@ func (p *servePasses) pass(ctx context.Context) {
 	p.inPass.Store(true)
 	defer p.inPass.Store(false)
 	if p.reload.Swap(false) {
-		p.cur.Store(reloaded(p.a, p.cur.Load(), p.lg))
+		p.cur.Store(reloaded(p.a, p.cur.Load(), p.lg, p.streams))
 	}
 	l := p.cur.Load()
 	res, err := l.Schedule(ctx, service.ScheduleRequest{})
@@ -199,9 +211,10 @@ func (p *servePasses) pass(ctx context.Context) {
 // one of the inventory and ssh_config as they are now, unless they
 // cannot be read or the state they name is not the one served (the lock
 // and the socket are that one's): then l, saying so.
-func reloaded(a *app, l *service.Local, lg *serveLog) *service.Local {
+func reloaded(a *app, l *service.Local, lg *serveLog, streams time.Duration) *service.Local {
 	nl := a.newLocal()
 	nl.KeepState()
+	nl.WatchGPUs(streams)
 	if err := nl.Check(); err != nil {
 		nl.Close()
 		lg.warn(fmt.Sprintf("SIGHUP: %v; gssh serve goes on with the inventory and ssh_config it read before (fix them, then SIGHUP again)", err))

@@ -2,6 +2,8 @@
 // NVML): it prints a gssh.helper/v1 document with its own sha256, shaped by
 // $FAKE_HELPER_MODE: ok (default), nolib (NVML init code 12), bogus
 // (process records dropped), glibc (the loader's message, exit 1), garbage.
+// With -watch D it prints the document every D until stdout is closed; in
+// mode stall it then hangs after the first.
 package main
 
 import (
@@ -10,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 )
 
 func main() {
@@ -38,6 +41,21 @@ func main() {
 	case "garbage":
 		fmt.Println("hello")
 		return
+	}
+	if len(os.Args) == 3 && os.Args[1] == "-watch" {
+		every, err := time.ParseDuration(os.Args[2])
+		if err != nil {
+			os.Exit(2)
+		}
+		for {
+			if json.NewEncoder(os.Stdout).Encode(doc) != nil {
+				return
+			}
+			if os.Getenv("FAKE_HELPER_MODE") == "stall" {
+				time.Sleep(time.Hour)
+			}
+			time.Sleep(every)
+		}
 	}
 	json.NewEncoder(os.Stdout).Encode(doc)
 }

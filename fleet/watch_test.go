@@ -1,0 +1,91 @@
+package fleet_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gssh/gssh/fleet"
+	"github.com/gssh/gssh/inventory"
+)
+
+// streamHost is a fleet of one local host whose nvidia-smi is the fake
+// replaying a copy of fixture a100x4 (in the returned directory), with no
+// helper: it streams nvidia-smi.
+func streamHost(t *testing.T) (*fleet.Fleet, string) {
+	t.Helper()
+	dir := t.TempDir()
+	src, _ := filepath.Abs("../probe/testdata/fleet/a100x4")
+	if out, err := exec.Command("cp", "-r", src+"/.", dir).CombinedOutput(); err != nil {
+		t.Fatal(string(out))
+	}
+	bin := t.TempDir()
+	for target, as := range map[string]string{"fake-nvidia-smi": "nvidia-smi", "fake-ps": "ps"} {
+		abs, _ := filepath.Abs("../probe/testdata/" + target)
+		if err := os.Symlink(abs, filepath.Join(bin, as)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "ctl", Local: true}}}
+	f := newFleet(t, fleet.Options{Inventory: inv, SSH: fakeResolver{}, HelperPath: filepath.Join(bin, "no-helper"),
+		Environ: []string{"PATH=" + bin + ":/usr/bin:/bin", "GSSH_FAKE_SMI_DIR=" + dir}})
+	return f, dir
+}
+
+// waitFor polls cond every 20ms for up to d: whether it held.
+func waitFor(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// TestWatch: a watched host is answered from its stream, without a probe;
+// a stream that stalls (nvidia-smi hangs) stops standing for the host
+// within two intervals (at least a second), and is started again.
+func TestWatch(t *testing.T) {
+	f, dir := streamHost(t)
+	stop := f.Watch(context.Background(), 100*time.Millisecond)
+	defer stop()
+	if !waitFor(10*time.Second, func() bool { _, _, ok := f.Streamed("ctl", time.Second); return ok }) {
+		t.Fatal("no frame within 10s")
+	}
+	h, _ := f.Lookup("ctl")
+	r := f.Probe(context.Background(), []inventory.Host{h}, fleet.ProbeOptions{MaxAge: time.Second})[0]
+	if !r.Streamed || len(r.Snapshot.GPUs) != 4 || r.Snapshot.Host != "ctl" || !strings.Contains(r.Snapshot.SourceWhy, "no-helper") || time.Since(r.At) > time.Second {
+		t.Fatalf("report %+v", r)
+	}
+	if r := f.Probe(context.Background(), []inventory.Host{h}, fleet.ProbeOptions{})[0]; r.Streamed || len(r.Snapshot.GPUs) != 4 {
+		t.Errorf("MaxAge 0 is a probe: %+v", r)
+	}
+
+	// nvidia-smi hangs for 3s: the stream is stalled after a second
+	// without a frame, its last frame no longer stands for the host, and
+	// frames come again once nvidia-smi answers.
+	_, last, _ := f.Streamed("ctl", time.Minute)
+	if err := os.WriteFile(filepath.Join(dir, "delay"), []byte("3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hung := time.Now()
+	if !waitFor(5*time.Second, func() bool { _, _, ok := f.Streamed("ctl", time.Minute); return !ok }) {
+		t.Fatal("the stalled stream still stands for the host after 5s")
+	}
+	// The watchdog counts from the last frame, which came before the hang.
+	if took := time.Since(last); took < time.Second || took > 4*time.Second {
+		t.Errorf("stall noticed %v after the last frame; want about 1s", took)
+	}
+	os.Remove(filepath.Join(dir, "delay"))
+	if !waitFor(15*time.Second, func() bool { _, at, ok := f.Streamed("ctl", time.Second); return ok && at.After(hung) }) {
+		t.Fatal("no frame within 15s of the hang's end")
+	}
+	stop()
+	if _, _, ok := f.Streamed("ctl", time.Minute); ok {
+		t.Error("a frame stands after the streams stopped")
+	}
+}
