@@ -260,8 +260,17 @@ func (f *Fleet) Reload() error {
 	return nil
 }
 
-// Close closes every SSH connection; commands in flight fail.
-func (f *Fleet) Close() error { return f.remote.Close() }
+// Close stops the GPU streams (Watch) and closes every SSH connection;
+// commands in flight fail.
+func (f *Fleet) Close() error {
+	f.mu.RLock()
+	s := f.streams
+	f.mu.RUnlock()
+	if s != nil {
+		s.stop()
+	}
+	return f.remote.Close()
+}
 
 // Inventory returns the inventory in use (a new one after Reload).
 func (f *Fleet) Inventory() *inventory.Inventory {

@@ -31,6 +31,7 @@ type streams struct {
 	latest  map[string]frame
 	running map[string]context.CancelFunc
 	wg      sync.WaitGroup
+	stop    func() // ends every stream and waits for them
 }
 
 // frame is one host's snapshot from its stream and when it came.
@@ -56,6 +57,10 @@ type frame struct {
 func (f *Fleet) Watch(ctx context.Context, every time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &streams{every: every, latest: map[string]frame{}, running: map[string]context.CancelFunc{}}
+	s.stop = func() {
+		cancel()
+		s.wg.Wait()
+	}
 	f.mu.Lock()
 	f.streams = s
 	f.mu.Unlock()
@@ -71,10 +76,7 @@ func (f *Fleet) Watch(ctx context.Context, every time.Duration) (stop func()) {
 			}
 		}
 	})
-	return func() {
-		cancel()
-		s.wg.Wait()
-	}
+	return s.stop
 }
 
 // syncStreams starts a stream for each host of the inventory without one
