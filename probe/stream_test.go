@@ -122,6 +122,18 @@ func TestHelperStream(t *testing.T) {
 	if _, err := collectFrames(t, HelperStream(run("ok"), "h", bin, nil, false), 100*time.Millisecond, 3, nil); !errors.Is(err, ErrHelperMissing) {
 		t.Errorf("no copy on the host: %v", err)
 	}
+	// The copy pushed to the host's cache runs there with -watch.
+	pushed := run("ok")
+	home := strings.TrimPrefix(pushed.Env[1], "HOME=")
+	if err := os.MkdirAll(filepath.Join(home, ".cache", "gssh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", bin.Path, filepath.Join(home, ".cache", "gssh", "helper-"+bin.SHA256)).CombinedOutput(); err != nil {
+		t.Fatal(string(out))
+	}
+	if got, err := collectFrames(t, HelperStream(pushed, "h", bin, nil, false), 100*time.Millisecond, 2, nil); !errors.Is(err, context.Canceled) || len(got) != 2 {
+		t.Errorf("the host's copy: %d frames, %v", len(got), err)
+	}
 	var hu *HelperUnusable
 	if _, err := collectFrames(t, HelperStream(run("nolib"), "h", bin, nil, true), 100*time.Millisecond, 3, nil); !errors.As(err, &hu) || !strings.Contains(hu.Reason, "NVML not found") {
 		t.Errorf("no NVML: %v", err)
