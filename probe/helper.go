@@ -93,14 +93,15 @@ type helperSource struct {
 // Remote paths. $HOME is the login user's home on the host.
 func (h *helperSource) remotePath() string { return "$HOME/.cache/gssh/helper-" + h.bin.SHA256 }
 
-// runScript runs the helper if present; else prints a marker with the
-// host's architecture so gssh can decide whether to push.
-func (h *helperSource) runScript() string {
+// runScript runs the helper (with args, "" or " -watch 2s") if present;
+// else prints a marker with the host's architecture so gssh can decide
+// whether to push.
+func (h *helperSource) runScript(args string) string {
 	if h.local {
-		return "exec " + shellescape.Quote(h.bin.Path)
+		return "exec " + shellescape.Quote(h.bin.Path) + args
 	}
 	f := h.remotePath()
-	return `f="` + f + `"; if [ -x "$f" ]; then exec "$f"; fi; echo "@@gssh helper-missing arch=$(uname -m)@@"`
+	return `f="` + f + `"; if [ -x "$f" ]; then exec "$f"` + args + `; fi; echo "@@gssh helper-missing arch=$(uname -m)@@"`
 }
 
 // pushScript writes stdin to the helper path atomically, refusing a copy
@@ -130,7 +131,7 @@ func (h *helperSource) Snapshot(ctx context.Context) (Snapshot, error) {
 	}
 	pushed := false
 	for {
-		res, err := h.run.Run(ctx, h.host, h.runScript(), nil)
+		res, err := h.run.Run(ctx, h.host, h.runScript(""), nil)
 		var xe *sshexec.ExitError
 		if err != nil && !errors.As(err, &xe) {
 			return Snapshot{Host: h.host, State: TransportState(err), Error: err.Error()}, err

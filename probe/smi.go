@@ -178,12 +178,18 @@ func (s smiSource) Snapshot(ctx context.Context) (Snapshot, error) {
 		if learnt && s.memo != nil {
 			s.memo.PutFields(s.host, SMIFields{Driver: snap.Driver, Missing: missing}, FieldsRecheck)
 		}
-		if len(missing) > 0 && len(snap.GPUs) > 0 {
-			snap.MissingFields = missing
-			snap.Warnings = append(snap.Warnings, OldDriverNote(snap.Driver, missing))
-		}
-		return snap, err
+		return withMissing(snap, missing), err
 	}
+}
+
+// withMissing is snap of a query that left out the fields missing: its
+// GPUs' facts of those are unknown, which MissingFields and a warning say.
+func withMissing(snap Snapshot, missing []string) Snapshot {
+	if len(missing) > 0 && len(snap.GPUs) > 0 {
+		snap.MissingFields = missing
+		snap.Warnings = append(snap.Warnings, OldDriverNote(snap.Driver, missing))
+	}
+	return snap
 }
 
 // once is one run of the probe script asking --query-gpu for fields.

@@ -9,11 +9,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	"al.essio.dev/pkg/shellescape"
 )
 
 // StreamRunner is what a stream needs of sshexec: run a command on a host
@@ -83,12 +80,7 @@ func (s helperStream) Stream(ctx context.Context, every time.Duration, frame fun
 			return &HelperUnusable{Reason: why}
 		}
 	}
-	watch := " -watch " + every.String()
-	cmd := "exec " + shellescape.Quote(h.bin.Path) + watch
-	if !h.local {
-		cmd = `f="` + h.remotePath() + `"; if [ -x "$f" ]; then exec "$f"` + watch + `; fi; echo "@@gssh helper-missing arch=$(uname -m)@@"`
-	}
-	return streamFrames(ctx, s.run, h.host, cmd, every, bufio.ScanLines, func(b []byte) error {
+	return streamFrames(ctx, s.run, h.host, h.runScript(" -watch "+every.String()), every, bufio.ScanLines, func(b []byte) error {
 		if _, ok := missingMarker(bytes.TrimSpace(b)); ok {
 			return ErrHelperMissing
 		}
@@ -97,7 +89,7 @@ func (s helperStream) Stream(ctx context.Context, every time.Duration, frame fun
 			return fmt.Errorf("the helper's stream: %w", err)
 		}
 		if doc.SHA256 != h.bin.SHA256 {
-			return fmt.Errorf("the helper's stream: %s", "the helper reports another sha256 than its own")
+			return errors.New("the helper's stream: the helper reports another sha256 than its own")
 		}
 		snap, err := h.fromDoc(doc)
 		if err != nil {
@@ -153,10 +145,7 @@ func (s smiStream) Stream(ctx context.Context, every time.Duration, frame func(S
 		case err != nil && errors.Is(err, ErrUnparsable):
 			return err
 		}
-		if len(missing) > 0 && len(snap.GPUs) > 0 {
-			snap.MissingFields = missing
-			snap.Warnings = append(snap.Warnings, OldDriverNote(snap.Driver, missing))
-		}
+		snap = withMissing(snap, missing)
 		if s.why != "" && snap.SourceWhy == "" {
 			snap.SourceWhy = s.why
 		}
@@ -202,10 +191,9 @@ func streamFrames(parent context.Context, run StreamRunner, host, cmd string, ev
 	watchdog := time.AfterFunc(firstFrameWithin, func() { stalled.Store(true); cancel() })
 	defer watchdog.Stop()
 	pr, pw := io.Pipe()
-	stderr := &headBuffer{max: 4 << 10}
 	done := make(chan error, 1)
 	go func() {
-		err := run.Stream(ctx, host, cmd, nil, pw, stderr)
+		err := run.Stream(ctx, host, cmd, nil, pw, io.Discard) // its errors carry what it said on stderr
 		if err == nil {
 			err = io.EOF
 		}
@@ -241,33 +229,7 @@ func streamFrames(parent context.Context, run StreamRunner, host, cmd string, ev
 	case scanErr != nil && (runErr == io.EOF || !errors.Is(scanErr, runErr)):
 		return fmt.Errorf("%s: the GPU stream: %w", host, scanErr)
 	case runErr != io.EOF:
-		if s := strings.TrimSpace(stderr.String()); s != "" {
-			return fmt.Errorf("%w (it said: %s)", runErr, clip(s))
-		}
 		return runErr
 	}
 	return fmt.Errorf("%s: the GPU stream ended after %d frames", host, frames)
-}
-
-// headBuffer keeps the first max bytes written to it; it is safe for
-// concurrent use.
-type headBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   bytes.Buffer
-}
-
-func (t *headBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if room := t.max - t.b.Len(); room > 0 {
-		t.b.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (t *headBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.b.String()
 }
