@@ -272,7 +272,7 @@ func TestAttachSessionFails(t *testing.T) {
 	start := time.Now()
 	err := launch.Attach(context.Background(), silent{Pool: p, failJob: refused}, "w", cluster, j, launch.Session{Stdout: &lockedBuffer{}, Stderr: &lockedBuffer{},
 		Started: func(job.Remote) error { t.Error("started called"); return nil }})
-	if !errors.Is(err, launch.ErrNotStarted) || !errors.Is(err, refused) || time.Since(start) > 8*time.Second {
+	if !errors.Is(err, launch.ErrNotStarted) || !errors.Is(err, refused) || time.Since(start) > 20*time.Second {
 		t.Fatalf("Attach: %v after %v", err, time.Since(start))
 	}
 	m, _ := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})

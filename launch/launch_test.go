@@ -305,7 +305,7 @@ func TestCancelKillsTree(t *testing.T) {
 	if left := jobProcs(t, j); len(left) > 0 {
 		t.Errorf("left after cancel: %v", left)
 	}
-	if time.Since(start) > 6*time.Second {
+	if time.Since(start) > 30*time.Second { // sleep 302 ignores TERM: only the SIGKILL after grace ends it this soon
 		t.Errorf("cancel took %v", time.Since(start))
 	}
 	m, _ := launch.Poll(context.Background(), p, "w", cluster, []job.Job{j})
