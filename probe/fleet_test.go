@@ -31,7 +31,8 @@ type shRunner struct {
 
 func (r shRunner) Run(ctx context.Context, host, cmd string, stdin io.Reader) (sshexec.Result, error) {
 	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
-	c.Env, c.Stdin = r.env, stdin
+	c.Env = r.env
+	defer sessionStdin(c, stdin)()
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	// Kill the whole process group: a hanging nvidia-smi is a grandchild.
@@ -48,6 +49,25 @@ func (r shRunner) Run(ctx context.Context, host, cmd string, stdin io.Reader) (s
 		return res, &sshexec.ExitError{Host: host, Cmd: cmd, Code: exit.ExitCode(), Stderr: stderr.String()}
 	}
 	return res, err
+}
+
+// sessionStdin gives c stdin as an SSH session does: over a pipe closed
+// when stdin ends, no longer fed once the command ended (call the
+// function returned then), so a stdin that never ends is not waited for.
+func sessionStdin(c *exec.Cmd, stdin io.Reader) func() {
+	if stdin == nil {
+		return func() {}
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		panic(err)
+	}
+	c.Stdin = r
+	go func() {
+		io.Copy(w, stdin)
+		w.Close()
+	}()
+	return func() { r.Close(); w.Close() }
 }
 
 // fleetHost returns a runner for fleet fixture name: a PATH whose first
@@ -475,7 +495,9 @@ type shellRunner struct {
 
 func (r shellRunner) Run(ctx context.Context, host, cmd string, stdin io.Reader) (sshexec.Result, error) {
 	c := exec.CommandContext(ctx, r.shell[0], append(r.shell[1:], "-c", cmd)...)
-	c.Env, c.Stdin = r.env, stdin
+	c.Env = r.env
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a group of its own, as sshd gives a session
+	defer sessionStdin(c, stdin)()
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	err := c.Run()

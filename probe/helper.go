@@ -131,7 +131,7 @@ func (h *helperSource) Snapshot(ctx context.Context) (Snapshot, error) {
 	}
 	pushed := false
 	for {
-		res, err := h.run.Run(ctx, h.host, h.runScript(""), nil)
+		res, err := runEnding(ctx, h.run, h.host, h.runScript(""))
 		var xe *sshexec.ExitError
 		if err != nil && !errors.As(err, &xe) {
 			return Snapshot{Host: h.host, State: TransportState(err), Error: err.Error()}, err

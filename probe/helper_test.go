@@ -50,7 +50,7 @@ func fakeHelper(t *testing.T) *HelperBinary {
 }
 
 // countingRunner is the local runner with its own HOME, counting pushes
-// (runs with stdin) and runs.
+// (the runs that write a copy) and runs.
 type countingRunner struct {
 	sshexec.Local
 	mu           sync.Mutex
@@ -60,7 +60,7 @@ type countingRunner struct {
 func (c *countingRunner) Run(ctx context.Context, host, cmd string, stdin io.Reader) (sshexec.Result, error) {
 	c.mu.Lock()
 	c.runs++
-	if stdin != nil {
+	if strings.Contains(cmd, "/.helper-XXXXXX") {
 		c.pushes++
 	}
 	c.mu.Unlock()

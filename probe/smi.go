@@ -194,7 +194,7 @@ func withMissing(snap Snapshot, missing []string) Snapshot {
 
 // once is one run of the probe script asking --query-gpu for fields.
 func (s smiSource) once(ctx context.Context, fields []string) (Snapshot, error) {
-	res, err := s.run.Run(ctx, s.host, smiScript(fields), nil)
+	res, err := runEnding(ctx, s.run, s.host, smiScript(fields))
 	var exit *sshexec.ExitError
 	if err != nil && !errors.As(err, &exit) {
 		return Snapshot{

@@ -34,7 +34,7 @@ func TestSMIOneSession(t *testing.T) {
 	ctx := context.WithValue(context.Background(), ctxKey{}, "probe")
 	s, err := SMI(run, "gpu-node.example").Snapshot(ctx)
 	wantState(t, s, err, HostOK, 2)
-	if len(run.calls) != 1 || run.calls[0] != "gpu-node.example|"+SMIScript || run.ctxs[0].Value(ctxKey{}) != "probe" {
+	if len(run.calls) != 1 || run.calls[0] != "gpu-node.example|"+sshexec.EndWithSession(SMIScript) || run.ctxs[0].Value(ctxKey{}) != "probe" {
 		t.Errorf("calls %q", run.calls)
 	}
 	if s.Host != "gpu-node.example" || s.Source != SourceSMI {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/gssh/gssh/sshexec"
 )
 
 // StreamRunner is what a stream needs of sshexec: run a command on a host
@@ -156,8 +158,7 @@ func (s smiStream) Stream(ctx context.Context, every time.Duration, frame func(S
 
 // smiLoop is SMIScript asking --query-gpu for fields, its sections run
 // every interval (sleep takes whole or decimal seconds, as GNU, busybox
-// and BSD sleep do) until the session ends: the shell's next write then
-// fails, and it dies of SIGPIPE.
+// and BSD sleep do) until the session ends (streamFrames ends it).
 func smiLoop(fields []string, every time.Duration) string {
 	script := smiScript(fields)
 	head, body, _ := strings.Cut(script, "\nq host h\n")
@@ -183,7 +184,9 @@ func scanFrames(data []byte, atEOF bool) (int, []byte, error) {
 // streamFrames runs cmd on host, splitting its stdout with split and
 // handing each piece to use, until ctx ends, the command ends, use fails
 // or nothing came for StallAfter(every) (firstFrameWithin for the
-// first). It returns once the command's session is closed.
+// first). It returns once the command's session is closed; the command
+// ends on the host with it (sshexec.EndWithSession), even when it hangs
+// there.
 func streamFrames(parent context.Context, run StreamRunner, host, cmd string, every time.Duration, split bufio.SplitFunc, use func([]byte) error) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -192,8 +195,10 @@ func streamFrames(parent context.Context, run StreamRunner, host, cmd string, ev
 	defer watchdog.Stop()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
+	stdin, release := sshexec.HeldStdin()
+	defer release()
 	go func() {
-		err := run.Stream(ctx, host, cmd, nil, pw, io.Discard) // its errors carry what it said on stderr
+		err := run.Stream(ctx, host, sshexec.EndWithSession(cmd), stdin, pw, io.Discard) // its errors carry what it said on stderr
 		if err == nil {
 			err = io.EOF
 		}

@@ -60,7 +60,9 @@ func TestSMIStream(t *testing.T) {
 }
 
 // TestSMIStreamStall: a stream whose nvidia-smi hangs after its first
-// frame is called stalled after two intervals (at least a second).
+// frame is called stalled after two intervals (at least a second), and
+// the hung nvidia-smi ends with the stream; so does a probe's, cut at its
+// deadline.
 func TestSMIStreamStall(t *testing.T) {
 	dir := t.TempDir()
 	src, _ := filepath.Abs("testdata/fleet/a100x4")
@@ -71,7 +73,7 @@ func TestSMIStreamStall(t *testing.T) {
 	var stalledAt time.Time
 	got, err := collectFrames(t, SMIStream(sshexec.Local{Env: host.env}, "h", nil, ""), 100*time.Millisecond, 100, func(n int) {
 		if n == 1 {
-			os.WriteFile(filepath.Join(dir, "delay"), []byte("30\n"), 0o644)
+			os.WriteFile(filepath.Join(dir, "delay"), []byte("31.7\n"), 0o644)
 			stalledAt = time.Now()
 		}
 	})
@@ -79,12 +81,32 @@ func TestSMIStreamStall(t *testing.T) {
 	if !errors.Is(err, ErrStalled) || len(got) < 1 || len(got) > 2 {
 		t.Fatalf("%d frames, error %v; want 1 or 2 and a stall", len(got), err)
 	}
-	if took < time.Second || took > 5*time.Second {
+	if took < time.Second || took > 15*time.Second {
 		t.Errorf("stall found %v after the hang (want 1s, StallAfter)", took)
 	}
 	if !strings.Contains(err.Error(), "h: the GPU stream stalled: no frame for 1s after") {
 		t.Errorf("error %q", err)
 	}
+	waitGone(t, "sleep 31.7")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := SMI(sshexec.Local{Env: host.env}, "h").Snapshot(ctx); err == nil {
+		t.Fatal("a probe of a hung nvidia-smi answered")
+	}
+	waitGone(t, "sleep 31.7")
+}
+
+// waitGone waits up to 10 s for the processes whose command line is args
+// to end, and fails the test if they do not.
+func waitGone(t *testing.T, args string) {
+	t.Helper()
+	for range 200 {
+		if exec.Command("pgrep", "-x", "-f", args).Run() != nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("%q still runs", args)
 }
 
 // TestSMIStreamRejected: a frame in which nvidia-smi rejects a field ends

@@ -3,6 +3,7 @@ package sshexec
 import (
 	"context"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -33,15 +34,61 @@ func (l Local) Run(ctx context.Context, host, cmd string, stdin io.Reader) (Resu
 func (l Local) Stream(ctx context.Context, host, cmd string, stdin io.Reader, stdout, stderr io.Writer) error {
 	c := exec.Command("/bin/sh", "-c", cmd)
 	c.Env = l.Env
-	c.Stdin = stdin
 	var kept limitedBuffer
 	kept.max = maxKeptStderr
 	c.Stdout, c.Stderr = stdout, io.MultiWriter(stderr, &kept)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	in, err := stdinPipe(c, stdin)
+	if err != nil {
+		return &Error{Host: host, Detail: "stdin pipe: " + err.Error(), Err: err}
+	}
+	defer in.close()
 	if err := c.Start(); err != nil {
 		return &Error{Host: host, Detail: "start sh: " + err.Error(), Err: err}
 	}
+	in.started()
 	return l.wait(ctx, host, cmd, c, &kept, nil)
+}
+
+// stdinPipe gives c the stdin stdin as an SSH session gives it: copied
+// over a pipe that is closed when stdin ends, and no longer fed once the
+// command has ended (close the returned pipe end then; a stdin that
+// never ends is not waited for, and the copy ends with its next read).
+// A nil or *os.File stdin goes to c as it is.
+func stdinPipe(c *exec.Cmd, stdin io.Reader) (pipe, error) {
+	if f, ok := stdin.(*os.File); ok || stdin == nil {
+		if ok {
+			c.Stdin = f
+		}
+		return pipe{}, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return pipe{}, err
+	}
+	c.Stdin = r
+	go func() {
+		io.Copy(w, stdin)
+		w.Close()
+	}()
+	return pipe{r, w}, nil
+}
+
+// pipe is stdinPipe's pipe (both nil when there is none).
+type pipe struct{ r, w *os.File }
+
+// started closes the controller's copy of the read end.
+func (p pipe) started() {
+	if p.r != nil {
+		p.r.Close()
+	}
+}
+
+func (p pipe) close() {
+	if p.w != nil {
+		p.r.Close()
+		p.w.Close()
+	}
 }
 
 // SignalName gives the name of signal n without "SIG", as OpenSSH's

@@ -122,6 +122,7 @@ func conformance(t *testing.T, p *sshexec.Pool) {
 func shExec(cmd string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c := exec.Command("/bin/sh", "-c", cmd)
 	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a group of its own, as sshd gives a session
 	err := c.Run()
 	var xe *exec.ExitError
 	if errors.As(err, &xe) {

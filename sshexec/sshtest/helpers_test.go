@@ -7,6 +7,7 @@ import (
 	"io"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,6 +73,7 @@ func shellExec(ctx context.Context) sshtest.ExecFunc {
 	return func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int {
 		c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
 		c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a group of its own, as sshd gives a session
 		c.WaitDelay = 100 * time.Millisecond
 		err := c.Run()
 		var ee *exec.ExitError
