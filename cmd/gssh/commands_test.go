@@ -89,8 +89,8 @@ func TestRequeueFlags(t *testing.T) {
 	flagTable(t, newCmd, []flagCase[requeueOptions]{
 		{args: []string{"7"}, want: requeueOptions{names: []string{"7"}, grace: service.DefaultGrace}},
 		{args: []string{"7", "8", "--grace", "2m"}, want: requeueOptions{names: []string{"7", "8"}, grace: 2 * time.Minute}},
-		{args: []string{"7", "--grace", "-1s"}, refused: "--grace -1s: give a duration from 0s to 1h0m0s"},
-		{args: []string{"7", "--grace", "2h"}, refused: "--grace 2h0m0s"},
+		{args: []string{"7", "--grace", "-1s"}, refused: "--grace -1s: give a duration from 0s to 1h"},
+		{args: []string{"7", "--grace", "2h"}, refused: "--grace 2h"},
 		{args: nil, refused: "give the ids of the jobs to requeue"},
 		{args: []string{"7_"}, refused: `"7_"`},
 	})
@@ -101,7 +101,7 @@ func TestWaitFlags(t *testing.T) {
 	flagTable(t, newCmd, []flagCase[waitOptions]{
 		{args: []string{"7", "8"}, want: waitOptions{names: []string{"7", "8"}, interval: 5 * time.Second}},
 		{args: []string{"-q", "--interval", "2s", "12_3"}, want: waitOptions{names: []string{"12_3"}, interval: 2 * time.Second, quiet: true}},
-		{args: []string{"7", "--interval", "100ms"}, refused: "--interval 100ms: give a duration from 1s to 1h0m0s"},
+		{args: []string{"7", "--interval", "100ms"}, refused: "--interval 100ms: give a duration from 1s to 1h"},
 		{args: nil, refused: "give the ids of the jobs to wait for"},
 		{args: []string{"seven"}, refused: `"seven"`},
 	})
@@ -164,7 +164,7 @@ func TestStateFlags(t *testing.T) {
 	flagTable(t, func(runF func(*stateRestoreOptions) error) *cobra.Command { return newStateRestoreCmd(testApp(), runF) }, []flagCase[stateRestoreOptions]{
 		{args: []string{"b.db"}, want: stateRestoreOptions{req: service.RestoreRequest{Backup: "b.db", Wait: 30 * time.Second}}},
 		{args: []string{"--force", "--wait", "0s", "-q", "b.db"}, want: stateRestoreOptions{req: service.RestoreRequest{Backup: "b.db", Force: true}, quiet: true}},
-		{args: []string{"--wait", "-1s", "b.db"}, refused: "--wait -1s: give a duration from 0s to 24h0m0s"},
+		{args: []string{"--wait", "-1s", "b.db"}, refused: "--wait -1s: give a duration from 0s to 24h"},
 		{args: nil, refused: "give the backup to restore"},
 	})
 }
@@ -219,7 +219,7 @@ func TestGPUsHostsFlags(t *testing.T) {
 		{args: []string{"--host", "a,b", "--host", "c", "--label", "a100", "--json", "--watch", "2"},
 			want: gpusOptions{hosts: []string{"a", "b", "c"}, labels: []string{"a100"}, json: true, watch: 2, maxAge: 5 * time.Second}},
 		{args: []string{"--max-age", "0", "--fresh"}, want: gpusOptions{fresh: true}},
-		{args: []string{"--max-age", "2h"}, refused: "--max-age 2h0m0s: give a duration from 0s to 1h0m0s"},
+		{args: []string{"--max-age", "2h"}, refused: "--max-age 2h: give a duration from 0s to 1h"},
 		{args: []string{"--watch", "0.1"}, refused: "--watch 0.1: give a number of seconds from 0.5 to 86400"},
 		{args: []string{"--host", ""}, refused: "empty name"},
 	})
@@ -255,9 +255,9 @@ func TestServeFlags(t *testing.T) {
 		{args: []string{"--interval", "10s"}, want: serveOptions{interval: 10 * time.Second, streams: 2 * time.Second}},
 		{args: []string{"--gpu-interval", "0"}, want: serveOptions{interval: 2 * time.Second}},
 		{args: []string{"--gpu-interval", "500ms"}, want: serveOptions{interval: 2 * time.Second, streams: 500 * time.Millisecond}},
-		{args: []string{"--gpu-interval", "2m"}, refused: "--gpu-interval 2m0s: give a duration from 100ms to 1m0s"},
-		{args: []string{"--interval", "10ms"}, refused: "--interval 10ms: give a duration from 100ms to 1h0m0s"},
-		{args: []string{"--interval", "-1s"}, refused: "--interval -1s: give a duration from 100ms to 1h0m0s"},
+		{args: []string{"--gpu-interval", "2m"}, refused: "--gpu-interval 2m: give a duration from 100ms to 1m"},
+		{args: []string{"--interval", "10ms"}, refused: "--interval 10ms: give a duration from 100ms to 1h"},
+		{args: []string{"--interval", "-1s"}, refused: "--interval -1s: give a duration from 100ms to 1h"},
 		{args: []string{"now"}, refused: `unknown command "now"`},
 	})
 }

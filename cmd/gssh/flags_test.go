@@ -85,7 +85,7 @@ func TestCancelFlags(t *testing.T) {
 		{args: []string{"--mine", "--job-state", "PD", "-y"}, want: cancelOptions{names: []string{}, grace: grace, mine: true, jobState: "PD", yes: true}},
 		{args: []string{"--user", "ann"}, want: cancelOptions{names: []string{}, grace: grace, user: "ann"}},
 		{args: []string{"--grace", "-5s", "1"}, refused: "--grace -5s"},
-		{args: []string{"--grace", "48h", "1"}, refused: "--grace 48h0m0s"},
+		{args: []string{"--grace", "48h", "1"}, refused: "--grace 48h"},
 		{args: nil, refused: "give the ids of the jobs to cancel"},
 		{args: []string{"--mine", "1"}, refused: "give job ids or --user/--mine/--job-state, not both"},
 		{args: []string{"--mine", "--user", "ann"}, refused: "--user and --mine: give one"},
@@ -115,8 +115,8 @@ func TestScheduleFlags(t *testing.T) {
 	flagTable(t, newCmd, []flagCase[scheduleOptions]{
 		{args: nil, want: scheduleOptions{wait: 30 * time.Second}},
 		{args: []string{"--rebalance", "--dry-run", "--wait", "0s"}, want: scheduleOptions{rebalance: true, dryRun: true}},
-		{args: []string{"--wait", "-1s"}, refused: "--wait -1s: give a duration from 0s to 24h0m0s"},
-		{args: []string{"--wait", "100h"}, refused: "--wait 100h0m0s"},
+		{args: []string{"--wait", "-1s"}, refused: "--wait -1s: give a duration from 0s to 24h"},
+		{args: []string{"--wait", "100h"}, refused: "--wait 100h"},
 		{args: []string{"now"}, refused: `unknown command "now"`},
 	})
 }

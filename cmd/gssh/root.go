@@ -23,6 +23,7 @@ import (
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
+	"github.com/gssh/gssh/units"
 )
 
 // version is set by the Makefile with -ldflags "-X main.version=...".
@@ -206,7 +207,8 @@ Read more: "gssh COMMAND --help", and README.md and docs/ in gssh's source
 // and ones no one means (a grace of a week).
 func checkDuration(flag string, d, lo, hi time.Duration) error {
 	if d < lo || d > hi {
-		return fmt.Errorf("%s %s: give a duration from %s to %s, such as 10s or 2m", flag, d, lo, hi)
+		f := units.FormatDuration
+		return fmt.Errorf("%s %s: give a duration from %s to %s", flag, f(d), f(lo), f(hi))
 	}
 	return nil
 }
