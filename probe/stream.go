@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gssh/gssh/sshexec"
+	"github.com/gssh/gssh/units"
 )
 
 // StreamRunner is what a stream needs of sshexec: run a command on a host
@@ -230,11 +231,11 @@ func streamFrames(parent context.Context, run StreamRunner, host, cmd string, ev
 		if frames == 0 {
 			return fmt.Errorf("%s: %w: no frame within %s of its start", host, ErrStalled, firstFrameWithin)
 		}
-		return fmt.Errorf("%s: %w: no frame for %s after %d", host, ErrStalled, StallAfter(every), frames)
+		return fmt.Errorf("%s: %w: no frame for %s after %d %s", host, ErrStalled, StallAfter(every), frames, units.Plural(frames, "frame", "frames"))
 	case scanErr != nil && (runErr == io.EOF || !errors.Is(scanErr, runErr)):
 		return fmt.Errorf("%s: the GPU stream: %w", host, scanErr)
 	case runErr != io.EOF:
 		return runErr
 	}
-	return fmt.Errorf("%s: the GPU stream ended after %d frames", host, frames)
+	return fmt.Errorf("%s: the GPU stream ended after %d %s", host, frames, units.Plural(frames, "frame", "frames"))
 }

@@ -366,19 +366,21 @@ type conns struct {
 	// watch, when set (WatchGPUs: gssh serve's), is the interval of the
 	// GPU streams each fleet opened keeps to its hosts; unwatch stops
 	// the current fleet's.
-	watch   time.Duration
-	unwatch func()
+	watch    time.Duration
+	watchLog func(problem bool, text string)
+	unwatch  func()
 }
 
 // WatchGPUs has every fleet l opens keep a GPU stream to each of its
 // hosts, a frame every interval (fleet.Watch): its passes, submits and
 // answers to gssh gpus read the hosts' GPUs from the frames of the last
-// StreamAge, probing only hosts without one. For gssh serve; call it
-// before l's first call.
-func (l *Local) WatchGPUs(every time.Duration) {
+// StreamAge, probing only hosts without one. log (may be nil) is told
+// when a host's stream stops or runs again (fleet.Watch). For gssh
+// serve; call it before l's first call.
+func (l *Local) WatchGPUs(every time.Duration, log func(problem bool, text string)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.watch = every
+	l.watch, l.watchLog = every, log
 }
 
 // StreamAge is how old a GPU stream's frame may be to stand for a probe:
@@ -463,7 +465,7 @@ func (l *Local) hosts() (*fleet.Fleet, error) {
 	if l.fleet == nil && l.fleetErr == nil {
 		l.fleet, l.fleetErr = fleet.New(l.opt.Fleet)
 		if l.fleetErr == nil && l.watch > 0 {
-			l.unwatch = l.fleet.Watch(context.Background(), l.watch)
+			l.unwatch = l.fleet.Watch(context.Background(), l.watch, l.watchLog)
 		}
 	}
 	return l.fleet, l.fleetErr

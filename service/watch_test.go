@@ -14,7 +14,7 @@ import (
 // places jobs on them; a query with MaxAge 0 probes.
 func TestWatchGPUs(t *testing.T) {
 	l := newLab(t, false)
-	l.svc.WatchGPUs(100 * time.Millisecond)
+	l.svc.WatchGPUs(100*time.Millisecond, nil)
 	if got := l.svc.StreamAge(); got != 200*time.Millisecond {
 		t.Fatalf("StreamAge %v, want two intervals", got)
 	}

@@ -84,9 +84,10 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	signal.Ignore(syscall.SIGPIPE)
 	defer signal.Reset(syscall.SIGPIPE)
 
+	lg := &serveLog{out: a.stdout, errs: a.stderr, now: a.now}
 	l := a.newLocal()
 	l.KeepState()
-	l.WatchGPUs(opts.streams)
+	l.WatchGPUs(opts.streams, lg.stream)
 	a.svc = l // Main closes it
 	if err := l.Check(); err != nil {
 		return err // the inventory, the lab's set-up: nothing would pass
@@ -96,7 +97,6 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 		return err
 	}
 	defer srv.Close()
-	lg := &serveLog{out: a.stdout, errs: a.stderr, now: a.now}
 	if srv.Socket.Replaced != "" {
 		lg.warn(fmt.Sprintf("%s was %s: replaced by the socket", srv.Socket.Path, srv.Socket.Replaced))
 	}
@@ -214,7 +214,7 @@ func (p *servePasses) pass(ctx context.Context) {
 func reloaded(a *app, l *service.Local, lg *serveLog, streams time.Duration) *service.Local {
 	nl := a.newLocal()
 	nl.KeepState()
-	nl.WatchGPUs(streams)
+	nl.WatchGPUs(streams, lg.stream)
 	if err := nl.Check(); err != nil {
 		nl.Close()
 		lg.warn(fmt.Sprintf("SIGHUP: %v; gssh serve goes on with the inventory and ssh_config it read before (fix them, then SIGHUP again)", err))
@@ -262,6 +262,16 @@ func (s *serveLog) stamp(w io.Writer, text string) {
 func (s *serveLog) info(text string) { s.stamp(s.out, text) }
 
 func (s *serveLog) warn(text string) { s.stamp(s.errs, "gssh: warning: "+text) }
+
+// stream says what a GPU stream tells (fleet.Watch): a problem, or that
+// it runs again.
+func (s *serveLog) stream(problem bool, text string) {
+	if problem {
+		s.warn(text)
+	} else {
+		s.info(text)
+	}
+}
 
 // problems says the problems of a pass not said after the last one.
 func (s *serveLog) problems(ps []error) {
