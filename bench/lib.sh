@@ -41,6 +41,7 @@ KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 SetEnv PATH=$W/bin:/usr/bin:/bin GSSH_FAKE_SMI_DIR=$PWD/probe/testdata/fleet/$fixture HOME=$W/home
 LogLevel ${BENCH_SSHD_LOGLEVEL:-ERROR}
+${BENCH_SSHD_EXTRA:-}
 CONF
   "$SSHD" -D -e -f "$W/sshd_$name.conf" 2>>"$W/sshd.log" & BENCH_PIDS+=($!)
   echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$W/hostkey.pub")" >> "$W/known_hosts"

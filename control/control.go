@@ -132,6 +132,15 @@ type Options struct {
 	// reaches (housekeeping: the policy's keep_job_dirs; with a Keeper
 	// only); nil: none are removed. launch.Workers is one.
 	Remover DirRemover
+	// Polls and PollEvery: with both set, a pass leaves out of its poll
+	// the hosts polled less than PollEvery ago whose jobs all run
+	// undisturbed (running within their walltime, no cancel asked, not
+	// preempting, no stray attempt to kill): gssh serve's passes between those of its timer
+	// (a submit's) then reach only what they change, and every job's end
+	// is still noticed within PollEvery of the pass after it. A host left
+	// out is neither reached nor its jobs changed by the pass.
+	Polls     PollBook
+	PollEvery time.Duration
 }
 
 // Grace periods.
@@ -175,6 +184,8 @@ type Controller struct {
 	keep            job.Keep
 	defaultLogLimit uint64
 	launches        int // Options.Launches
+	polls           PollBook
+	pollEvery       time.Duration
 	// Per pass (Pass is not run concurrently on one Controller):
 	health    map[string]health.Host // the host records, as this pass knows them
 	contacted map[string]bool        // the hosts this pass polled (or reached for strays)
@@ -206,7 +217,8 @@ func New(opt Options) (*Controller, error) {
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events, owners: opt.Sessions, self: opt.Self,
 		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially, rebal: opt.Rebalance,
 		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), keep: opt.Keep.WithDefaults(), defaultLogLimit: opt.LogLimit, known: opt.Known, launches: opt.Launches, drains: opt.Drains,
-		hostsOf: opt.HostsOf, feed: opt.Changes, usage: opt.Usage, reaper: opt.Reaper, jobs: opt.Jobs, keeper: opt.Keeper, remover: opt.Remover}
+		hostsOf: opt.HostsOf, feed: opt.Changes, usage: opt.Usage, reaper: opt.Reaper, jobs: opt.Jobs, keeper: opt.Keeper, remover: opt.Remover,
+		polls: opt.Polls, pollEvery: opt.PollEvery}
 	if c.now == nil {
 		c.now = time.Now
 	}

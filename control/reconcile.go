@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/gssh/gssh/job"
 )
@@ -76,6 +77,8 @@ func (c *Controller) reconcile(ctx context.Context, res *Result) {
 	hosts, byHost := sc.onHosts(&c.act, func(j *job.Job) bool { return c.elsewhere(j) || !c.inInventory(j.Placement.Host) })
 	// Hosts with strays and no job to poll are reached all the same: the
 	// attempts given up there must be killed when they answer.
+	now := c.now()
+	hosts, byHost = c.leaveOutSteady(hosts, byHost, now)
 	if c.contacted == nil {
 		c.contacted = map[string]bool{}
 	}
@@ -97,7 +100,6 @@ func (c *Controller) reconcile(ctx context.Context, res *Result) {
 	errs := slices.Grow(sc.errs[:0], len(hosts))[:len(hosts)]
 	sc.polled, sc.errs = polled, errs
 	c.onEach(hosts, func(i int, host string) { polled[i], errs[i] = c.workers.Poll(ctx, host, byHost[i]) })
-	now := c.now()
 	changed := &sc.changed
 	for i, host := range hosts {
 		if errs[i] != nil {
@@ -110,6 +112,9 @@ func (c *Controller) reconcile(ctx context.Context, res *Result) {
 		}
 		c.observe(host, "", now, res)
 		c.reached[host] = true
+		if c.polls != nil {
+			c.polls.Polled(host, now)
+		}
 		changed.noteAll(c.killStrays(ctx, host, false, res))
 	}
 	for _, host := range strayOnly {
@@ -146,6 +151,35 @@ func (c *Controller) reconcile(ctx context.Context, res *Result) {
 	}
 	clear(*changed)
 	*changed = (*changed)[:0]
+}
+
+// leaveOutSteady drops from hosts (and byHost, in step) those whose jobs
+// need no poll in this pass (Options.Polls, Options.PollEvery): polled
+// less than pollEvery before now, every job running undisturbed (within
+// its walltime too), and no stray attempt to kill there.
+func (c *Controller) leaveOutSteady(hosts []string, byHost [][]*job.Job, now time.Time) ([]string, [][]*job.Job) {
+	if c.polls == nil || c.pollEvery <= 0 {
+		return hosts, byHost
+	}
+	steady := func(i int) bool {
+		if last := c.polls.LastPolled(hosts[i]); last.IsZero() || now.Sub(last) >= c.pollEvery || len(c.health[hosts[i]].Strays) > 0 {
+			return false
+		}
+		for _, j := range byHost[i] {
+			if j.State != job.Running || j.CancelRequested != nil || j.Preempt != nil || c.pastWalltime(*j, now) {
+				return false
+			}
+		}
+		return true
+	}
+	n := 0
+	for i := range hosts {
+		if !steady(i) {
+			hosts[n], byHost[n] = hosts[i], byHost[i]
+			n++
+		}
+	}
+	return hosts[:n], byHost[:n]
 }
 
 // changes are the records a pass's reconcile changed, the last of each

@@ -115,3 +115,11 @@ type Event struct {
 type Events interface {
 	Emit(Event)
 }
+
+// PollBook remembers, across passes, when each host's jobs were last
+// polled with an answer (gssh serve's passes share one; a pass of its
+// own, as cron's, has none). It is called from one pass at a time.
+type PollBook interface {
+	LastPolled(host string) time.Time
+	Polled(host string, at time.Time)
+}

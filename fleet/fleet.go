@@ -497,9 +497,6 @@ type ProbeOptions struct {
 // report per host in the order given. It never fails as a whole: each
 // host's failure is in its report.
 func (f *Fleet) Probe(ctx context.Context, hosts []inventory.Host, opt ProbeOptions) []Report {
-	if opt.Timeout <= 0 {
-		opt.Timeout = DefaultProbeTimeout
-	}
 	out := make([]Report, len(hosts))
 	var wg sync.WaitGroup
 	for i, h := range hosts {
@@ -509,7 +506,11 @@ func (f *Fleet) Probe(ctx context.Context, hosts []inventory.Host, opt ProbeOpti
 	return out
 }
 
+// probeOne is Probe of host h alone.
 func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions) Report {
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultProbeTimeout
+	}
 	start := f.opt.Now()
 	r := Report{Host: h, Address: f.Address(h)}
 	if fr, ok := f.streamed(h.Name, opt.MaxAge); ok && !opt.Ping {

@@ -164,8 +164,8 @@ func (f *Fleet) watchHost(ctx context.Context, s *streams, name string) {
 			switched = "NVML's process records are bogus"
 		case errors.Is(err, probe.ErrHelperMissing) && !pushed:
 			pushed, again = true, true
-		case errors.Is(err, probe.ErrHelperMissing), errors.As(err, &rej) && frames == 0:
-			// the probe below pushes the helper, or learns the fields this nvidia-smi knows
+		case errors.As(err, &rej) && frames == 0:
+			// the probe below learns the fields this nvidia-smi knows
 		case !failing:
 			failing = true
 			s.log(true, hostFirst(name, err.Error())+"; each pass probes the host until it streams again")

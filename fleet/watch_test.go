@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,34 @@ import (
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/inventory"
 )
+
+// A stream that ends before its first frame is followed by a probe that
+// fixes what it can: here an R418 nvidia-smi rejects a field of the
+// stream's query, the probe learns the fields it knows, and the stream
+// started again gives frames.
+func TestWatchOldDriver(t *testing.T) {
+	dir := t.TempDir()
+	bin := t.TempDir()
+	for target, as := range map[string]string{"fake-nvidia-smi": "nvidia-smi", "fake-ps": "ps"} {
+		abs, _ := filepath.Abs("../probe/testdata/" + target)
+		if err := os.Symlink(abs, filepath.Join(bin, as)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fixture, _ := filepath.Abs("../probe/testdata/fleet/v100-r418")
+	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "ctl", Local: true}}}
+	f := newFleet(t, fleet.Options{Inventory: inv, SSH: fakeResolver{}, HelperPath: filepath.Join(bin, "no-helper"), CacheDir: dir,
+		Environ: []string{"PATH=" + bin + ":/usr/bin:/bin", "GSSH_FAKE_SMI_DIR=" + fixture, "GSSH_FAKE_SMI_DRIVER=418"}})
+	stop := f.Watch(context.Background(), 100*time.Millisecond, nil)
+	defer stop()
+	if !waitFor(10*time.Second, func() bool { _, _, ok := f.Streamed("ctl", time.Second); return ok }) {
+		t.Fatal("no frame within 10s: the probe after the rejected field did not learn the fields")
+	}
+	snap, _, _ := f.Streamed("ctl", time.Second)
+	if len(snap.GPUs) == 0 || !slices.Equal(snap.MissingFields, []string{"mig.mode.current"}) {
+		t.Errorf("frame %+v", snap)
+	}
+}
 
 // streamHost is a fleet of one local host whose nvidia-smi is the fake
 // replaying a copy of fixture a100x4 (in the returned directory), with no

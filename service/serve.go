@@ -171,7 +171,7 @@ func (l *Local) servedPass(ctx context.Context, db *state.Bolt, submitted job.Jo
 // waits for it to end (at most servedPassWait): whether one ended.
 func (l *Local) labPass(ctx context.Context) bool {
 	if l.served != nil {
-		_, ok := l.served.Pass(ctx)
+		_, ok := l.served.Pass(ctx, false)
 		return ok
 	}
 	if l.lab == nil {

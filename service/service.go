@@ -206,6 +206,11 @@ type ScheduleRequest struct {
 	// nothing: no pass lock, no worker signalled, nothing written. The
 	// jobs are as the last pass recorded them.
 	DryRun bool
+	// ReusePolls lets the pass leave out of its poll the hosts whose jobs
+	// all run undisturbed and were polled less than the poll interval
+	// ago (ReusePolls on the service; control.Options.PollEvery): gssh
+	// serve's own passes, unless a request asked for a full one.
+	ReusePolls bool `json:"-"`
 }
 
 // PassResult is what a pass did.
@@ -343,8 +348,11 @@ type Passes interface {
 	Wake()
 	// Pass asks for a pass and waits until one that started after the
 	// call has ended (bounded by ctx): whether one did, and what the last
-	// pass to end did (nil when it could not run).
-	Pass(ctx context.Context) (*PassResult, bool)
+	// pass to end did (nil when it could not run). With full, that pass
+	// polls every host with jobs (gssh schedule, gssh wait: they ask to
+	// see every end); otherwise it may leave out the hosts polled a
+	// moment ago (ScheduleRequest.ReusePolls).
+	Pass(ctx context.Context, full bool) (*PassResult, bool)
 }
 
 // conns are what a Local keeps open between calls: the fleet (its SSH
@@ -369,6 +377,39 @@ type conns struct {
 	watch    time.Duration
 	watchLog func(problem bool, text string)
 	unwatch  func()
+	// polls, when set (ReusePolls: gssh serve's), is when each host's
+	// jobs were last polled, and pollEvery how often they must be.
+	polls     *pollBook
+	pollEvery time.Duration
+}
+
+// ReusePolls has l's passes poll a host whose jobs all run undisturbed
+// at most every interval (control.Options.PollEvery): a pass a request
+// asks for between gssh serve's timed passes then reaches only the
+// hosts it launches on or stops jobs on. For gssh serve, with its pass
+// interval; call it before l's first call.
+func (l *Local) ReusePolls(every time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.polls, l.pollEvery = &pollBook{at: map[string]time.Time{}}, every
+}
+
+// pollBook is a control.PollBook shared by a service's passes.
+type pollBook struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (b *pollBook) LastPolled(host string) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.at[host]
+}
+
+func (b *pollBook) Polled(host string, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.at[host] = at
 }
 
 // WatchGPUs has every fleet l opens keep a GPU stream to each of its
@@ -526,6 +567,12 @@ func (l *Local) controller(f *fleet.Fleet, s stores, reports []fleet.Report) (*c
 // rebalancer is controller, whose passes plan preemptions whatever the
 // policy says when rebalance is set (gssh schedule --rebalance).
 func (l *Local) rebalancer(f *fleet.Fleet, s stores, reports []fleet.Report, rebalance bool) (*control.Controller, error) {
+	return l.passController(f, s, reports, rebalance, false)
+}
+
+// passController is rebalancer, leaving out of its polls the steady
+// hosts polled a moment ago with reusePolls (ReusePolls).
+func (l *Local) passController(f *fleet.Fleet, s stores, reports []fleet.Report, rebalance, reusePolls bool) (*control.Controller, error) {
 	cluster := ""
 	if s.cluster != nil {
 		var err error
@@ -535,6 +582,10 @@ func (l *Local) rebalancer(f *fleet.Fleet, s stores, reports []fleet.Report, reb
 	}
 	snaps := otherQueues{Snapshots: fleet.Snapshots{Fleet: f, Timeout: l.opt.ProbeTimeout, Reports: reports, MaxAge: l.StreamAge()}, fleet: f, cluster: cluster, timeout: l.opt.ProbeTimeout, cache: &l.others, now: l.opt.Now}
 	w := workers(f, cluster)
+	var polls control.PollBook
+	if l.polls != nil && reusePolls {
+		polls = l.polls
+	}
 	return control.New(control.Options{
 		Store:     s.queue,
 		Snapshots: snaps,
@@ -558,6 +609,8 @@ func (l *Local) rebalancer(f *fleet.Fleet, s stores, reports []fleet.Report, reb
 		LogLimit:  f.Inventory().Policy.LogLimit,
 		Known:     func(h string) bool { _, ok := f.Inventory().Lookup(h); return ok },
 		Launches:  passLaunches,
+		Polls:     polls,
+		PollEvery: l.pollEvery,
 	})
 }
 
@@ -570,16 +623,17 @@ const passLaunches = 16
 // pass runs one pass under the pass lock (next to the state file),
 // waiting up to wait for it.
 func (l *Local) pass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, reports []fleet.Report, wait time.Duration) (PassResult, error) {
-	return l.rebalancePass(ctx, f, st, reports, wait, false)
+	return l.rebalancePass(ctx, f, st, reports, wait, ScheduleRequest{})
 }
 
 // rebalancePass is pass, planning preemptions whatever the policy says
-// when rebalance is set.
-func (l *Local) rebalancePass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, reports []fleet.Report, wait time.Duration, rebalance bool) (PassResult, error) {
+// when r.Rebalance is set, and leaving steady hosts out of its polls
+// with r.ReusePolls.
+func (l *Local) rebalancePass(ctx context.Context, f *fleet.Fleet, st *state.Bolt, reports []fleet.Report, wait time.Duration, r ScheduleRequest) (PassResult, error) {
 	if l.member() {
 		return PassResult{}, l.notPassUser()
 	}
-	ctl, err := l.rebalancer(f, fileStores(st), reports, rebalance)
+	ctl, err := l.passController(f, fileStores(st), reports, r.Rebalance, r.ReusePolls)
 	if err != nil {
 		return PassResult{}, err
 	}
@@ -618,7 +672,7 @@ func (l *Local) Schedule(ctx context.Context, r ScheduleRequest) (PassResult, er
 	if l.member() && !r.DryRun && l.served != nil {
 		// A member's request of gssh serve: its loop's pass, which every
 		// request that comes meanwhile shares.
-		res, ok := l.served.Pass(ctx)
+		res, ok := l.served.Pass(ctx, true)
 		switch {
 		case !ok:
 			return PassResult{}, cmp.Or(interrupted(ctx), ErrPassBusy)
@@ -649,7 +703,7 @@ func (l *Local) Schedule(ctx context.Context, r ScheduleRequest) (PassResult, er
 		}
 		return PassResult{Started: []job.Job{}, Finished: []job.Job{}, Pending: []job.Job{}, Queued: len(d.Pending), Preempts: d.Preempts, Holds: d.Holds}, err
 	}
-	return l.rebalancePass(ctx, f, st, nil, r.Wait, r.Rebalance)
+	return l.rebalancePass(ctx, f, st, nil, r.Wait, r)
 }
 
 // interrupted returns ctx's error when the caller gave up (Ctrl-C), so

@@ -215,7 +215,7 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	if l.served != nil && !r.Hold {
 		// A request of gssh serve's: its loop's next pass, one for every
 		// submit that comes meanwhile, places it.
-		if _, ok := l.served.Pass(ctx); ok {
+		if _, ok := l.served.Pass(ctx, false); ok {
 			res.Job, res.Tasks = reread(db, j, tasks)
 			return res, nil
 		}

@@ -85,9 +85,15 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	defer signal.Reset(syscall.SIGPIPE)
 
 	lg := &serveLog{out: a.stdout, errs: a.stderr, now: a.now}
-	l := a.newLocal()
-	l.KeepState()
-	l.WatchGPUs(opts.streams, lg.stream)
+	// Each service gssh serve runs (a new one on SIGHUP) keeps the state
+	// open, streams the GPUs and polls steady hosts once an interval.
+	setup := func(l *service.Local) *service.Local {
+		l.KeepState()
+		l.WatchGPUs(opts.streams, lg.stream)
+		l.ReusePolls(min(opts.interval, serve.DefaultInterval))
+		return l
+	}
+	l := setup(a.newLocal())
 	a.svc = l // Main closes it
 	if err := l.Check(); err != nil {
 		return err // the inventory, the lab's set-up: nothing would pass
@@ -126,8 +132,9 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	cur.Store(l)
 	loop := &serve.Loop{Interval: opts.interval, Wake: wake}
 	var last atomic.Pointer[service.PassResult]
+	var full atomic.Bool
 	server := &serve.Server{Wake: wake, Next: loop.Next, Log: lg.warn, Long: service.Long,
-		Handlers: service.Handlers(service.ServeOptions{Current: cur.Load, Passes: loopPasses{wake: wake, next: loop.Next, last: &last}, Code: exitCode}),
+		Handlers: service.Handlers(service.ServeOptions{Current: cur.Load, Passes: loopPasses{wake: wake, next: loop.Next, last: &last, full: &full}, Code: exitCode}),
 		FaultOf:  func(err error) *serve.Fault { return service.FaultOf(err, exitCode(err)) }}
 	go func() { served <- server.Serve(sctx, srv.Socket) }()
 	lg.info(fmt.Sprintf("gssh serve (pid %d): a pass every %s, and at once when asked on %s", os.Getpid(), units.FormatDuration(opts.interval), srv.Socket.Path))
@@ -147,7 +154,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 			}
 		}
 	}()
-	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg, last: &last, streams: opts.streams}).pass
+	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg, last: &last, setup: setup, full: &full}).pass
 	loop.Run(ctx, stop)
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	cancel()
@@ -169,8 +176,9 @@ type servePasses struct {
 	cur            *atomic.Pointer[service.Local]
 	reload, inPass *atomic.Bool
 	lg             *serveLog
-	streams        time.Duration                       // --gpu-interval
+	setup          func(*service.Local) *service.Local // makes a new service gssh serve's
 	saidEmpty      bool                                // "no jobs yet" was said
+	full           *atomic.Bool                        // this pass polls every host (loopPasses.Pass)
 	last           *atomic.Pointer[service.PassResult] // what the last pass did (nil: it could not run)
 }
 
@@ -179,10 +187,10 @@ func (p *servePasses) pass(ctx context.Context) {
 	p.inPass.Store(true)
 	defer p.inPass.Store(false)
 	if p.reload.Swap(false) {
-		p.cur.Store(reloaded(p.a, p.cur.Load(), p.lg, p.streams))
+		p.cur.Store(reloaded(p.a, p.cur.Load(), p.lg, p.setup))
 	}
 	l := p.cur.Load()
-	res, err := l.Schedule(ctx, service.ScheduleRequest{})
+	res, err := l.Schedule(ctx, service.ScheduleRequest{ReusePolls: !p.full.Swap(false)})
 	if err == nil || errors.Is(err, state.ErrNoState) {
 		p.last.Store(&res)
 	} else {
@@ -211,10 +219,8 @@ func (p *servePasses) pass(ctx context.Context) {
 // one of the inventory and ssh_config as they are now, unless they
 // cannot be read or the state they name is not the one served (the lock
 // and the socket are that one's): then l, saying so.
-func reloaded(a *app, l *service.Local, lg *serveLog, streams time.Duration) *service.Local {
-	nl := a.newLocal()
-	nl.KeepState()
-	nl.WatchGPUs(streams, lg.stream)
+func reloaded(a *app, l *service.Local, lg *serveLog, setup func(*service.Local) *service.Local) *service.Local {
+	nl := setup(a.newLocal())
 	if err := nl.Check(); err != nil {
 		nl.Close()
 		lg.warn(fmt.Sprintf("SIGHUP: %v; gssh serve goes on with the inventory and ssh_config it read before (fix them, then SIGHUP again)", err))
@@ -294,11 +300,15 @@ type loopPasses struct {
 	wake chan<- struct{}
 	next func() <-chan struct{}
 	last *atomic.Pointer[service.PassResult] // what the last pass did; nil when it could not run
+	full *atomic.Bool                        // the next pass polls every host (a gssh schedule's, a gssh wait's)
 }
 
 func (p loopPasses) Wake() { serve.Poke(p.wake) }
 
-func (p loopPasses) Pass(ctx context.Context) (*service.PassResult, bool) {
+func (p loopPasses) Pass(ctx context.Context, full bool) (*service.PassResult, bool) {
+	if full {
+		p.full.Store(true) // before the pass it waits for starts
+	}
 	passed := p.next() // a pass that starts after this: it reads what the request wrote
 	serve.Poke(p.wake)
 	select {
