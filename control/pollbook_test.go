@@ -13,7 +13,7 @@ import (
 // pollBook is a control.PollBook in a map.
 type pollBook map[string]time.Time
 
-func (b pollBook) LastPolled(host string) time.Time  { return b[host] }
+func (b pollBook) LastPolled(host string) time.Time { return b[host] }
 func (b pollBook) Polled(host string, at time.Time) { b[host] = at }
 
 // TestPassLeavesOutSteadyHosts: with a PollBook, a pass less than
