@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gssh/gssh/sshconfig"
 	"github.com/gssh/gssh/sshexec"
 	"github.com/gssh/gssh/sshexec/sshtest"
 )
@@ -63,13 +62,7 @@ func checkGuard(t *testing.T, r sshexec.Runner) {
 }
 
 func TestEndWithSessionSSHD(t *testing.T) {
-	sshtest.RequireSSHD(t)
-	dir := t.TempDir()
-	key := sshtest.NewKey(t, dir, "")
-	srv := sshtest.StartSSHD(t, sshtest.SSHDOptions{AuthorizedKeys: []string{key.AuthorizedLine}, MaxSessions: 2})
-	kh := sshtest.KnownHosts(t, dir, srv.KnownHostsLine)
-	p := newPool(t, map[string]sshconfig.Settings{"h": target(srv.Addr, srv.User, key.Path, kh)})
-	checkGuard(t, p)
+	checkGuard(t, sshdPool(t, sshtest.SSHDOptions{MaxSessions: 2}))
 }
 
 func TestEndWithSessionLocal(t *testing.T) {
@@ -79,12 +72,7 @@ func TestEndWithSessionLocal(t *testing.T) {
 // Without the guard, OpenSSH keeps a cut command (and its session): what
 // the guard is for. If this fails, sshd began ending such commands itself.
 func TestCutCommandStaysUnguarded(t *testing.T) {
-	sshtest.RequireSSHD(t)
-	dir := t.TempDir()
-	key := sshtest.NewKey(t, dir, "")
-	srv := sshtest.StartSSHD(t, sshtest.SSHDOptions{AuthorizedKeys: []string{key.AuthorizedLine}})
-	kh := sshtest.KnownHosts(t, dir, srv.KnownHostsLine)
-	p := newPool(t, map[string]sshconfig.Settings{"h": target(srv.Addr, srv.User, key.Path, kh)})
+	p := sshdPool(t, sshtest.SSHDOptions{})
 	const hang = "sleep 3019"
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()

@@ -146,25 +146,26 @@ func TestPoolInProcess(t *testing.T) {
 	}
 }
 
-func TestPoolRealSSHD(t *testing.T) {
+// sshdPool is a pool whose host "h" is a real sshd started with opt
+// (its AuthorizedKeys set to a key of the test's).
+func sshdPool(t *testing.T, opt sshtest.SSHDOptions) *sshexec.Pool {
 	sshtest.RequireSSHD(t)
 	dir := t.TempDir()
 	key := sshtest.NewKey(t, dir, "")
-	srv := sshtest.StartSSHD(t, sshtest.SSHDOptions{AuthorizedKeys: []string{key.AuthorizedLine}})
+	opt.AuthorizedKeys = []string{key.AuthorizedLine}
+	srv := sshtest.StartSSHD(t, opt)
 	kh := sshtest.KnownHosts(t, dir, srv.KnownHostsLine)
-	p := newPool(t, map[string]sshconfig.Settings{"h": target(srv.Addr, srv.User, key.Path, kh)})
-	conformance(t, p)
+	return newPool(t, map[string]sshconfig.Settings{"h": target(srv.Addr, srv.User, key.Path, kh)})
+}
+
+func TestPoolRealSSHD(t *testing.T) {
+	conformance(t, sshdPool(t, sshtest.SSHDOptions{}))
 }
 
 // A hardened host allows one session per connection: extra commands queue
 // on the pooled connection instead of failing.
 func TestPoolMaxSessions(t *testing.T) {
-	sshtest.RequireSSHD(t)
-	dir := t.TempDir()
-	key := sshtest.NewKey(t, dir, "")
-	srv := sshtest.StartSSHD(t, sshtest.SSHDOptions{AuthorizedKeys: []string{key.AuthorizedLine}, MaxSessions: 1})
-	kh := sshtest.KnownHosts(t, dir, srv.KnownHostsLine)
-	p := newPool(t, map[string]sshconfig.Settings{"h": target(srv.Addr, srv.User, key.Path, kh)})
+	p := sshdPool(t, sshtest.SSHDOptions{MaxSessions: 1})
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Add(1)
