@@ -490,6 +490,11 @@ type ProbeOptions struct {
 	Ping    bool          // measure RTT with one keepalive round trip
 	// MaxAge lets a host whose GPU stream (Watch) printed a frame at most
 	// this long ago be answered from it, with no command run (0: probe).
+	// With it, a watched host whose last probe hung (it answered SSH,
+	// the GPU probe did not finish) and whose stream has printed nothing
+	// since is answered with that probe's report for up to a minute
+	// (hungFor), so that a stuck GPU does not cost every pass and every
+	// gssh gpus the whole probe timeout.
 	MaxAge time.Duration
 }
 
@@ -517,6 +522,9 @@ func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions
 		r.Snapshot, r.At, r.Streamed, r.Reached = fr.snap, fr.at, true, true
 		return r
 	}
+	if hr, ok := f.hungProbe(h.Name); ok && opt.MaxAge > 0 && !opt.Ping {
+		return hr
+	}
 	if !h.Local {
 		d, err := f.remote.Connect(ctx, h.Name)
 		if err != nil {
@@ -543,6 +551,7 @@ func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions
 		r.Snapshot = failed(h.Name, err)
 	case err != nil && errors.Is(err, sshexec.ErrTimeout) && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		r.Snapshot.Error = fmt.Sprintf("the GPU probe did not finish within %s (nvidia-smi may hang on a stuck GPU; raise --probe-timeout if the host is only slow)", opt.Timeout)
+		defer func() { f.probeHung(r) }()
 	case errors.As(err, &te):
 		// A transport failure: the row says the host and the state already.
 		r.Snapshot.Error = detail(snap.State, err)

@@ -33,6 +33,7 @@ type streams struct {
 	every   time.Duration
 	latest  map[string]frame
 	running map[string]context.CancelFunc
+	hung    map[string]Report // a probe that hung, since the host's last frame (hungProbe)
 	wg      sync.WaitGroup
 	stop    func() // ends every stream and waits for them
 	log     func(problem bool, text string)
@@ -68,7 +69,7 @@ func (f *Fleet) Watch(ctx context.Context, every time.Duration, log func(problem
 	if log == nil {
 		log = func(bool, string) {}
 	}
-	s := &streams{every: every, latest: map[string]frame{}, running: map[string]context.CancelFunc{}, log: log}
+	s := &streams{every: every, latest: map[string]frame{}, running: map[string]context.CancelFunc{}, hung: map[string]Report{}, log: log}
 	s.stop = func() {
 		cancel()
 		s.wg.Wait()
@@ -115,6 +116,7 @@ func (f *Fleet) syncStreams(ctx context.Context, s *streams) {
 			cancel()
 			delete(s.running, name)
 			delete(s.latest, name)
+			delete(s.hung, name)
 		}
 	}
 }
@@ -145,6 +147,7 @@ func (f *Fleet) watchHost(ctx context.Context, s *streams, name string) {
 			}
 			s.mu.Lock()
 			s.latest[name] = frame{snap, f.opt.Now()}
+			delete(s.hung, name)
 			s.mu.Unlock()
 		})
 		s.mu.Lock()
@@ -216,6 +219,45 @@ func (f *Fleet) streamer(h inventory.Host, why string) probe.Streamer {
 		why = f.noHelperWhy
 	}
 	return probe.SMIStream(run, h.Name, f.fields, why)
+}
+
+// hungFor is how long a watched host's hung probe stands for the host
+// while its stream prints nothing (ProbeOptions.MaxAge): a probe is tried
+// again after it.
+const hungFor = time.Minute
+
+// probeHung remembers r, the report of a probe that hung on a watched
+// host, for hungProbe.
+func (f *Fleet) probeHung(r Report) {
+	f.mu.RLock()
+	s := f.streams
+	f.mu.RUnlock()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.latest[r.Host.Name]; !ok && s.running[r.Host.Name] != nil {
+		s.hung[r.Host.Name] = r
+	}
+}
+
+// hungProbe is the report of host name's last probe, when it hung at
+// most hungFor ago and no stream frame came since.
+func (f *Fleet) hungProbe(name string) (Report, bool) {
+	f.mu.RLock()
+	s := f.streams
+	f.mu.RUnlock()
+	if s == nil {
+		return Report{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.hung[name]
+	if !ok || f.opt.Now().Sub(r.At) > hungFor {
+		return Report{}, false
+	}
+	return r, true
 }
 
 // Streamed is host name's latest GPU-stream frame and when it came, when

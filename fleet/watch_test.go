@@ -133,3 +133,41 @@ func TestWatch(t *testing.T) {
 		t.Errorf("log %q", told)
 	}
 }
+
+// TestWatchHungProbe: on a watched host whose stream stalled, a probe
+// that hangs stands for the host until a frame comes again: the next
+// probe asking for MaxAge gets its report without a command run, a
+// probe asking for none (--fresh) probes.
+func TestWatchHungProbe(t *testing.T) {
+	f, dir := streamHost(t)
+	stop := f.Watch(context.Background(), 100*time.Millisecond, nil)
+	defer stop()
+	if !waitFor(10*time.Second, func() bool { _, _, ok := f.Streamed("ctl", time.Second); return ok }) {
+		t.Fatal("no frame within 10s")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "delay"), []byte("4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(5*time.Second, func() bool { _, _, ok := f.Streamed("ctl", time.Minute); return !ok }) {
+		t.Fatal("the stalled stream still stands for the host after 5s")
+	}
+	h, _ := f.Lookup("ctl")
+	opt := fleet.ProbeOptions{MaxAge: time.Second, Timeout: 300 * time.Millisecond}
+	first := f.Probe(context.Background(), []inventory.Host{h}, opt)[0]
+	if first.Snapshot.State != "timeout" || !strings.Contains(first.Snapshot.Error, "the GPU probe did not finish within 300ms") || !first.Reached {
+		t.Fatalf("the hung probe: %+v", first)
+	}
+	if again := f.Probe(context.Background(), []inventory.Host{h}, opt)[0]; !again.At.Equal(first.At) || again.Snapshot.State != "timeout" {
+		t.Errorf("the next probe ran again: %+v", again)
+	}
+	if fresh := f.Probe(context.Background(), []inventory.Host{h}, fleet.ProbeOptions{Timeout: 300 * time.Millisecond})[0]; fresh.At.Equal(first.At) {
+		t.Error("a probe with MaxAge 0 was answered from the hung one")
+	}
+	os.Remove(filepath.Join(dir, "delay"))
+	if !waitFor(15*time.Second, func() bool { _, _, ok := f.Streamed("ctl", time.Second); return ok }) {
+		t.Fatal("no frame within 15s of the hang's end")
+	}
+	if r := f.Probe(context.Background(), []inventory.Host{h}, opt)[0]; !r.Streamed || len(r.Snapshot.GPUs) != 4 {
+		t.Errorf("after the stream's return: %+v", r)
+	}
+}
