@@ -115,6 +115,34 @@ func (a asUser) Stream(ctx context.Context, host, cmd string, stdin io.Reader, s
 	return sudoErr(a.sh.Stream(ctx, host, SudoCommand(a.user, cmd), stdin, stdout, stderr), a.user)
 }
 
+// asUserInteractor is an Interactor whose every command runs as user
+// (SudoCommand), the interactive one too.
+type asUserInteractor struct {
+	asUser
+	ia Interactor
+}
+
+// AsUserInteractor is AsUser for an Interactor: the job's own session
+// (gssh run's, on a terminal or not) runs as user through sudo too, its
+// exit status passed through (a refusal by sudo is ErrSudo, as AsUser's).
+// Without a terminal the command runs in a session of its own (setsid
+// -w: sudo's child is no session leader, as sshd's command is), so that
+// a signal passed on (Signal: the job's process group) reaches it; on a
+// terminal Ctrl-C is the terminal's to give.
+func AsUserInteractor(sh Interactor, user string) Interactor {
+	return asUserInteractor{asUser: asUser{sh: sh, user: user}, ia: sh}
+}
+
+func (a asUserInteractor) Interact(ctx context.Context, host, cmd string, stdin io.Reader, stdout, stderr io.Writer, tty *sshexec.Terminal) error {
+	if a.user == "" {
+		return a.noUser()
+	}
+	if tty == nil {
+		cmd = "exec setsid -w /bin/sh -c " + q(cmd)
+	}
+	return sudoErr(a.ia.Interact(ctx, host, SudoCommand(a.user, cmd), stdin, stdout, stderr, tty), a.user)
+}
+
 // ownerGroup is the items a host's commands run as one user for: User
 // "" is the login.
 type ownerGroup[T any] struct {

@@ -104,7 +104,7 @@ func Stream(ctx context.Context, path string, uid int, op string, args, result a
 	b = append(b, '\n')
 	var f *Fault
 	for wait, start := time.Millisecond, time.Now(); ; wait = min(2*wait, 100*time.Millisecond) {
-		err := roundTrip(ctx, path, uid, op, b, result, more)
+		err := roundTrip(ctx, path, uid, op, b, result, more, nil)
 		if !errors.As(err, &f) || f.Kind != KindBusy || time.Since(start) > busyRetry {
 			return err
 		}
@@ -116,12 +116,32 @@ func Stream(ctx context.Context, path string, uid int, op string, args, result a
 	}
 }
 
+// Duplex is Stream for a duplex op: each value from in (marshalled as
+// JSON) is sent on a line of its own after the request, in order, until
+// in is closed or the call ends; the connection stays open until the
+// answer's last line. A connection refused as one too many (KindBusy)
+// is not tried again (what in gave would be lost): its Fault is
+// returned.
+func Duplex(ctx context.Context, path string, uid int, op string, args, result any, more func(json.RawMessage) error, in <-chan any) error {
+	req := Request{Op: op}
+	if args != nil {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return err
+		}
+		req.Args = b
+	}
+	b, _ := json.Marshal(req)
+	return roundTrip(ctx, path, uid, op, append(b, '\n'), result, more, in)
+}
+
 // busyRetry is how long Stream tries again a server busy with this
 // uid's other connections.
 const busyRetry = 30 * time.Second
 
-// roundTrip is one connection of Stream: req sent, its answer read.
-func roundTrip(ctx context.Context, path string, uid int, op string, req []byte, result any, more func(json.RawMessage) error) error {
+// roundTrip is one connection of Stream: req sent (then what in gives,
+// nil: nothing), its answer read.
+func roundTrip(ctx context.Context, path string, uid int, op string, req []byte, result any, more func(json.RawMessage) error, in <-chan any) error {
 	c, _, err := Dial(ctx, path, uid)
 	if err != nil {
 		return err
@@ -133,6 +153,29 @@ func roundTrip(ctx context.Context, path string, uid int, op string, req []byte,
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
 	_, werr := c.Write(req) // a server that refused the peer answered and closed: its answer says why
+	if in != nil && werr == nil {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			for {
+				select {
+				case v, ok := <-in:
+					if !ok {
+						return
+					}
+					b, err := json.Marshal(v)
+					if err != nil {
+						continue
+					}
+					if _, err := c.Write(append(b, '\n')); err != nil {
+						return // the answer's read says why
+					}
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
 	br := bufio.NewReader(c)
 	for {
 		line, err := readLine(br, MaxAnswer)
@@ -176,13 +219,17 @@ func roundTrip(ctx context.Context, path string, uid int, op string, req []byte,
 	}
 }
 
-// readLine reads one line of at most max bytes (an error past them).
+// errLineTooLong is readLine's error past its max.
+var errLineTooLong = errors.New("a line too long")
+
+// readLine reads one line of at most max bytes (an error wrapping
+// errLineTooLong past them, the rest unread).
 func readLine(br *bufio.Reader, max int) ([]byte, error) {
 	var line []byte
 	for {
 		frag, err := br.ReadSlice('\n')
 		if len(line)+len(frag) > max {
-			return nil, fmt.Errorf("an answer line longer than %d bytes", max)
+			return nil, fmt.Errorf("%w: longer than %d bytes", errLineTooLong, max)
 		}
 		line = append(line, frag...)
 		if !errors.Is(err, bufio.ErrBufferFull) {

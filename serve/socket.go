@@ -29,7 +29,9 @@ import (
 // bytes, events), then one line ({"ok": true, "result": ...}, or
 // {"ok": false, "error": {"message": "...", ...}, "result": ...}: an
 // error may come with a result, as a probe of some hosts does); then
-// the connection ends.
+// the connection ends. The client of a duplex op (a job run in the
+// foreground: its input, its signals) goes on sending lines of JSON
+// after its request, each at most MaxRequest bytes, while it reads.
 const (
 	// MaxRequest is the longest request a Server reads, in bytes, its
 	// newline included: a longer one is refused unread. (A submit's
@@ -112,6 +114,15 @@ const (
 // one piece of a streamed answer before them (an error once the client
 // has gone or stopped reading for SendTimeout).
 type Handler func(ctx context.Context, p Peer, args json.RawMessage, send func(any) error) (result any, err error)
+
+// A DuplexHandler answers the requests of a duplex op, as a Handler
+// does, and is given what the client sends after its request: each
+// line, in order, on recv, which is closed when the client's side ends
+// (it closed the connection, or sent something not a line within
+// MaxRequest bytes). The handler says what that end means; ctx is not
+// cancelled by it. Its sends wait for the client to read, bounded by
+// ctx alone (no SendTimeout: a person's job waits for its terminal).
+type DuplexHandler func(ctx context.Context, p Peer, args json.RawMessage, send func(any) error, recv <-chan json.RawMessage) (result any, err error)
 
 // Peer is the process at the other end of a unix socket connection, as
 // the kernel says (SO_PEERCRED): never what the peer claims.
@@ -229,6 +240,9 @@ type Server struct {
 	// followed until its job ends): those go on until the client goes.
 	Handlers map[string]Handler
 	Long     map[string]bool
+	// Duplex answers the duplex ops, by name: their work is not bounded
+	// by OpTimeout either.
+	Duplex map[string]DuplexHandler
 	// FaultOf makes a handler's error an answer's Fault (nil: its
 	// message alone).
 	FaultOf func(error) *Fault
@@ -298,7 +312,8 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		answer(c, Answer{Error: &Fault{Message: why, Kind: KindBusy}})
 		return
 	}
-	req, err := readRequest(c, timeout)
+	br := bufio.NewReader(c)
+	req, err := readRequest(br, timeout)
 	s.leave(peer.UID) // its request read: it is idle no longer
 	if err != nil {
 		if !errors.Is(err, io.EOF) { // a client that only looked (Holder) says nothing
@@ -324,8 +339,8 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		}
 		return
 	}
-	h := s.Handlers[req.Op]
-	if h == nil {
+	h, duplex := s.Handlers[req.Op], s.Duplex[req.Op]
+	if h == nil && duplex == nil {
 		why := fmt.Sprintf("unknown op %.40q: this gssh serve knows %s", req.Op, strings.Join(s.ops(), ", "))
 		s.log(peer, why)
 		answer(c, Answer{Error: &Fault{Message: why, Kind: KindUnknownOp}})
@@ -333,7 +348,7 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if !s.Long[req.Op] {
+	if h != nil && !s.Long[req.Op] {
 		c.SetDeadline(time.Now().Add(OpTimeout))
 		ctx, cancel = context.WithTimeout(ctx, OpTimeout)
 		defer cancel()
@@ -342,11 +357,29 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	}
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
-	go func() { // the client sends nothing more: a read that returns means it went away
-		var b [1]byte
-		c.Read(b[:])
-		cancel()
-	}()
+	var recv chan json.RawMessage
+	if duplex == nil {
+		go func() { // the client sends nothing more: a read that returns means it went away
+			br.ReadByte()
+			cancel()
+		}()
+	} else {
+		recv = make(chan json.RawMessage, 16)
+		go func() { // what the client sends, until its side ends
+			defer close(recv)
+			for {
+				line, err := readLine(br, MaxRequest)
+				if err != nil {
+					return
+				}
+				select {
+				case recv <- json.RawMessage(bytes.TrimSpace(line)):
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	var sendMu sync.Mutex
 	send := func(v any) error {
 		b, err := json.Marshal(v)
@@ -359,12 +392,19 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		c.SetWriteDeadline(time.Now().Add(SendTimeout))
+		if duplex == nil {
+			c.SetWriteDeadline(time.Now().Add(SendTimeout))
+		}
 		if _, err := c.Write(append(line, '\n')); err != nil {
 			cancel()
 			return fmt.Errorf("the client went away: %w", err)
 		}
 		return nil
+	}
+	if duplex != nil {
+		h = func(ctx context.Context, p Peer, args json.RawMessage, send func(any) error) (any, error) {
+			return duplex(ctx, p, args, send, recv)
+		}
 	}
 	result, err := call(ctx, h, peer, req, send)
 	stop() // the answer's own deadline is answer's: ctx's end must not cut it
@@ -401,6 +441,9 @@ func call(ctx context.Context, h Handler, p Peer, req Request, send func(any) er
 func (s *Server) ops() []string {
 	names := []string{strconv.Quote(OpWake), strconv.Quote(OpPass)}
 	for op := range s.Handlers {
+		names = append(names, strconv.Quote(op))
+	}
+	for op := range s.Duplex {
 		names = append(names, strconv.Quote(op))
 	}
 	slices.Sort(names)
@@ -460,10 +503,10 @@ func (s *Server) log(p Peer, why string) {
 
 // readRequest reads one request line of at most MaxRequest bytes, which
 // is to come within timeout.
-func readRequest(r io.Reader, timeout time.Duration) (Request, error) {
-	line, err := bufio.NewReader(io.LimitReader(r, MaxRequest)).ReadBytes('\n')
+func readRequest(br *bufio.Reader, timeout time.Duration) (Request, error) {
+	line, err := readLine(br, MaxRequest)
 	switch {
-	case errors.Is(err, io.EOF) && len(line) >= MaxRequest:
+	case errors.Is(err, errLineTooLong):
 		return Request{}, fmt.Errorf("request longer than %d bytes: refused", MaxRequest)
 	case errors.Is(err, io.EOF) && len(bytes.TrimSpace(line)) == 0:
 		return Request{}, io.EOF

@@ -303,3 +303,101 @@ func TestHandlers(t *testing.T) {
 		t.Error("the handler's work went on after its client went away")
 	}
 }
+
+// TestDuplex: what the client of a duplex op sends after its request
+// reaches the handler in order, a line too long ends it, the handler's
+// sends reach the client meanwhile, and a client that goes away ends
+// recv without cancelling the handler's context (the handler says what
+// that means).
+func TestDuplex(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	l, err := Listen(path, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	gone := make(chan error, 1)
+	s := &Server{Wake: NewWake(),
+		Duplex: map[string]DuplexHandler{
+			"echo": func(ctx context.Context, _ Peer, args json.RawMessage, send func(any) error, recv <-chan json.RawMessage) (any, error) {
+				n := 0
+				for line := range recv {
+					var v struct{ S string }
+					if err := json.Unmarshal(line, &v); err != nil {
+						return nil, err
+					}
+					if v.S == "end" {
+						return n, nil
+					}
+					n++
+					if err := send(strings.ToUpper(v.S)); err != nil {
+						return nil, err
+					}
+				}
+				gone <- ctx.Err()
+				return nil, errors.New("the client went away")
+			},
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Serve(ctx, l)
+
+	in := make(chan any)
+	var got []string
+	var n int
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Duplex(ctx, path, os.Getuid(), "echo", nil, &n, func(b json.RawMessage) error {
+			var s string
+			json.Unmarshal(b, &s)
+			got = append(got, s)
+			if len(got) < 3 {
+				in <- map[string]string{"S": fmt.Sprint("x", len(got))}
+			} else {
+				in <- map[string]string{"S": "end"}
+			}
+			return nil
+		}, in)
+	}()
+	in <- map[string]string{"S": "a"}
+	if err := <-errc; err != nil || n != 3 || strings.Join(got, " ") != "A X1 X2" {
+		t.Errorf("echo: %d %q, %v", n, got, err)
+	}
+	if err := Call(ctx, path, os.Getuid(), "nope", nil, nil); err == nil || !strings.Contains(err.Error(), `knows "echo", "pass", "wake"`) {
+		t.Errorf("unknown op: %v", err)
+	}
+
+	// A client that goes away: recv ends, ctx stands.
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte(`{"op":"echo"}` + "\n" + `{"S":"b"}` + "\n"))
+	line, err := bufio.NewReader(c).ReadBytes('\n')
+	if err != nil || !strings.Contains(string(line), `"more":"B"`) {
+		t.Errorf("the first answer: %q, %v", line, err)
+	}
+	c.Close()
+	select {
+	case err := <-gone:
+		if err != nil {
+			t.Errorf("the handler's context ended with its client: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("recv did not end with its client")
+	}
+
+	// A line after the request longer than MaxRequest ends recv too.
+	c, err = net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go c.Write([]byte(`{"op":"echo"}` + "\n" + strings.Repeat("x", 2*MaxRequest)))
+	select {
+	case <-gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("recv did not end at a line too long")
+	}
+}

@@ -14,7 +14,7 @@ import (
 )
 
 // The ops of gssh serve that a Remote asks for: one per call of Service
-// but Run and the state file's own (backup, check, restore). Each
+// but the state file's own (backup, check, restore); Run's is OpRun. Each
 // request is a request[A] of the call's arguments.
 const (
 	OpHosts     = "hosts"
@@ -165,21 +165,45 @@ func Handlers(o ServeOptions) map[string]serve.Handler {
 // with the service as that user.
 func handle[A any](o ServeOptions, f func(ctx context.Context, l *Local, a A, send func(any) error) (any, error)) serve.Handler {
 	return func(ctx context.Context, p serve.Peer, raw json.RawMessage, send func(any) error) (any, error) {
-		var in request[A]
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			return nil, fmt.Errorf("%w: its arguments: %v", ErrNotServed, err) // another gssh's: it does it itself
-		}
-		l := o.Current()
-		if err := l.Answers(in.View); err != nil {
-			return nil, err
-		}
-		user, err := l.PeerUser(p)
+		l, a, err := peerCall[A](o, p, raw)
 		if err != nil {
 			return nil, err
 		}
-		return f(ctx, l.As(user, o.Passes), in.Args, send)
+		return f(ctx, l, a, send)
+	}
+}
+
+// peerCall is a request's arguments read (strictly), its view checked and
+// its peer's user found: the service as that user, and the arguments.
+func peerCall[A any](o ServeOptions, p serve.Peer, raw json.RawMessage) (*Local, A, error) {
+	var in request[A]
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return nil, in.Args, fmt.Errorf("%w: its arguments: %v", ErrNotServed, err) // another gssh's: it does it itself
+	}
+	l := o.Current()
+	if err := l.Answers(in.View); err != nil {
+		return nil, in.Args, err
+	}
+	user, err := l.PeerUser(p)
+	if err != nil {
+		return nil, in.Args, err
+	}
+	return l.As(user, o.Passes), in.Args, nil
+}
+
+// DuplexHandlers are gssh serve's answers to a Remote's duplex calls
+// (Run), made as Handlers' are.
+func DuplexHandlers(o ServeOptions) map[string]serve.DuplexHandler {
+	return map[string]serve.DuplexHandler{
+		OpRun: func(ctx context.Context, p serve.Peer, raw json.RawMessage, send func(any) error, recv <-chan json.RawMessage) (any, error) {
+			l, a, err := peerCall[runArgs](o, p, raw)
+			if err != nil {
+				return nil, err
+			}
+			return serveRun(ctx, l, a, o.Code, send, recv)
+		},
 	}
 }
 
@@ -212,6 +236,13 @@ func remote[A any](ctx context.Context, r Remote, op string, args A, result any,
 	} else {
 		err = serve.Stream(ctx, r.SocketPath(), r.serverUID(), op, in, result, more)
 	}
+	return r.served(ctx, err)
+}
+
+// served is remote's verdict on the error err of a request gssh serve
+// was asked: whether it was served (else the call is Local's to make),
+// and its error as the caller gets it.
+func (r Remote) served(ctx context.Context, err error) (bool, error) {
 	var f *serve.Fault
 	switch {
 	case err == nil:

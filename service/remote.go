@@ -22,11 +22,12 @@ const OpGPUs = "gpus"
 // errors as Local's. A call is Local's when no gssh serve runs for the
 // state, or it does not answer it (an older gssh serve; one that reads
 // the hosts otherwise than this process would: another inventory,
-// ssh_config, HOME or timeouts, in personal mode), and so are Run and
-// the state file's own calls (backup, check, restore), and Hosts in
-// personal mode (it measures fresh connections). In a lab whose queue
-// gssh serve alone keeps (`serve: true`) nothing is Local's but those:
-// with gssh serve down a call is an error wrapping ErrServeDown.
+// ssh_config, HOME or timeouts, in personal mode), and so are the state
+// file's own calls (backup, check, restore), and Hosts in personal mode
+// (it measures fresh connections). In a lab whose queue gssh serve alone
+// keeps (`serve: true`) nothing is Local's but those: with gssh serve
+// down a call is an error wrapping ErrServeDown. Run goes through gssh
+// serve's duplex op (OpRun).
 type Remote struct{ *Local }
 
 // View is how a process reaches the hosts, as a Remote's request says

@@ -124,15 +124,6 @@ func (r Remote) Cancel(ctx context.Context, req CancelRequest) (CancelResult, er
 	return r.Local.Cancel(ctx, req)
 }
 
-// Run implements Service: always Local's, but in a lab whose queue gssh
-// serve alone keeps, where it is refused.
-func (r Remote) Run(ctx context.Context, req RunRequest) (RunResult, error) {
-	if r.servedOnly() {
-		return RunResult{}, fmt.Errorf("gssh run does not go through gssh serve yet, and the queue of %s is gssh serve's alone: gssh submit the job, then gssh logs -f it", r.lab.file)
-	}
-	return r.Local.Run(ctx, req)
-}
-
 // Schedule implements Service.
 func (r Remote) Schedule(ctx context.Context, req ScheduleRequest) (PassResult, error) {
 	var w passWire

@@ -71,6 +71,17 @@ type RunResult struct {
 // stopped there (its keeper, or the next pass, does it).
 var ErrLostSession = errors.New("the connection to the job was lost")
 
+// ErrRunGone is the cause (context.Cause) of the end of a Run that gssh
+// serve makes for a gssh run whose process went away without a word
+// (killed, its connection dropped): its job is cancelled, saying so.
+var ErrRunGone = errors.New("its gssh run went away")
+
+// attachesOwn reports whether l's Run attaches its job with l's own SSH
+// identity, out of the passes' reach: a lab member's gssh run made in
+// its own process. gssh serve's (l.served) is the pass account's, as
+// the passes' are.
+func (l *Local) attachesOwn() bool { return l.member() && l.served == nil }
+
 // maxRunAttempts is how many launch attempts a gssh run makes of its job
 // when one does not start (a host unreachable since its probe, a
 // terminal refused) before it gives up.
@@ -112,7 +123,11 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 		interval = 2 * time.Second
 	}
 	cancelled := func() (RunResult, error) {
-		l.Cancel(context.WithoutCancel(ctx), CancelRequest{ID: id, Grace: DefaultGrace, By: l.opt.User + " (gssh run interrupted)", NoPass: true})
+		by := l.opt.User + " (gssh run interrupted)"
+		if errors.Is(context.Cause(ctx), ErrRunGone) {
+			by = "gssh serve (" + l.opt.User + "'s gssh run went away)"
+		}
+		l.Cancel(context.WithoutCancel(ctx), CancelRequest{ID: id, Grace: DefaultGrace, By: by, NoPass: true})
 		res.Job, _ = l.Job(context.WithoutCancel(ctx), id)
 		return res, interrupted(ctx)
 	}
@@ -147,7 +162,7 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 				return res, aerr
 			}
 			said = got.Reason
-			if l.member() {
+			if l.attachesOwn() {
 				l.wake(ctx) // queued again: the lab's gssh serve places it now
 			}
 			if r.Waiting != nil {
@@ -166,7 +181,7 @@ func (l *Local) Run(ctx context.Context, r RunRequest) (RunResult, error) {
 			return cancelled()
 		case <-time.After(interval):
 		}
-		if l.member() {
+		if l.attachesOwn() {
 			continue // the lab's pass user places it
 		}
 		if _, err := l.Schedule(ctx, ScheduleRequest{}); err != nil && !errors.Is(err, ErrPassBusy) && ctx.Err() == nil && r.Waiting != nil {
@@ -213,9 +228,13 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 	if err != nil {
 		return res, err
 	}
-	sh, err := f.Shell(j.Placement.Host)
+	pooled, err := f.Shell(j.Placement.Host)
 	if err != nil {
 		return res, err
+	}
+	var sh launch.Interactor = pooled
+	if host, ok := f.Inventory().Lookup(j.Placement.Host); ok && host.RunAsSudo {
+		sh = launch.AsUserInteractor(pooled, j.User) // as its owner (a member's own login runs it without sudo)
 	}
 	db, err := l.store(false)
 	if err != nil {
@@ -238,7 +257,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 				return fmt.Errorf("job %s was %s meanwhile", j.Ref(), x.State)
 			case x.State == job.Launching:
 				recorded = true
-				if l.member() {
+				if l.attachesOwn() {
 					rem.By = l.opt.User // launched with this member's SSH identity: out of the passes' reach
 				}
 				x.State, x.Remote, x.StartedAt, x.Reason, x.ReasonCode = job.Running, rem, now, "", ""
@@ -291,7 +310,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 	// A member's job is out of the passes' reach: this gssh stops it at
 	// its walltime, or when its record says it is to end (a cancel).
 	var stopped atomic.Value // the job.State it was stopped for
-	if l.member() {
+	if l.attachesOwn() {
 		w := cmp.Or(j.Spec.Timeout, f.Inventory().Policy.Plan.DefaultTimeout)
 		wg.Go(func() {
 			select {
@@ -327,7 +346,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 	}
 	// Its walltime is a pass's to enforce (stopped, recorded timeout), and
 	// no cron pass may come: run one when it is due.
-	if w := cmp.Or(j.Spec.Timeout, f.Inventory().Policy.Plan.DefaultTimeout); w > 0 && !l.member() {
+	if w := cmp.Or(j.Spec.Timeout, f.Inventory().Policy.Plan.DefaultTimeout); w > 0 && !l.attachesOwn() {
 		wg.Go(func() {
 			select {
 			case <-isRunning:
@@ -384,7 +403,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 			cancel()
 		}
 	}
-	if l.member() {
+	if l.attachesOwn() {
 		why, _ := stopped.Load().(job.State)
 		res.Job = l.recordMemberEnd(j, res.Exit, why, f.Inventory().Policy.Plan.DefaultTimeout)
 		if res.Exit == nil && !res.Job.State.Terminal() {

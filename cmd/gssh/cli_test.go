@@ -194,7 +194,7 @@ func TestScripts(t *testing.T) {
 // servedScripts are the scripts TestScriptsServed runs again, with every
 // command after their through-serve line going through a gssh serve the
 // test started (GSSH_SERVER): the same outputs and exit statuses.
-var servedScripts = []string{"jobs", "events"}
+var servedScripts = []string{"jobs", "events", "run"}
 
 // TestScriptsServed runs servedScripts through gssh serve.
 func TestScriptsServed(t *testing.T) {
@@ -242,6 +242,13 @@ func runScripts(t *testing.T, files []string) {
 		Dir:                 dirOf,
 		Files:               files,
 		RequireExplicitExec: true,
+		// [served]: the script's run through gssh serve (TestScriptsServed).
+		Condition: func(cond string) (bool, error) {
+			if cond == "served" {
+				return files != nil, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){"pty": ptyCmd, "boltput": boltPutCmd, "boltdamage": boltDamageCmd, "waitfor": waitforCmd,
 			"through-serve": throughServeCmd(files != nil)},
 		Setup: func(e *testscript.Env) error {

@@ -21,9 +21,11 @@ import (
 // second; a100x4 with its 10 % reserve has room for 13 of them at once
 // (GPU 0: 2, with 40 GiB of other people's; GPU 1: 3; GPUs 2 and 3: 4).
 // GPU-seconds are counted as the scheduler counts them (share × run
-// time, from the job records), over [the first start, the last start of
-// the user whose queue ran out first]: after that only one user waits,
-// and the other's share is no longer fair-share's doing. The policy's
+// time, from the job records), over [the first start, the last start in
+// the pass before the one in which a user's queue ran out]: that pass
+// gives the other user what the first no longer asks for (one pass's
+// worth of jobs, some 10 % of the period here), and after it only one
+// user waits, so neither is fair-share's doing. The policy's
 // 24 h window makes every second count once (no decay in the test).
 //
 // The jobs' --timeout (4 s for a 1 s job) matters: within a pass each
@@ -148,12 +150,12 @@ func (l *sharedLab) fairRun(t *testing.T, name string, wa, wb, na, nb int) fairR
 	// Passes while both have jobs waiting. 13 at a time, half a second each
 	// (and the pass's look at the worker), 120-170 jobs: about 20 s;
 	// 90 s means something is stuck.
-	var js []labJob
+	var js, before []labJob // after the last pass, and after the one before it
 	passes := 0
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(400 * time.Millisecond) {
 		pass1()
 		passes++
-		js = jobs()
+		before, js = js, jobs()
 		if count(js, alice, "queued") == 0 || count(js, bob, "queued") == 0 {
 			break
 		}
@@ -168,6 +170,18 @@ func (l *sharedLab) fairRun(t *testing.T, name string, wa, wb, na, nb int) fairR
 	}
 	if count(js, other, "queued") == 0 {
 		t.Fatalf("both queues ran out in the same pass (alice %d jobs, bob %d): the period with both waiting has no end to measure at; give one of them more jobs", na, nb)
+	}
+	if passes < 3 {
+		t.Fatalf("%s's queue ran out in pass %d: too few passes to measure a share over; give them more jobs", drained.name, passes)
+	}
+	// The pass in which the drained user's queue ran out gave the other
+	// what the drained one no longer asked for: not fair-share's doing.
+	// The period ends with the pass before it.
+	inPeriod := map[int]bool{}
+	for _, j := range before {
+		if !j.StartedAt.IsZero() {
+			inPeriod[j.ID] = true
+		}
 	}
 	for _, j := range js {
 		if j.State == "failed" || j.State == "lost" {
@@ -200,22 +214,23 @@ func (l *sharedLab) fairRun(t *testing.T, name string, wa, wb, na, nb int) fairR
 		}
 	}
 
-	// The period: from the first start to the drained user's last.
+	// The period: from the first start to the last start of the pass
+	// before the drained user's queue ran out.
 	var from, to time.Time
 	for _, j := range final {
-		if j.StartedAt.IsZero() {
+		if !inPeriod[j.ID] {
 			continue
 		}
 		if from.IsZero() || j.StartedAt.Before(from) {
 			from = j.StartedAt
 		}
-		if j.User == drained.name && j.StartedAt.After(to) {
+		if j.StartedAt.After(to) {
 			to = j.StartedAt
 		}
 	}
 	r := fairResult{period: to.Sub(from)}
 	for _, j := range final {
-		if j.StartedAt.IsZero() || j.StartedAt.After(to) {
+		if !inPeriod[j.ID] {
 			continue
 		}
 		if j.EndedAt.IsZero() || j.Placement.Share <= 0 {

@@ -7,7 +7,21 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
+
+// writerFunc is an io.Writer of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// errOf is the stderr an *exec.ExitError kept, if any.
+func errOf(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(ee.Stderr)
+	}
+	return ""
+}
 
 // TestServedLabSudo: a served lab whose worker is `run_as: sudo`. The
 // daemon (the pass account) logs in as itself and runs each job through
@@ -67,6 +81,46 @@ func TestServedLabSudo(t *testing.T) {
 		if show, _, _ := l.gssh(u, "show", id); !strings.Contains(show, "job dir:     "+filepath.Join(u.home, ".gssh", "jobs")) {
 			t.Errorf("%s's job %s: its directory is not in %s's home:\n%s", u.name, id, u.name, show)
 		}
+	}
+
+	// gssh run through the daemon: alice's job runs as her, in the
+	// foreground of her gssh run: her stdin reaches it, its output and
+	// exit status come back; Ctrl-C (SIGINT to her gssh run) reaches it.
+	cmd := l.command(alice, []string{"GSSH_INVENTORY=" + l.inv}, "run", "-q", "--host", "w1", "--mem", "1G", "--workdir", l.work, "--", "sh", "-c", `id -un; cat; exit 3`)
+	cmd.Stdin = strings.NewReader("from alice's terminal\n")
+	got, err := cmd.Output()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 || string(got) != alice.name+"\nfrom alice's terminal\n" {
+		t.Errorf("alice's gssh run: %q, %v (%s); want her name, her input and exit status 3", got, err, errOf(err))
+	}
+	cmd = l.command(alice, []string{"GSSH_INVENTORY=" + l.inv}, "run", "-q", "--host", "w1", "--mem", "1G", "--workdir", l.work, "--",
+		"sh", "-c", `trap "echo got INT; exit 5" INT; echo ready; sleep 301 & wait`)
+	var runOut strings.Builder
+	ready := make(chan struct{})
+	cmd.Stdout = writerFunc(func(b []byte) (int, error) {
+		if runOut.WriteString(string(b)); strings.Contains(runOut.String(), "ready") {
+			select {
+			case <-ready:
+			default:
+				close(ready)
+			}
+		}
+		return len(b), nil
+	})
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ready:
+		cmd.Process.Signal(os.Interrupt)
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+	}
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 || !strings.Contains(runOut.String(), "got INT") {
+		t.Errorf("alice's gssh run, Ctrl-C: %q, %v; want the job's trap and exit status 5", runOut.String(), err)
+	}
+	if pids := pgrep(t, alice.name, "sleep 301"); len(pids) != 0 {
+		t.Errorf("after alice's gssh run ended: her sleep 301 still runs: %v", pids)
 	}
 
 	// Alice's long job runs as her; her cancel stops it there.

@@ -36,8 +36,9 @@ func newServeCmd(a *app, runF func(*serveOptions) error) *cobra.Command {
 		Short: "Run scheduling passes as a daemon: every --interval, and at once when asked",
 		Long: `Run the scheduling passes as a daemon, in place of cron's gssh schedule:
 one at once, then one every --interval, and one as soon as a command asks.
-While it runs, the other gssh commands (but run and state) go through its
-socket beside the state (STATE.sock), done as the user who sent them. It
+While it runs, the other gssh commands (but state) go through its socket
+beside the state (STATE.sock), done as the user who sent them (gssh run's
+job too, its terminal carried over the socket). It
 streams each host's GPUs (a snapshot every --gpu-interval) over connections
 it keeps open. One runs per state. SIGTERM lets the pass in flight end;
 SIGHUP reads the inventory and ssh_config again. Under systemd
@@ -133,9 +134,10 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	loop := &serve.Loop{Interval: opts.interval, Wake: wake}
 	var last atomic.Pointer[service.PassResult]
 	var full atomic.Bool
+	serveOpts := service.ServeOptions{Current: cur.Load, Passes: loopPasses{wake: wake, next: loop.Next, last: &last, full: &full}, Code: exitCode}
 	server := &serve.Server{Wake: wake, Next: loop.Next, Log: lg.warn, Long: service.Long,
-		Handlers: service.Handlers(service.ServeOptions{Current: cur.Load, Passes: loopPasses{wake: wake, next: loop.Next, last: &last, full: &full}, Code: exitCode}),
-		FaultOf:  func(err error) *serve.Fault { return service.FaultOf(err, exitCode(err)) }}
+		Handlers: service.Handlers(serveOpts), Duplex: service.DuplexHandlers(serveOpts),
+		FaultOf: func(err error) *serve.Fault { return service.FaultOf(err, exitCode(err)) }}
 	go func() { served <- server.Serve(sctx, srv.Socket) }()
 	lg.info(fmt.Sprintf("gssh serve (pid %d): a pass every %s, and at once when asked on %s", os.Getpid(), units.FormatDuration(opts.interval), srv.Socket.Path))
 	daemon.SdNotify(false, daemon.SdNotifyReady) // under systemd (Type=notify): ready; elsewhere nothing
