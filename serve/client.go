@@ -92,16 +92,10 @@ func Call(ctx context.Context, path string, uid int, op string, args, result any
 // one too many of this uid's (KindBusy) is tried again, for up to
 // busyRetry.
 func Stream(ctx context.Context, path string, uid int, op string, args, result any, more func(json.RawMessage) error) error {
-	req := Request{Op: op}
-	if args != nil {
-		b, err := json.Marshal(args)
-		if err != nil {
-			return err
-		}
-		req.Args = b
+	b, err := requestLine(op, args)
+	if err != nil {
+		return err
 	}
-	b, _ := json.Marshal(req)
-	b = append(b, '\n')
 	var f *Fault
 	for wait, start := time.Millisecond, time.Now(); ; wait = min(2*wait, 100*time.Millisecond) {
 		err := roundTrip(ctx, path, uid, op, b, result, more, nil)
@@ -123,16 +117,26 @@ func Stream(ctx context.Context, path string, uid int, op string, args, result a
 // is not tried again (what in gave would be lost): its Fault is
 // returned.
 func Duplex(ctx context.Context, path string, uid int, op string, args, result any, more func(json.RawMessage) error, in <-chan any) error {
+	b, err := requestLine(op, args)
+	if err != nil {
+		return err
+	}
+	return roundTrip(ctx, path, uid, op, b, result, more, in)
+}
+
+// requestLine is the request line of op with args (nil for none), its
+// newline included.
+func requestLine(op string, args any) ([]byte, error) {
 	req := Request{Op: op}
 	if args != nil {
 		b, err := json.Marshal(args)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		req.Args = b
 	}
 	b, _ := json.Marshal(req)
-	return roundTrip(ctx, path, uid, op, append(b, '\n'), result, more, in)
+	return append(b, '\n'), nil
 }
 
 // busyRetry is how long Stream tries again a server busy with this

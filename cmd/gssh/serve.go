@@ -37,8 +37,7 @@ func newServeCmd(a *app, runF func(*serveOptions) error) *cobra.Command {
 		Long: `Run the scheduling passes as a daemon, in place of cron's gssh schedule:
 one at once, then one every --interval, and one as soon as a command asks.
 While it runs, the other gssh commands (but state) go through its socket
-beside the state (STATE.sock), done as the user who sent them (gssh run's
-job too, its terminal carried over the socket). It
+beside the state (STATE.sock), done as the user who sent them. It
 streams each host's GPUs (a snapshot every --gpu-interval) over connections
 it keeps open. One runs per state. SIGTERM lets the pass in flight end;
 SIGHUP reads the inventory and ssh_config again. Under systemd
