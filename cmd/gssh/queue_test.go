@@ -61,37 +61,6 @@ func TestParseRefs(t *testing.T) {
 	}
 }
 
-func TestExportEnv(t *testing.T) {
-	environ := []string{"PATH=/usr/bin", "HOME=/home/u", "LR=3e-4", "GSSH_JOB_ID=7", "CUDA_VISIBLE_DEVICES=0", "XDG_RUNTIME_DIR=/run/u", "BASH_FUNC_f%%=() { :; }", "EMPTY="}
-	var warned []string
-	warn := func(s string) { warned = append(warned, s) }
-	for spec, want := range map[string][]job.EnvVar{
-		"NONE":          nil,
-		"":              nil,
-		"LR":            {{Key: "LR", Value: "3e-4"}},
-		"LR,SEED=1":     {{Key: "LR", Value: "3e-4"}, {Key: "SEED", Value: "1"}},
-		"ALL":           {{Key: "PATH", Value: "/usr/bin"}, {Key: "LR", Value: "3e-4"}, {Key: "EMPTY", Value: ""}},
-		"ALL,LR=1,HOME": {{Key: "PATH", Value: "/usr/bin"}, {Key: "LR", Value: "1"}, {Key: "EMPTY", Value: ""}, {Key: "HOME", Value: "/home/u"}},
-		"EMPTY":         {{Key: "EMPTY", Value: ""}},
-	} {
-		got, err := exportEnv(spec, environ, warn)
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("exportEnv(%q) = %v, %v; want %v", spec, got, err, want)
-		}
-	}
-	if len(warned) != 0 {
-		t.Errorf("warnings %q", warned)
-	}
-	if got, err := exportEnv("NOPE,LR", environ, warn); err != nil || len(got) != 1 || len(warned) != 1 || warned[0] != "--export NOPE,LR: NOPE is not set here: the job gets no NOPE" {
-		t.Errorf("an unset name: %v %v %q", got, err, warned)
-	}
-	for _, bad := range []string{"1X", "A-B=1", "NONE,LR", "=x"} {
-		if _, err := exportEnv(bad, environ, warn); err == nil {
-			t.Errorf("exportEnv(%q) took it", bad)
-		}
-	}
-}
-
 // --plot writes through a symlink to its file, keeps an existing file's
 // mode, and refuses what is not a regular file.
 func TestPlotTarget(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gssh/gssh/job"
-	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/jobform"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/units"
 )
@@ -172,162 +171,35 @@ func emptyFlags(c *cobra.Command) error {
 	return nil
 }
 
-// memFlag reads a size flag (--mem, --host-mem): 0 when not given; a
-// bare number below 256 MiB is taken as MiB, as Slurm does, with a
-// warning that it may have meant GiB.
-func memFlag(flag, v string, warn func(string)) (uint64, error) {
-	if v == "" {
-		return 0, nil
+// form is the job the flags give.
+func (o *submitOptions) form() jobform.Form {
+	f := jobform.Form{Command: o.argv, Host: o.host, Labels: o.labels, GPUs: &o.gpus, Mem: o.mem, CPUs: o.cpus, HostMem: o.hostMem,
+		Name: o.name, Workdir: o.workdir, Env: o.env, Export: o.export, Timeout: o.timeout, Priority: &o.priority,
+		After: o.after, AfterAny: o.afterAny, AfterNotOK: o.afterNotOK, Hold: o.hold, Array: o.array, Login: o.login, Begin: o.begin,
+		Preemptible: o.preemptible, Requeue: o.requeue, LogLimit: o.logLimit, DryRun: o.dryRun}
+	if o.signalGraceSet {
+		f.SignalGrace = o.signalGrace.String()
 	}
-	m, err := units.ParseMem(v)
-	if err != nil {
-		if hint := map[string]string{"--mem": "leave --mem out to take whole GPUs", "--host-mem": "leave --host-mem out to book no host memory"}[flag]; hint != "" && strings.Contains(err.Error(), "must be more than 0") {
-			return 0, fmt.Errorf("%s: %w (%s)", flag, err, hint)
-		}
-		return 0, fmt.Errorf("%s: %w", flag, err)
-	}
-	if m < 256*units.MiB && strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
-		warn(fmt.Sprintf("%s %s means %s (a bare number is MiB, as in Slurm); did you mean %sG?", flag, v, units.FormatMem(m), v))
-	}
-	return m, nil
-}
-
-// logLimitFlag reads --log-limit: 0 when not given, else a size as
-// --mem reads it (a bare number is MiB) but to the byte (units.ParseBytes).
-func logLimitFlag(v string) (uint64, error) {
-	if v == "" {
-		return 0, nil
-	}
-	n, err := units.ParseBytes(v)
-	if err != nil {
-		return 0, fmt.Errorf("--log-limit: %w (leave --log-limit out for no cap)", err)
-	}
-	return n, nil
-}
-
-// cpusFlag reads --cpus: 0 when not given, else a whole number from 1.
-func cpusFlag(v string) (int, error) {
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || strings.Trim(v, "0123456789") != "" {
-		return 0, fmt.Errorf("--cpus %q: give a whole number of CPUs, 1 or more (leave --cpus out to book none)", v)
-	}
-	return n, nil
+	return f
 }
 
 // spec turns the flags into a job spec, or says what is wrong with them.
 // A relative --workdir (and the default, the current directory) is made
 // absolute here, where it was given.
 func (o *submitOptions) spec(warn func(string)) (job.Spec, error) {
-	return o.specAt(warn, time.Now(), time.Local)
+	r, err := o.request(warn, time.Now())
+	return r.Spec, err
 }
 
 // request is the whole submit request of the flags at now (gssh's
 // clock, which --begin now+1h counts from): the spec, the dependencies
-// by name, the array.
+// by name, the array (see jobform.Form.Request).
 func (o *submitOptions) request(warn func(string), now time.Time) (service.SubmitRequest, error) {
-	s, err := o.specAt(warn, now, time.Local)
-	if err != nil {
-		return service.SubmitRequest{}, err
+	wd, err := os.Getwd()
+	if err != nil && !filepath.IsAbs(o.workdir) && !strings.HasPrefix(o.workdir, "~") {
+		return service.SubmitRequest{}, fmt.Errorf("--workdir: the current directory: %w", err)
 	}
-	r := service.SubmitRequest{Spec: s, DryRun: o.dryRun, Hold: o.hold}
-	for _, f := range []struct {
-		flag string
-		ids  []string
-		kind job.DepKind
-	}{{"--after", o.after, job.AfterOK}, {"--after-any", o.afterAny, job.AfterAny}, {"--after-notok", o.afterNotOK, job.AfterNotOK}} {
-		if len(f.ids) == 0 {
-			continue
-		}
-		refs, err := service.ParseRefs(f.ids)
-		if err != nil {
-			return r, fmt.Errorf("%s: %w", f.flag, err)
-		}
-		for _, ref := range refs {
-			if d := (service.DepRef{Kind: f.kind, Ref: ref}); !slices.Contains(r.After, d) {
-				r.After = append(r.After, d)
-			}
-		}
-	}
-	if o.array != "" {
-		if r.Array, r.ArrayLimit, err = sched.ParseArray(o.array); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
-}
-
-// specAt is spec with the time and zone --begin is read in.
-func (o *submitOptions) specAt(warn func(string), now time.Time, loc *time.Location) (job.Spec, error) {
-	s := job.Spec{Argv: o.argv, Shell: len(o.argv) == 1, Host: o.host, Labels: o.labels, GPUs: o.gpus,
-		Priority: o.priority, Name: o.name, Workdir: o.workdir}
-	if len(o.argv) == 0 {
-		return s, errors.New("empty command: give it after --, e.g. -- python train.py")
-	}
-	var err error
-	if s.MemPerGPU, err = memFlag("--mem", o.mem, warn); err != nil {
-		return s, err
-	}
-	if s.CPUs, err = cpusFlag(o.cpus); err != nil {
-		return s, err
-	}
-	if s.HostMem, err = memFlag("--host-mem", o.hostMem, warn); err != nil {
-		return s, err
-	}
-	if s.LogLimit, err = logLimitFlag(o.logLimit); err != nil {
-		return s, err
-	}
-	if o.timeout != "" {
-		d, err := units.ParseWalltime(o.timeout)
-		if err != nil {
-			return s, fmt.Errorf("--timeout: %w", err)
-		}
-		s.Timeout = d
-	}
-	s.Login = o.login
-	if o.signalGraceSet && !o.preemptible {
-		return s, errors.New("--signal-grace is the grace of a preemption: give it with --preemptible")
-	}
-	if o.signalGraceSet && (o.signalGrace < time.Second || o.signalGrace > 24*time.Hour) {
-		return s, fmt.Errorf("--signal-grace %s: give a duration from 1s to 24h, such as 60s", o.signalGrace)
-	}
-	s.Preemptible, s.SignalGrace, s.Requeue = o.preemptible, o.signalGrace, o.requeue
-	exported, err := exportEnv(o.export, o.environ, warn)
-	if err != nil {
-		return s, err
-	}
-	s.Env = exported
-	for _, kv := range o.env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return s, fmt.Errorf("--env %q: give KEY=VALUE", kv)
-		}
-		if i := slices.IndexFunc(s.Env, func(e job.EnvVar) bool { return e.Key == k }); i >= 0 && i < len(exported) {
-			s.Env[i].Value = v // --env wins over --export
-			continue
-		}
-		s.Env = append(s.Env, job.EnvVar{Key: k, Value: v})
-	}
-	if o.begin != "" {
-		b, err := sched.ParseBegin(o.begin, now, loc)
-		if err != nil {
-			return s, err
-		}
-		if b.Before(now.Add(-time.Minute)) {
-			warn(fmt.Sprintf("--begin %s is %s, in the past: the job may start at once", o.begin, b.Format("2006-01-02 15:04 MST")))
-		}
-		s.Begin = b.UTC()
-	}
-	if !filepath.IsAbs(s.Workdir) && !strings.HasPrefix(s.Workdir, "~") {
-		wd, err := os.Getwd()
-		if err != nil {
-			return s, fmt.Errorf("--workdir: the current directory: %w", err)
-		}
-		s.Workdir = filepath.Join(wd, s.Workdir)
-	}
-	return s, nil
+	return o.form().Request(warn, now, time.Local, o.environ, wd)
 }
 
 func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
@@ -407,85 +279,6 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 		return err
 	}
 	return jobsStatus(jobs)
-}
-
-// sessionVars describe the submitting session, not the job: --export ALL
-// leaves them out (name them to pass one anyway).
-var sessionVars = map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "PWD": true, "OLDPWD": true, "SHLVL": true,
-	"_": true, "TERM": true, "DISPLAY": true, "MAIL": true, "HOSTNAME": true, "TMUX": true, "TMUX_PANE": true, "STY": true, "WINDOWID": true,
-	"SSH_AUTH_SOCK": true, "SSH_AGENT_PID": true, "SSH_CLIENT": true, "SSH_CONNECTION": true, "SSH_TTY": true, "PS1": true, "PROMPT_COMMAND": true}
-
-// exportEnv is --export over environ (KEY=VALUE lines): NONE, ALL (every
-// variable but gssh's own, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, the
-// session's (sessionVars, XDG_*) and names a shell cannot export), or a
-// list of VAR (from environ; one not set is a warning) and VAR=value;
-// ALL may be part of the list, as in Slurm.
-func exportEnv(spec string, environ []string, warn func(string)) ([]job.EnvVar, error) {
-	spec = strings.TrimSpace(spec)
-	if spec == "" || strings.EqualFold(spec, "NONE") {
-		return nil, nil
-	}
-	env := map[string]string{}
-	var order []string
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			if _, dup := env[k]; !dup {
-				order = append(order, k)
-			}
-			env[k] = v
-		}
-	}
-	var out []job.EnvVar
-	set := func(k, v string) {
-		if i := slices.IndexFunc(out, func(e job.EnvVar) bool { return e.Key == k }); i >= 0 {
-			out[i].Value = v
-			return
-		}
-		out = append(out, job.EnvVar{Key: k, Value: v})
-	}
-	for _, item := range strings.Split(spec, ",") {
-		item = strings.TrimSpace(item)
-		k, v, hasValue := strings.Cut(item, "=")
-		switch {
-		case strings.EqualFold(item, "ALL"):
-			for _, k := range order {
-				if sessionVars[k] || strings.HasPrefix(k, "XDG_") || strings.HasPrefix(k, "GSSH_") || k == "CUDA_VISIBLE_DEVICES" || k == "CUDA_DEVICE_ORDER" || !shellName(k) {
-					continue
-				}
-				set(k, env[k])
-			}
-		case strings.EqualFold(item, "NONE"):
-			return nil, fmt.Errorf("--export %q: NONE stands alone (the default); give ALL or names", spec)
-		case !shellName(k):
-			return nil, fmt.Errorf("--export %q: %q is not a variable name (letters, digits and _, not starting with a digit)", spec, k)
-		case strings.HasPrefix(k, "GSSH_") || k == "CUDA_VISIBLE_DEVICES" || k == "CUDA_DEVICE_ORDER":
-			return nil, fmt.Errorf("--export %q: gssh sets %s itself", spec, k)
-		case hasValue:
-			set(k, v)
-		default:
-			val, ok := env[k]
-			if !ok {
-				warn(fmt.Sprintf("--export %s: %s is not set here: the job gets no %s", spec, k, k))
-				continue
-			}
-			set(k, val)
-		}
-	}
-	return out, nil
-}
-
-// shellName reports whether k is a name sh can export.
-func shellName(k string) bool {
-	if k == "" || k[0] >= '0' && k[0] <= '9' {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // firstTask is what a dry run of an array says it planned: its first task.

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/jobform"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/units"
 )
@@ -65,7 +66,7 @@ ever give is refused, as at submit.`,
 
 // request reads the flags c was given into o.req, refusing bad values
 // and a command line that changes nothing; warn is told of a size that
-// may mean GiB (see memFlag).
+// may mean GiB (see jobform.Mem).
 func (o *updateOptions) request(c *cobra.Command, warn func(string)) error {
 	fl := c.Flags()
 	r := &o.req
@@ -80,7 +81,7 @@ func (o *updateOptions) request(c *cobra.Command, warn func(string)) error {
 		r.Timeout = &d
 	}
 	if fl.Changed("mem") {
-		m, err := memFlag("--mem", o.mem, warn)
+		m, err := jobform.Mem("--mem", o.mem, warn)
 		if err != nil {
 			return err
 		}
@@ -90,21 +91,21 @@ func (o *updateOptions) request(c *cobra.Command, warn func(string)) error {
 		r.Name = &o.name
 	}
 	if fl.Changed("cpus") {
-		n, err := cpusFlag(o.cpus)
+		n, err := jobform.CPUs("--cpus", o.cpus)
 		if err != nil {
 			return err
 		}
 		r.CPUs = &n
 	}
 	if fl.Changed("host-mem") {
-		m, err := memFlag("--host-mem", o.hostMem, warn)
+		m, err := jobform.Mem("--host-mem", o.hostMem, warn)
 		if err != nil {
 			return err
 		}
 		r.HostMem = &m
 	}
 	if fl.Changed("log-limit") {
-		n, err := logLimitFlag(o.logLimit)
+		n, err := jobform.LogLimit("--log-limit", o.logLimit)
 		if err != nil {
 			return err
 		}
