@@ -249,3 +249,10 @@ func hostsDoc(reports []fleet.Report) HostsDoc {
 
 // seconds is d in seconds, to the microsecond: a measured time's JSON.
 func seconds(d time.Duration) float64 { return job.SecondsTo(d, time.Microsecond) }
+
+// ShowDoc is gssh show --json and the HTTP API's GET /v1/jobs/{id}: the
+// job's record and, for a queued job, what the planner makes of it now.
+type ShowDoc struct {
+	job.Job
+	Queue *Explanation `json:"queue,omitempty"`
+}

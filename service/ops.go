@@ -36,6 +36,9 @@ const (
 	OpDrain     = "drain"
 	OpResume    = "resume"
 	OpDrainJobs = "drain_jobs"
+	OpTokenNew  = "token_create"
+	OpTokens    = "tokens"
+	OpTokenDel  = "token_revoke"
 )
 
 // request is the arguments of an op: the caller's view of the hosts
@@ -155,6 +158,15 @@ func Handlers(o ServeOptions) map[string]serve.Handler {
 		}),
 		OpDrainJobs: handle(o, func(ctx context.Context, l *Local, hosts []string, _ func(any) error) (any, error) {
 			return l.DrainJobs(ctx, hosts)
+		}),
+		OpTokenNew: handle(o, func(ctx context.Context, l *Local, r TokenRequest, _ func(any) error) (any, error) {
+			return l.CreateToken(ctx, r)
+		}),
+		OpTokens: handle(o, func(ctx context.Context, l *Local, _ struct{}, _ func(any) error) (any, error) {
+			return l.Tokens(ctx)
+		}),
+		OpTokenDel: handle(o, func(ctx context.Context, l *Local, ids []string, _ func(any) error) (any, error) {
+			return l.RevokeTokens(ctx, ids)
 		}),
 	}
 }

@@ -283,3 +283,30 @@ func (r Remote) StateRestore(ctx context.Context, req RestoreRequest) (RestoreRe
 	}
 	return r.Local.StateRestore(ctx, req)
 }
+
+// CreateToken implements Service.
+func (r Remote) CreateToken(ctx context.Context, req TokenRequest) (TokenCreated, error) {
+	var res TokenCreated
+	if served, err := remote(ctx, r, OpTokenNew, req, &res, nil); served {
+		return res, err
+	}
+	return r.Local.CreateToken(ctx, req)
+}
+
+// Tokens implements Service.
+func (r Remote) Tokens(ctx context.Context) (TokensDoc, error) {
+	var doc TokensDoc
+	if served, err := remote(ctx, r, OpTokens, struct{}{}, &doc, nil); served {
+		return doc, err
+	}
+	return r.Local.Tokens(ctx)
+}
+
+// RevokeTokens implements Service.
+func (r Remote) RevokeTokens(ctx context.Context, ids []string) ([]TokenInfo, error) {
+	var out []TokenInfo
+	if served, err := remote(ctx, r, OpTokenDel, ids, &out, nil); served {
+		return out, err
+	}
+	return r.Local.RevokeTokens(ctx, ids)
+}

@@ -97,6 +97,11 @@ type Service interface {
 	StateBackup(ctx context.Context, file string) (state.Summary, error)
 	StateCheck(ctx context.Context, file string) (state.Report, error)
 	StateRestore(ctx context.Context, r RestoreRequest) (RestoreResult, error)
+	// CreateToken makes an HTTP API token (shown once); Tokens lists the
+	// tokens the caller may see; RevokeTokens removes tokens by id.
+	CreateToken(ctx context.Context, r TokenRequest) (TokenCreated, error)
+	Tokens(ctx context.Context) (TokensDoc, error)
+	RevokeTokens(ctx context.Context, ids []string) ([]TokenInfo, error)
 }
 
 // HostQuery selects hosts: by name (all when empty) and by labels (a host

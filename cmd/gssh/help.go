@@ -27,7 +27,7 @@ func commandGroups() map[string]string {
 		"requeue": groupJobs,
 		"gpus":    groupGPUs, "hosts": groupGPUs, "reap": groupGPUs, "drain": groupGPUs, "resume": groupGPUs,
 		"schedule": groupQueue, "serve": groupQueue, "usage": groupQueue, "events": groupQueue, "sim": groupQueue,
-		"state": groupOperating, "lab": groupOperating, "version": groupOperating,
+		"state": groupOperating, "lab": groupOperating, "token": groupOperating, "version": groupOperating,
 		"completion": groupOperating, "help": groupOperating,
 	}
 }

@@ -150,6 +150,16 @@ func (f *fakeService) StateRestore(context.Context, service.RestoreRequest) (ser
 	return service.RestoreResult{}, errNotFaked
 }
 
+func (f *fakeService) CreateToken(context.Context, service.TokenRequest) (service.TokenCreated, error) {
+	return service.TokenCreated{}, errNotFaked
+}
+func (f *fakeService) Tokens(context.Context) (service.TokensDoc, error) {
+	return service.TokensDoc{}, errNotFaked
+}
+func (f *fakeService) RevokeTokens(context.Context, []string) ([]service.TokenInfo, error) {
+	return nil, errNotFaked
+}
+
 func fakeApp(svc service.Service) (*app, *bytes.Buffer, *bytes.Buffer) {
 	var out, errb bytes.Buffer
 	return &app{stdout: &out, stderr: &errb, env: map[string]string{}, now: time.Now, svc: svc}, &out, &errb

@@ -27,6 +27,8 @@ type serveOptions struct {
 	// streams: the interval of the hosts' GPU streams (--gpu-interval;
 	// 0: none, each pass probes).
 	streams time.Duration
+	// The HTTP API: --listen (""; none), --tls-cert and --tls-key.
+	listen, tlsCert, tlsKey string
 }
 
 func newServeCmd(a *app, runF func(*serveOptions) error) *cobra.Command {
@@ -67,6 +69,9 @@ SIGHUP reads the inventory and ssh_config again. Under systemd
 		},
 	}
 	cmd.Flags().DurationVar(&opts.interval, "interval", serve.DefaultInterval, "the most time between the end of one pass and the start of the next")
+	cmd.Flags().StringVar(&opts.listen, "listen", "", "serve the HTTP API on PORT (loopback) or HOST:PORT (default: none)")
+	cmd.Flags().StringVar(&opts.tlsCert, "tls-cert", "", "with --listen: serve HTTPS with this certificate (PEM)")
+	cmd.Flags().StringVar(&opts.tlsKey, "tls-key", "", "with --listen: the certificate's key (PEM)")
 	cmd.Flags().DurationVar(&opts.streams, "gpu-interval", serve.DefaultInterval, "how often each host's GPU stream gives a snapshot (100ms to 1m; 0: no streams, each pass probes)")
 	return cmd
 }
@@ -137,6 +142,14 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	server := &serve.Server{Wake: wake, Next: loop.Next, Log: lg.warn, Long: service.Long,
 		Handlers: service.Handlers(serveOpts), Duplex: service.DuplexHandlers(serveOpts),
 		FaultOf: func(err error) *serve.Fault { return service.FaultOf(err, exitCode(err)) }}
+	if opts.listen != "" {
+		stopAPI, err := startAPI(opts, l, &cur, serveOpts.Passes, lg)
+		if err != nil {
+			cancel()
+			return err
+		}
+		defer stopAPI()
+	}
 	go func() { served <- server.Serve(sctx, srv.Socket) }()
 	lg.info(fmt.Sprintf("gssh serve (pid %d): a pass every %s, and at once when asked on %s", os.Getpid(), units.FormatDuration(opts.interval), srv.Socket.Path))
 	daemon.SdNotify(false, daemon.SdNotifyReady) // under systemd (Type=notify): ready; elsewhere nothing

@@ -51,12 +51,6 @@ what it waits for host by host, its reservation, and when it should start.`,
 	return cmd
 }
 
-// showDoc is what gssh show --json prints: the job record, and for a
-// queued job what the planner makes of it now.
-type showDoc struct {
-	job.Job
-	Queue *service.Explanation `json:"queue,omitempty"`
-}
 
 // refOf names job id as gssh names jobs (job.Job.Ref: "16_2" for an
 // array task), its id alone when its record cannot be read.
@@ -94,7 +88,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 		}
 	}
 	if opts.json {
-		return a.printJSON(showDoc{Job: j, Queue: ex})
+		return a.printJSON(service.ShowDoc{Job: j, Queue: ex})
 	}
 	s := j.Spec
 	lines := [][2]string{
