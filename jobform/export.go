@@ -86,4 +86,3 @@ func shellName(k string) bool {
 	}
 	return true
 }
-

@@ -51,7 +51,6 @@ what it waits for host by host, its reservation, and when it should start.`,
 	return cmd
 }
 
-
 // refOf names job id as gssh names jobs (job.Job.Ref: "16_2" for an
 // array task), its id alone when its record cannot be read.
 func (a *app) refOf(ctx context.Context, id job.ID) string {
