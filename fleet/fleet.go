@@ -101,6 +101,10 @@ type Options struct {
 	// Warn receives notices once (ssh_config lines gssh cannot use, a host
 	// key added under accept-new). Nil: dropped.
 	Warn func(string)
+	// Probed, when set, is told of each probe made (not of an answer from
+	// a stream's frame, nor from a hung probe remembered): gssh serve's
+	// metrics count probe failures and time probes with it.
+	Probed func(Report)
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
 }
@@ -516,7 +520,6 @@ func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultProbeTimeout
 	}
-	start := f.opt.Now()
 	r := Report{Host: h, Address: f.Address(h)}
 	if fr, ok := f.streamed(h.Name, opt.MaxAge); ok && !opt.Ping {
 		r.Snapshot, r.At, r.Streamed, r.Reached = fr.snap, fr.at, true, true
@@ -525,6 +528,16 @@ func (f *Fleet) probeOne(ctx context.Context, h inventory.Host, opt ProbeOptions
 	if hr, ok := f.hungProbe(h.Name); ok && opt.MaxAge > 0 && !opt.Ping {
 		return hr
 	}
+	r = f.probeNow(ctx, h, opt, r)
+	if f.opt.Probed != nil {
+		f.opt.Probed(r)
+	}
+	return r
+}
+
+// probeNow is probeOne's probe of h, made now.
+func (f *Fleet) probeNow(ctx context.Context, h inventory.Host, opt ProbeOptions, r Report) Report {
+	start := f.opt.Now()
 	if !h.Local {
 		d, err := f.remote.Connect(ctx, h.Name)
 		if err != nil {

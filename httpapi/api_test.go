@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,11 +18,9 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	legacyrouter "github.com/getkin/kin-openapi/routers/legacy"
 
-	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/httpapi"
-	"github.com/gssh/gssh/inventory"
-	"github.com/gssh/gssh/launch"
 	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/service/servicetest"
 )
 
 // fixture is an API over a service of the local host "ctl", whose
@@ -60,19 +56,7 @@ func ndjson(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filt
 func newFixture(t *testing.T, o httpapi.Options) *fixture {
 	t.Helper()
 	openapi3filter.RegisterBodyDecoder("application/x-ndjson", ndjson)
-	root, _ := filepath.Abs("..")
-	bin := filepath.Join(t.TempDir(), "bin")
-	os.MkdirAll(bin, 0o755)
-	os.Symlink(filepath.Join(root, "probe/testdata/fake-nvidia-smi"), filepath.Join(bin, "nvidia-smi"))
-	home := t.TempDir()
-	env := []string{"HOME=" + home, "PATH=" + bin + ":/usr/bin:/bin", "GSSH_FAKE_SMI_DIR=" + filepath.Join(root, "probe/testdata/fleet/a100x4"),
-		launch.ClaimsDirEnv + "=" + filepath.Join(home, "claims")}
-	inv := &inventory.Inventory{Hosts: []inventory.Host{{Name: "ctl", Local: true, ReservePct: 10}}}
-	svc := service.New(service.Options{
-		Fleet:     fleet.Options{Inventory: inv, Home: home, Environ: env, ConnectTimeout: 2 * time.Second},
-		StatePath: filepath.Join(t.TempDir(), "state.db"), StateExplicit: true, User: "ann", Owner: "ann",
-	})
-	t.Cleanup(func() { svc.Close() })
+	svc := servicetest.Local(t, "ann")
 	tok, err := svc.CreateToken(context.Background(), service.TokenRequest{Name: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -380,4 +364,37 @@ func TestAPISlowReader(t *testing.T) {
 		t.Errorf("the API after a dropped stream: %d", code)
 	}
 	f.do("DELETE", "/v1/jobs/1?grace=0s", nil, f.token)
+}
+
+// TestMetricsAccess: /metrics answers loopback without a token, others
+// with one (or with MetricsOpen).
+func TestMetricsAccess(t *testing.T) {
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "gssh_up 1\n") })
+	for _, c := range []struct {
+		open   bool
+		remote string
+		token  bool
+		want   int
+	}{
+		{false, "127.0.0.1:5000", false, 200},
+		{false, "[::1]:5000", false, 200},
+		{false, "10.1.2.3:5000", false, 401},
+		{false, "10.1.2.3:5000", true, 200},
+		{true, "10.1.2.3:5000", false, 200},
+	} {
+		f := newFixture(t, httpapi.Options{Metrics: metrics, MetricsOpen: c.open})
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		req.RemoteAddr = c.remote
+		if c.token {
+			req.Header.Set("Authorization", "Bearer "+f.token)
+		}
+		rec := httptest.NewRecorder()
+		f.api.Handler().ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("%+v: %d %s", c, rec.Code, rec.Body)
+		}
+		if c.want == 200 && rec.Body.String() != "gssh_up 1\n" {
+			t.Errorf("%+v: %q", c, rec.Body)
+		}
+	}
 }

@@ -450,6 +450,15 @@ func (l *Local) KeepState() {
 	}
 }
 
+// ObserveProbes has fn told of each probe l's fleet makes
+// (fleet.Options.Probed): gssh serve's metrics. It takes effect when the
+// fleet is first opened (call it before any other call).
+func (l *Local) ObserveProbes(fn func(fleet.Report)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.opt.Fleet.Probed = fn
+}
+
 var _ Service = (*Local)(nil)
 
 // New returns a Local service; nothing is opened before the first call.

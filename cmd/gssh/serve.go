@@ -16,6 +16,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 
+	"github.com/gssh/gssh/metrics"
 	"github.com/gssh/gssh/serve"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
@@ -29,6 +30,7 @@ type serveOptions struct {
 	streams time.Duration
 	// The HTTP API: --listen (""; none), --tls-cert and --tls-key.
 	listen, tlsCert, tlsKey string
+	publicMetrics           bool // --public-metrics
 }
 
 func newServeCmd(a *app, runF func(*serveOptions) error) *cobra.Command {
@@ -72,6 +74,7 @@ SIGHUP reads the inventory and ssh_config again. Under systemd
 	cmd.Flags().StringVar(&opts.listen, "listen", "", "serve the HTTP API on PORT (loopback) or HOST:PORT (default: none)")
 	cmd.Flags().StringVar(&opts.tlsCert, "tls-cert", "", "with --listen: serve HTTPS with this certificate (PEM)")
 	cmd.Flags().StringVar(&opts.tlsKey, "tls-key", "", "with --listen: the certificate's key (PEM)")
+	cmd.Flags().BoolVar(&opts.publicMetrics, "public-metrics", false, "with --listen: /metrics without a token from any address (default: loopback only)")
 	cmd.Flags().DurationVar(&opts.streams, "gpu-interval", serve.DefaultInterval, "how often each host's GPU stream gives a snapshot (100ms to 1m; 0: no streams, each pass probes)")
 	return cmd
 }
@@ -90,9 +93,17 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	defer signal.Reset(syscall.SIGPIPE)
 
 	lg := &serveLog{out: a.stdout, errs: a.stderr, now: a.now}
+	var cur atomic.Pointer[service.Local] // the service, a new one after each SIGHUP
+	var mx *metrics.Metrics               // with the HTTP API: its /metrics
+	if opts.listen != "" {
+		mx = metrics.New(cur.Load)
+	}
 	// Each service gssh serve runs (a new one on SIGHUP) keeps the state
 	// open, streams the GPUs and polls steady hosts once an interval.
 	setup := func(l *service.Local) *service.Local {
+		if mx != nil {
+			l.ObserveProbes(mx.Probe)
+		}
 		l.KeepState()
 		l.WatchGPUs(opts.streams, lg.stream)
 		l.ReusePolls(min(opts.interval, serve.DefaultInterval))
@@ -133,7 +144,6 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	wake := serve.NewWake()
 	sctx, cancel := context.WithCancel(ctx)
 	served := make(chan error, 1)
-	var cur atomic.Pointer[service.Local] // the service, a new one after each SIGHUP
 	cur.Store(l)
 	loop := &serve.Loop{Interval: opts.interval, Wake: wake}
 	var last atomic.Pointer[service.PassResult]
@@ -143,7 +153,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 		Handlers: service.Handlers(serveOpts), Duplex: service.DuplexHandlers(serveOpts),
 		FaultOf: func(err error) *serve.Fault { return service.FaultOf(err, exitCode(err)) }}
 	if opts.listen != "" {
-		stopAPI, err := startAPI(opts, l, &cur, serveOpts.Passes, lg)
+		stopAPI, err := startAPI(opts, l, &cur, serveOpts.Passes, lg, mx)
 		if err != nil {
 			cancel()
 			return err
@@ -168,7 +178,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 			}
 		}
 	}()
-	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg, last: &last, setup: setup, full: &full}).pass
+	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg, last: &last, setup: setup, full: &full, metrics: mx}).pass
 	loop.Run(ctx, stop)
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	cancel()
@@ -194,6 +204,7 @@ type servePasses struct {
 	saidEmpty      bool                                // "no jobs yet" was said
 	full           *atomic.Bool                        // this pass polls every host (loopPasses.Pass)
 	last           *atomic.Pointer[service.PassResult] // what the last pass did (nil: it could not run)
+	metrics        *metrics.Metrics                    // nil: none kept
 }
 
 // pass is one pass (serve.Loop.Pass).
@@ -204,7 +215,11 @@ func (p *servePasses) pass(ctx context.Context) {
 		p.cur.Store(reloaded(p.a, p.cur.Load(), p.lg, p.setup))
 	}
 	l := p.cur.Load()
+	start := time.Now()
 	res, err := l.Schedule(ctx, service.ScheduleRequest{ReusePolls: !p.full.Swap(false)})
+	if p.metrics != nil && !errors.Is(err, service.ErrPassBusy) && !errors.Is(err, state.ErrNoState) {
+		p.metrics.Pass(time.Since(start), err != nil)
+	}
 	if err == nil || errors.Is(err, state.ErrNoState) {
 		p.last.Store(&res)
 	} else {

@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gssh/gssh/httpapi"
+	"github.com/gssh/gssh/metrics"
 	"github.com/gssh/gssh/service"
 )
 
@@ -32,10 +35,10 @@ func apiAddr(listen string) (string, error) {
 }
 
 // startAPI serves the HTTP API on opts.listen (TLS with --tls-cert and
-// --tls-key) until stop is called, which lets the requests in flight end
+// --tls-key), its /metrics mx's, until stop is called, which lets the requests in flight end
 // for up to 5 s. Errors (an address in use, TLS files unreadable) name
 // what to fix: gssh serve does not start then.
-func startAPI(opts *serveOptions, l *service.Local, cur *atomic.Pointer[service.Local], passes service.Passes, lg *serveLog) (stop func(), err error) {
+func startAPI(opts *serveOptions, l *service.Local, cur *atomic.Pointer[service.Local], passes service.Passes, lg *serveLog, mx *metrics.Metrics) (stop func(), err error) {
 	if err := l.CheckAPI(); err != nil {
 		return nil, err
 	}
@@ -58,7 +61,7 @@ func startAPI(opts *serveOptions, l *service.Local, cur *atomic.Pointer[service.
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", opts.listen, err)
 	}
-	api := httpapi.New(httpapi.Options{Current: cur.Load, Passes: passes})
+	api := httpapi.New(httpapi.Options{Current: cur.Load, Passes: passes, Metrics: mx.Handler(), MetricsOpen: opts.publicMetrics, Observe: mx.Request})
 	srv := &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -66,7 +69,7 @@ func startAPI(opts *serveOptions, l *service.Local, cur *atomic.Pointer[service.
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		TLSConfig:         cfg,
-		ErrorLog:          nil,
+		ErrorLog:          log.New(io.Discard, "", 0), // TLS handshakes of scanners and the like: not the lab's log
 	}
 	scheme := "http"
 	if cfg != nil {
