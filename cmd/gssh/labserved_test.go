@@ -198,9 +198,17 @@ func connected(pid int) bool {
 // startServe starts gssh serve as the pass account (a pass every hour: the
 // requests' own passes do the work) and waits for it to say it runs; stop
 // ends it (SIGTERM, or SIGKILL when kill) and returns what it printed.
-func (l *sharedLab) startServe(t *testing.T) (stop func(kill bool) string) {
+func (l *sharedLab) startServe(t *testing.T, args ...string) (stop func(kill bool) string) {
 	t.Helper()
-	srv := l.command(l.pass, []string{"GSSH_INVENTORY=" + l.inv}, "serve", "--interval", "1h")
+	stop, _ = l.startServeOut(t, args...)
+	return stop
+}
+
+// startServeOut is startServe with args given to gssh serve, and what
+// it prints on stdout so far.
+func (l *sharedLab) startServeOut(t *testing.T, args ...string) (stop func(kill bool) string, out func() string) {
+	t.Helper()
+	srv := l.command(l.pass, []string{"GSSH_INVENTORY=" + l.inv}, append([]string{"serve", "--interval", "1h"}, args...)...)
 	srvOut, srvErr := outputFile(t, "serve.out"), outputFile(t, "serve.err")
 	srv.Stdout, srv.Stderr = srvOut.File, srvErr.File
 	if err := srv.Start(); err != nil {
@@ -225,5 +233,5 @@ func (l *sharedLab) startServe(t *testing.T) (stop func(kill bool) string) {
 		}
 		<-done
 		return srvOut.String() + srvErr.String()
-	}
+	}, srvOut.String
 }

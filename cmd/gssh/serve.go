@@ -47,8 +47,8 @@ it keeps open. One runs per state. SIGTERM lets the pass in flight end;
 SIGHUP reads the inventory and ssh_config again. Under systemd
 (Type=notify) it is ready once it listens: docs/lab.md.`,
 		Example: `  gssh serve
-  gssh serve --interval 10s
   gssh serve --gpu-interval 0          # no streams: each pass probes the hosts
+  gssh serve --listen 8765             # and the HTTP API on loopback: docs/api.md
   systemctl enable --now gssh-serve    # docs/lab.md: the unit`,
 		Annotations: exits(exitLine{exitOK, "stopped by SIGTERM or Ctrl-C, once the pass in flight ended"},
 			exitLine{exitUsage, usageExit.text + ";\nor, in a shared lab, you are not its pass user"},
