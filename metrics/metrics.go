@@ -150,7 +150,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, g := range h.GPUs {
 			lv := []string{h.Host, strconv.Itoa(g.Index), g.UUID, g.Name}
-			gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...) }
+			gauge := func(d *prometheus.Desc, v float64) {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+			}
 			if g.MemUsed != nil {
 				gauge(descMemUsed, float64(*g.MemUsed))
 			}
