@@ -98,20 +98,15 @@ func listJobs(_ http.ResponseWriter, r *http.Request, l *service.Local) (any, in
 	if err != nil {
 		return nil, 0, err
 	}
+	jq.First, jq.After = limit+1, job.ID(after) // one more: whether a next page follows
 	doc, err := l.Jobs(r.Context(), jq)
 	if err != nil && !errors.Is(err, state.ErrBadRecord) {
 		return nil, 0, err
 	}
-	page := JobsPage{JobsDoc: service.JobsDoc{Schema: doc.Schema, Jobs: []job.Job{}}}
-	for _, j := range doc.Jobs {
-		if int(j.ID) <= after {
-			continue
-		}
-		if len(page.Jobs) == limit {
-			page.Next = page.Jobs[len(page.Jobs)-1].ID
-			break
-		}
-		page.Jobs = append(page.Jobs, j)
+	page := JobsPage{JobsDoc: doc}
+	if len(page.Jobs) > limit {
+		page.Jobs = page.Jobs[:limit]
+		page.Next = page.Jobs[limit-1].ID
 	}
 	return page, http.StatusOK, nil
 }

@@ -26,7 +26,7 @@ func (l *Local) Jobs(_ context.Context, q JobQuery) (JobsDoc, error) {
 	if err != nil || none {
 		return doc, err
 	}
-	f := state.Filter{User: q.User, Since: q.Since}
+	f := state.Filter{User: q.User, Since: q.Since, First: q.First, After: q.After}
 	if !q.All {
 		f.States = []job.State{job.Queued, job.Launching, job.Running, job.Preempting, job.Unknown}
 	}

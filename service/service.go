@@ -123,6 +123,10 @@ type JobQuery struct {
 	// Since, with All, keeps the jobs active at some time since then:
 	// not ended, or ended at or after it (state.Filter.Since).
 	Since time.Time
+	// First, when N > 0, lists the oldest N jobs only; After, the jobs
+	// whose ids are greater (a page: state.Filter.First, After).
+	First int
+	After job.ID
 }
 
 // LogsRequest asks for a job's log.

@@ -74,9 +74,17 @@ func TestEndWithSessionLocal(t *testing.T) {
 func TestCutCommandStaysUnguarded(t *testing.T) {
 	p := sshdPool(t, sshtest.SSHDOptions{})
 	const hang = "sleep 3019"
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p.Run(ctx, "h", "sh -c 'sleep 3019'; echo never", nil)
+	done := make(chan struct{})
+	go func() { p.Run(ctx, "h", "sh -c 'sleep 3019'; echo never", nil); close(done) }()
+	for end := time.Now().Add(15 * time.Second); alive(t, hang) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the command did not start within 15s")
+		}
+	}
+	cancel() // cut once it runs (a loaded machine may take long to connect)
+	<-done
 	time.Sleep(500 * time.Millisecond)
 	if alive(t, hang) == 0 {
 		t.Errorf("the cut command ended without the guard")

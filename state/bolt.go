@@ -547,6 +547,10 @@ func (s *Bolt) List(f Filter) ([]job.Job, error) {
 		return nil, err
 	}
 	l := &listing{f: f}
+	if f.First > 0 && f.Since.IsZero() {
+		err := s.view(func(tx *bolt.Tx) error { listFirst(tx, l); return nil })
+		return readResult("list", l.out, err, l.errs)
+	}
 	err := s.view(func(tx *bolt.Tx) error {
 		jobs := tx.Bucket([]byte(bucketJobs))
 		if f.activeOnly() {
@@ -637,10 +641,50 @@ func listSince(tx *bolt.Tx, l *listing) {
 		}
 	}
 	slices.SortFunc(l.out, func(a, b job.Job) int { return cmp.Compare(a.ID, b.ID) })
-	if f.Limit > 0 && len(l.out) > f.Limit {
+	switch {
+	case f.Limit > 0 && len(l.out) > f.Limit:
 		l.out = l.out[len(l.out)-f.Limit:]
+	case f.First > 0 && len(l.out) > f.First:
+		l.out = l.out[:f.First]
 	}
 	slices.Reverse(l.out) // List reverses what it is given
+}
+
+// listFirst fills l for a filter with First (and no Since), oldest
+// first from After on: over the active index alone when the filter
+// keeps active jobs only, else over jobs/ and history/ merged by id.
+// It reads no more records than the page needs past the ones that do
+// not match.
+func listFirst(tx *bolt.Tx, l *listing) {
+	f := l.f
+	from := idKey(f.After + 1)
+	jobs := tx.Bucket([]byte(bucketJobs))
+	if f.activeOnly() {
+		c := tx.Bucket([]byte(bucketActive)).Cursor()
+		for k, _ := c.Seek(from); k != nil && !f.full(len(l.out)); k, _ = c.Next() {
+			l.add(activeJob(jobs, k))
+		}
+		return
+	}
+	a := jobs.Cursor()
+	ka, va := a.Seek(from)
+	var b *bolt.Cursor
+	var kb, vb []byte
+	if h := tx.Bucket([]byte(bucketHistory)); h != nil {
+		b = h.Cursor()
+		kb, vb = b.Seek(from)
+	}
+	for (ka != nil || kb != nil) && !f.full(len(l.out)) {
+		var k, v []byte
+		if kb == nil || (ka != nil && bytes.Compare(ka, kb) < 0) {
+			k, v = ka, va
+			ka, va = a.Next()
+		} else {
+			k, v = kb, vb
+			kb, vb = b.Next()
+		}
+		l.add(recordJob(k, v))
+	}
 }
 
 // Uses implements Store. It seeks the usage ledger to since and reads it

@@ -190,7 +190,14 @@ func (m *Mem) List(f Filter) ([]job.Job, error) {
 	defer m.mu.Unlock()
 	var out []job.Job
 	var errs []error
-	for i := len(m.ids) - 1; i >= 0 && !f.full(len(out)); i-- {
+	for n := range len(m.ids) {
+		if f.full(len(out)) {
+			break
+		}
+		i := len(m.ids) - 1 - n // newest first, unless First asks for the oldest
+		if f.First > 0 {
+			i = n
+		}
 		id := m.ids[i]
 		j, err := decode(id, m.jobs[id])
 		if err != nil {
@@ -201,7 +208,9 @@ func (m *Mem) List(f Filter) ([]job.Job, error) {
 			out = append(out, j)
 		}
 	}
-	slices.Reverse(out)
+	if f.First == 0 {
+		slices.Reverse(out)
+	}
 	if len(errs) > 0 {
 		return out, fmt.Errorf("list: %w: %w", ErrBadRecord, errors.Join(errs...))
 	}

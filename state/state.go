@@ -73,6 +73,11 @@ type Filter struct {
 	User   string      // "" = any user
 	States []job.State // empty = any state; otherwise any of these
 	Limit  int         // 0 = all; N > 0 = the newest N matching jobs; negative is an error
+	// First, when N > 0, keeps the oldest N matching jobs instead (a page
+	// of an API's listing; not with Limit). After keeps the jobs whose
+	// ids are greater (0: all): the next page after one that ended there.
+	First int
+	After job.ID
 	// Since, when not zero, keeps the jobs active at some time since
 	// then: not ended, or ended at or after it (EndedOf). Bolt answers
 	// it from the index of ended jobs, reading the history only when
@@ -261,15 +266,20 @@ func applyUpdate(id job.ID, data []byte, fn func(*job.Job) error) (job.Job, []by
 
 // check validates a Filter.
 func (f Filter) check() error {
-	if f.Limit < 0 {
+	switch {
+	case f.Limit < 0:
 		return fmt.Errorf("list: negative limit %d", f.Limit)
+	case f.First < 0:
+		return fmt.Errorf("list: negative first %d", f.First)
+	case f.First > 0 && f.Limit > 0:
+		return errors.New("list: a limit of the newest and of the oldest jobs both: give one")
 	}
 	return nil
 }
 
 // match reports whether j passes f (the limit aside).
 func (f Filter) match(j job.Job) bool {
-	if f.User != "" && j.User != f.User {
+	if j.ID <= f.After || f.User != "" && j.User != f.User {
 		return false
 	}
 	if !f.Since.IsZero() && j.State.Terminal() && EndedOf(j).Before(f.Since) {
@@ -301,7 +311,7 @@ func (f Filter) activeOnly() bool {
 }
 
 // full reports whether n matches fill f's limit.
-func (f Filter) full(n int) bool { return f.Limit > 0 && n >= f.Limit }
+func (f Filter) full(n int) bool { return f.Limit > 0 && n >= f.Limit || f.First > 0 && n >= f.First }
 
 // endedUse is the use j has in the usage ledger: j.Use() of a terminal job
 // that started.

@@ -103,6 +103,11 @@ func testTrimHistory(t *testing.T, s state.Keeper) {
 		{"since, newest 2", state.Filter{Since: kAt(0), Limit: 2}, []job.ID{4, 5}},
 		{"since, user", state.Filter{Since: kAt(1.5), User: "alice"}, []job.ID{3, 5}},
 		{"since, states", state.Filter{Since: kAt(0), States: []job.State{job.Failed, job.Succeeded}}, []job.ID{1, 2}},
+		{"oldest 2: from the history and the queue", state.Filter{First: 2}, []job.ID{1, 2}},
+		{"oldest 2 after 1", state.Filter{First: 2, After: 1}, []job.ID{2, 3}},
+		{"oldest 3 after 3", state.Filter{First: 3, After: 3}, []job.ID{4, 5}},
+		{"oldest active after 3", state.Filter{States: []job.State{job.Queued, job.Running}, First: 1, After: 3}, []job.ID{4}},
+		{"since, oldest 2", state.Filter{Since: kAt(0), First: 2}, []job.ID{1, 2}},
 	} {
 		if got := list(t, s, tc.f); !slices.Equal(got, tc.want) {
 			t.Errorf("List %s = %v, want %v", tc.name, got, tc.want)

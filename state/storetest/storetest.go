@@ -433,6 +433,11 @@ func testListLimit(t *testing.T, s state.Store) {
 		{"limit with user", state.Filter{User: "alice", Limit: 2}, []job.ID{7, 9}},
 		{"limit with states", state.Filter{States: []job.State{job.Queued}, Limit: 2}, []job.ID{8, 9}},
 		{"limit with user and states", state.Filter{User: "bob", States: []job.State{job.Queued}, Limit: 3}, []job.ID{4, 6, 8}},
+		{"oldest 3", state.Filter{First: 3}, []job.ID{1, 2, 3}},
+		{"oldest 2 of alice's after 3", state.Filter{User: "alice", First: 2, After: 3}, []job.ID{5, 7}},
+		{"oldest queued after 8", state.Filter{States: []job.State{job.Queued}, First: 5, After: 8}, []job.ID{9}},
+		{"after 8", state.Filter{After: 8}, []job.ID{9, 10}},
+		{"newest 2 after 5", state.Filter{Limit: 2, After: 5}, []job.ID{9, 10}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.List(tc.f)
@@ -446,6 +451,9 @@ func testListLimit(t *testing.T, s state.Store) {
 	}
 	if _, err := s.List(state.Filter{Limit: -1}); err == nil {
 		t.Error("List with a negative limit: no error")
+	}
+	if _, err := s.List(state.Filter{Limit: 1, First: 1}); err == nil {
+		t.Error("List with a limit of the newest and of the oldest: no error")
 	}
 }
 
