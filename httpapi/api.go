@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gssh/gssh/serve"
 	"github.com/gssh/gssh/service"
 )
 
@@ -50,6 +51,10 @@ type Options struct {
 	// clients that are not on loopback read it without a token.
 	Metrics     http.Handler
 	MetricsOpen bool
+	// RPC, when set, answers POST /v1/rpc: the socket's protocol over
+	// HTTP, for the CLI's --server URL (serve.Server.Exchange), each
+	// request as its token's user.
+	RPC *serve.Server
 	// StreamTimeout bounds each write of a streamed answer (0:
 	// SendTimeout).
 	StreamTimeout time.Duration

@@ -19,6 +19,7 @@ import (
 	legacyrouter "github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/gssh/gssh/httpapi"
+	"github.com/gssh/gssh/serve"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/service/servicetest"
 )
@@ -62,6 +63,11 @@ func newFixture(t *testing.T, o httpapi.Options) *fixture {
 		t.Fatal(err)
 	}
 	o.Current = func() *service.Local { return svc }
+	if o.RPC == nil {
+		so := service.ServeOptions{Current: o.Current, Code: func(error) int { return 1 }}
+		o.RPC = &serve.Server{Handlers: service.Handlers(so), Duplex: service.DuplexHandlers(so), Long: service.Long,
+			FaultOf: func(err error) *serve.Fault { return service.FaultOf(err, 1) }}
+	}
 	api := httpapi.New(o)
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
@@ -98,6 +104,9 @@ func (f *fixture) do(method, path string, body any, token string) (int, http.Hea
 	req, _ := http.NewRequest(method, f.srv.URL+path, bytes.NewReader(in))
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+		if path == "/v1/rpc" {
+			req.Header.Set("Content-Type", "application/x-ndjson")
+		}
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -247,6 +256,20 @@ func TestAPI(t *testing.T) {
 	if code, _, body := f.do("DELETE", "/v1/hosts/ctl/drain", nil, f.token); code != 200 {
 		t.Errorf("resume: %d %s", code, body)
 	}
+
+	// The CLI's protocol: a request line, its answer's lines, as the
+	// token's user; without a token, 401.
+	code, h, body = f.do("POST", "/v1/rpc", `{"op": "jobs", "args": {"view": {"state": ""}, "args": {"All": true}}}`+"\n", f.token)
+	var ans serve.Answer
+	if err := json.Unmarshal(body, &ans); err != nil || code != 200 || !ans.OK || !strings.Contains(string(ans.Result), `"gssh.jobs/v2"`) || h.Get("Content-Type") != "application/x-ndjson" {
+		t.Errorf("rpc jobs: %d %s", code, body)
+	}
+	code, _, body = f.do("POST", "/v1/rpc", `{"op": "wake"}`+"\n", f.token)
+	if json.Unmarshal(body, &ans); code != 200 || ans.OK || ans.Error == nil || !strings.Contains(ans.Error.Message, "unknown op") {
+		t.Errorf("rpc wake (the socket's own): %d %s", code, body)
+	}
+	code, h, body = f.do("POST", "/v1/rpc", `{"op": "jobs"}`+"\n", "")
+	f.problem(401, code, h, body)
 
 	// Every route of the API is in openapi.json, and was answered here
 	// (but /metrics, which this API has not).

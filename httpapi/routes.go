@@ -12,6 +12,7 @@ import (
 	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/jobform"
+	"github.com/gssh/gssh/serve"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
 	"github.com/gssh/gssh/units"
@@ -46,7 +47,42 @@ func (a *API) routes() {
 	a.handle("GET /v1/events", true, a.events)
 	a.handle("PUT /v1/hosts/{name}/drain", true, drainHost)
 	a.handle("DELETE /v1/hosts/{name}/drain", true, resumeHost)
+	if a.o.RPC != nil {
+		a.handle("POST /v1/rpc", false, a.rpc)
+	}
 }
+
+// RPCWriteTimeout bounds each write of an answer over POST /v1/rpc: long,
+// as a person's gssh run's output waits for their terminal.
+const RPCWriteTimeout = 10 * time.Minute
+
+// rpc is POST /v1/rpc: one request of the socket's protocol in the body
+// (application/x-ndjson: the request line, then a duplex op's lines),
+// its answer's lines as they come, as the token's user (gssh --server
+// URL). The body and the answer stream at once (full duplex).
+func (a *API) rpc(w http.ResponseWriter, r *http.Request, _ *service.Local) (any, int, error) {
+	user, err := a.user(r, a.o.Current())
+	if err != nil {
+		return nil, 0, err
+	}
+	rc := http.NewResponseController(w)
+	rc.EnableFullDuplex()           // HTTP/1.1: read the body while answering (HTTP/2 always may)
+	rc.SetReadDeadline(time.Time{}) // a gssh run's input comes for as long as its job runs
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	out := writerFunc(func(b []byte) (int, error) {
+		rc.SetWriteDeadline(time.Now().Add(RPCWriteTimeout))
+		return w.Write(b)
+	})
+	a.o.RPC.Exchange(r.Context(), serve.Peer{UID: -1, PID: -1, User: user}, http.MaxBytesReader(w, r.Body, 1<<40), out, rc.Flush)
+	return nil, 0, nil
+}
+
+// writerFunc is an io.Writer of a function.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 // metrics serves Options.Metrics: from loopback, or anywhere with
 // MetricsOpen; else with a valid token.

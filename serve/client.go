@@ -144,8 +144,13 @@ func requestLine(op string, args any) ([]byte, error) {
 const busyRetry = 30 * time.Second
 
 // roundTrip is one connection of Stream: req sent (then what in gives,
-// nil: nothing), its answer read.
+// nil: nothing), its answer read. A path that is a URL (http://,
+// https://) is gssh serve's HTTP API: the request goes to its POST
+// /v1/rpc, with the token of ctx (WithToken).
 func roundTrip(ctx context.Context, path string, uid int, op string, req []byte, result any, more func(json.RawMessage) error, in <-chan any) error {
+	if IsURL(path) {
+		return httpRoundTrip(ctx, path, op, req, result, more, in)
+	}
 	c, _, err := Dial(ctx, path, uid)
 	if err != nil {
 		return err
@@ -160,27 +165,38 @@ func roundTrip(ctx context.Context, path string, uid int, op string, req []byte,
 	if in != nil && werr == nil {
 		done := make(chan struct{})
 		defer close(done)
-		go func() {
-			for {
-				select {
-				case v, ok := <-in:
-					if !ok {
-						return
-					}
-					b, err := json.Marshal(v)
-					if err != nil {
-						continue
-					}
-					if _, err := c.Write(append(b, '\n')); err != nil {
-						return // the answer's read says why
-					}
-				case <-done:
-					return
-				}
-			}
-		}()
+		go sendLines(c, in, done)
 	}
-	br := bufio.NewReader(c)
+	return readAnswer(ctx, bufio.NewReader(c), "socket "+path, op, werr, result, more)
+}
+
+// sendLines writes each value from in as a JSON line to w, until in is
+// closed, done is, or a write fails (the answer's read says why).
+func sendLines(w io.Writer, in <-chan any, done <-chan struct{}) {
+	for {
+		select {
+		case v, ok := <-in:
+			if !ok {
+				return
+			}
+			b, err := json.Marshal(v)
+			if err != nil {
+				continue
+			}
+			if _, err := w.Write(append(b, '\n')); err != nil {
+				return
+			}
+		case <-done:
+			return
+		}
+	}
+}
+
+// readAnswer reads an answer's lines from br (where: "socket PATH", or
+// the URL, for errors): the streamed pieces to more, the result into
+// result, the server's error as a *Fault. werr is the request's own
+// write error, if any.
+func readAnswer(ctx context.Context, br *bufio.Reader, where, op string, werr error, result any, more func(json.RawMessage) error) error {
 	for {
 		line, err := readLine(br, MaxAnswer)
 		if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
@@ -193,15 +209,15 @@ func roundTrip(ctx context.Context, path string, uid int, op string, req []byte,
 			if werr != nil {
 				err = werr
 			}
-			return fmt.Errorf("socket %s: %w: it went away without an answer: %w", path, ErrGone, err)
+			return fmt.Errorf("%s: %w: it went away without an answer: %w", where, ErrGone, err)
 		}
 		var a Answer
 		if err := json.Unmarshal(line, &a); err != nil {
-			return fmt.Errorf("socket %s: the answer is not gssh serve's: %w", path, err)
+			return fmt.Errorf("%s: the answer is not gssh serve's: %w", where, err)
 		}
 		if a.More != nil {
 			if more == nil {
-				return fmt.Errorf("socket %s: the answer to %s streams, and nothing here reads it", path, op)
+				return fmt.Errorf("%s: the answer to %s streams, and nothing here reads it", where, op)
 			}
 			if err := more(a.More); err != nil {
 				return err
@@ -210,7 +226,7 @@ func roundTrip(ctx context.Context, path string, uid int, op string, req []byte,
 		}
 		if result != nil && len(a.Result) > 0 {
 			if err := json.Unmarshal(a.Result, result); err != nil {
-				return fmt.Errorf("socket %s: the answer to %s: %w", path, op, err)
+				return fmt.Errorf("%s: the answer to %s: %w", where, op, err)
 			}
 		}
 		if !a.OK {

@@ -128,6 +128,10 @@ type DuplexHandler func(ctx context.Context, p Peer, args json.RawMessage, send 
 // the kernel says (SO_PEERCRED): never what the peer claims.
 type Peer struct {
 	UID, PID int
+	// User, when set, is the user another front end authenticated the
+	// request as (the HTTP API's token: Exchange); never set for a
+	// socket's peer, whose user is its uid's.
+	User string
 }
 
 // A Listener is a unix socket bound at Path, made by Listen: its Close
@@ -435,6 +439,17 @@ func call(ctx context.Context, h Handler, p Peer, req Request, send func(any) er
 		}
 	}()
 	return h(ctx, p, req.Args, send)
+}
+
+// opsExcept is ops less the names given, in words.
+func (s *Server) opsExcept(names ...string) string {
+	var out []string
+	for _, op := range s.ops() {
+		if !slices.Contains(names, strings.Trim(op, `"`)) {
+			out = append(out, op)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // ops are the op names s answers, sorted.

@@ -185,8 +185,10 @@ func handle[A any](o ServeOptions, f func(ctx context.Context, l *Local, a A, se
 	}
 }
 
-// peerCall is a request's arguments read (strictly), its view checked and
-// its peer's user found: the service as that user, and the arguments.
+// peerCall is a request's arguments read (strictly), its view checked
+// (not for a peer the HTTP API authenticated: a laptop takes the
+// server's) and its peer's user found: the service as that user, and the
+// arguments.
 func peerCall[A any](o ServeOptions, p serve.Peer, raw json.RawMessage) (*Local, A, error) {
 	var in request[A]
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -195,8 +197,10 @@ func peerCall[A any](o ServeOptions, p serve.Peer, raw json.RawMessage) (*Local,
 		return nil, in.Args, fmt.Errorf("%w: its arguments: %v", ErrNotServed, err) // another gssh's: it does it itself
 	}
 	l := o.Current()
-	if err := l.Answers(in.View); err != nil {
-		return nil, in.Args, err
+	if p.User == "" {
+		if err := l.Answers(in.View); err != nil {
+			return nil, in.Args, err
+		}
 	}
 	user, err := l.PeerUser(p)
 	if err != nil {
@@ -219,6 +223,23 @@ func DuplexHandlers(o ServeOptions) map[string]serve.DuplexHandler {
 	}
 }
 
+// requestView is the view a request of r's carries: r's own, or none
+// for an HTTP API's server (which takes its own).
+func (r Remote) requestView() (View, error) {
+	if serve.IsURL(r.opt.Server) {
+		return View{}, nil
+	}
+	return r.View()
+}
+
+// withToken is ctx carrying r's token for an HTTP API's server.
+func (r Remote) withToken(ctx context.Context) context.Context {
+	if r.opt.Token == "" {
+		return ctx
+	}
+	return serve.WithToken(ctx, r.opt.Token)
+}
+
 // sender is an io.Writer whose writes are sent as logChunks.
 type sender func(any) error
 
@@ -235,13 +256,14 @@ func (s sender) Write(b []byte) (int, error) {
 // runs, or it does not answer this call: see Remote); never so in a lab
 // whose queue gssh serve alone keeps (ErrServeDown then).
 func remote[A any](ctx context.Context, r Remote, op string, args A, result any, more func(json.RawMessage) error) (served bool, err error) {
-	view, verr := r.View()
+	view, verr := r.requestView()
 	if verr != nil {
 		if r.mustServe() {
 			return true, verr
 		}
 		return false, nil
 	}
+	ctx = r.withToken(ctx)
 	in := request[A]{View: view, Args: args}
 	if more == nil {
 		err = serve.Call(ctx, r.SocketPath(), r.serverUID(), op, in, result)

@@ -28,6 +28,12 @@ var ErrUnknownPeer = errors.New("gssh serve refused the request")
 // name service says (getent passwd, so that LDAP and sssd accounts are
 // found). Errors wrap ErrUnknownPeer.
 func (l *Local) PeerUser(p serve.Peer) (string, error) {
+	if p.User != "" { // the HTTP API's token's: checked there
+		if l.lab == nil && p.User != l.opt.User {
+			return "", fmt.Errorf("%w: this gssh serve keeps %s's own queue, and the request is %s's", ErrUnknownPeer, l.opt.User, p.User)
+		}
+		return p.User, nil
+	}
 	if l.lab == nil {
 		if p.UID != os.Geteuid() {
 			return "", fmt.Errorf("%w: this gssh serve keeps uid %d's own queue, and the request came from uid %d", ErrUnknownPeer, os.Geteuid(), p.UID)

@@ -190,7 +190,7 @@ func (w chunkWriter) Write(b []byte) (int, error) {
 // streams carried over its socket; else Local's. Once gssh serve took the
 // request, its error is the run's (the job is never run here too).
 func (r Remote) Run(ctx context.Context, req RunRequest) (RunResult, error) {
-	view, verr := r.View()
+	view, verr := r.requestView()
 	if verr != nil {
 		if r.mustServe() {
 			return RunResult{}, verr
@@ -203,7 +203,7 @@ func (r Remote) Run(ctx context.Context, req RunRequest) (RunResult, error) {
 	}
 	// The call's own context ends a moment after ctx: a client that gives
 	// up says so, and hears how its job ended (cancelled).
-	cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
+	cctx, ccancel := context.WithCancel(r.withToken(context.WithoutCancel(ctx)))
 	defer ccancel()
 	in := make(chan any, 16)
 	var accepted sync.Once

@@ -306,8 +306,12 @@ type Options struct {
 	StateExplicit bool
 	// Server is gssh serve's socket, when given (--server, $GSSH_SERVER):
 	// a Remote's calls then go through it alone (see Remote); "": the
-	// socket beside the state, when a gssh serve answers there.
+	// socket beside the state, when a gssh serve answers there. A URL
+	// (http://, https://) is a gssh serve's HTTP API, reached with Token
+	// (its requests made as the token's user; no view of the hosts is
+	// sent: the server's is taken).
 	Server string
+	Token  string
 	// StateWait is how long one state operation waits for another
 	// process's lock (0 = state.DefaultTimeout; negative: one try, no
 	// wait); StateTrace, when set, sees each operation (state.Options.Trace);

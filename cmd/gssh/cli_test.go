@@ -188,7 +188,7 @@ func testClock(t *testing.T, at time.Time) map[string]string {
 // are UTC (TZ), and $GSSH_TEST_NOW sets the time of day they run at.
 func TestScripts(t *testing.T) {
 	t.Parallel() // beside this package's other sshd tests
-	runScripts(t, nil)
+	runScripts(t, nil, serveNone)
 }
 
 // servedScripts are the scripts TestScriptsServed runs again, with every
@@ -196,19 +196,39 @@ func TestScripts(t *testing.T) {
 // test started (GSSH_SERVER): the same outputs and exit statuses.
 var servedScripts = []string{"jobs", "events", "run"}
 
-// TestScriptsServed runs servedScripts through gssh serve.
+// TestScriptsServed runs servedScripts through gssh serve's socket.
 func TestScriptsServed(t *testing.T) {
 	t.Parallel()
+	runScripts(t, servedFiles(), serveSocket)
+}
+
+// TestScriptsHTTP runs servedScripts through gssh serve's HTTP API
+// (GSSH_SERVER its URL, GSSH_TOKEN a token of the script's user): the
+// same outputs and exit statuses again.
+func TestScriptsHTTP(t *testing.T) {
+	t.Parallel()
+	runScripts(t, servedFiles(), serveHTTP)
+}
+
+func servedFiles() []string {
 	var files []string
 	for _, name := range servedScripts {
 		files = append(files, filepath.Join("testdata", "script", name+".txtar"))
 	}
-	runScripts(t, files)
+	return files
 }
 
+// How a script's commands after through-serve reach the state: directly
+// (TestScripts), through gssh serve's socket, or its HTTP API.
+const (
+	serveNone = iota
+	serveSocket
+	serveHTTP
+)
+
 // runScripts runs the scripts of testdata/script (files: those alone,
-// through gssh serve).
-func runScripts(t *testing.T, files []string) {
+// through gssh serve as via says).
+func runScripts(t *testing.T, files []string, via int) {
 	sshtest.RequireSSHD(t)
 	for name := range raceScripts {
 		if _, err := os.Stat(filepath.Join("testdata", "script", name+".txtar")); err != nil {
@@ -250,7 +270,7 @@ func runScripts(t *testing.T, files []string) {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){"pty": ptyCmd, "boltput": boltPutCmd, "boltdamage": boltDamageCmd, "waitfor": waitforCmd,
-			"through-serve": throughServeCmd(files != nil)},
+			"through-serve": throughServeCmd(via)},
 		Setup: func(e *testscript.Env) error {
 			home := filepath.Join(e.WorkDir, "home")
 			sshDir := filepath.Join(home, ".ssh")

@@ -128,7 +128,7 @@ func usageTemplate(root *cobra.Command) string {
 	for _, r := range []struct{ old, new string }{
 		{"{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}", "{{.LocalFlags.FlagUsagesWrapped 100 | trimTrailingWhitespaces}}"},
 		{"\n\nGlobal Flags:\n{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}",
-			"\n\nGlobal flags (see gssh --help):\n  " + strings.Join(global, " ")},
+			"\n\nGlobal flags (see gssh --help):\n" + wrapWords(global, 100, "  ")},
 	} {
 		if !strings.Contains(t, r.old) {
 			panic("cobra's usage template changed: " + r.old) // caught by every help test
@@ -136,4 +136,22 @@ func usageTemplate(root *cobra.Command) string {
 		t = strings.Replace(t, r.old, r.new, 1)
 	}
 	return t + "{{with .Annotations.exits}}\n\nExit status:\n{{.}}{{end}}\n"
+}
+
+// wrapWords joins words with spaces in lines of at most width columns,
+// each line begun with indent.
+func wrapWords(words []string, width int, indent string) string {
+	var lines []string
+	line := indent
+	for _, w := range words {
+		if line != indent && len(line)+1+len(w) > width {
+			lines = append(lines, line)
+			line = indent
+		}
+		if line != indent {
+			line += " "
+		}
+		line += w
+	}
+	return strings.Join(append(lines, line), "\n")
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/serve"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
 	"github.com/gssh/gssh/units"
@@ -49,7 +50,8 @@ type app struct {
 	connectTimeout time.Duration
 	probeTimeout   time.Duration
 	stateWait      time.Duration
-	server         string // --server: gssh serve's socket
+	server         string // --server: gssh serve's socket, or its HTTP API's URL
+	tokenFile      string // --token-file: the HTTP API's token
 
 	svc service.Service // made on first use (see service); closed by Main
 	// done closes when the command is interrupted (Ctrl-C, SIGTERM):
@@ -180,7 +182,8 @@ Read more: "gssh COMMAND --help", and README.md and docs/ in gssh's source
 	pf.DurationVar(&a.connectTimeout, "connect-timeout", 0, "SSH connect timeout when ssh_config sets no ConnectTimeout (0: 10s)")
 	pf.DurationVar(&a.probeTimeout, "probe-timeout", fleet.DefaultProbeTimeout, "how long one host's GPU probe may take once connected")
 	pf.DurationVar(&a.stateWait, "state-wait", state.DefaultTimeout, "how long to wait for another gssh's lock on the state file (0: once)")
-	pf.StringVar(&a.server, "server", "", "gssh serve's socket: every command goes through it, and fails when none answers (default: $GSSH_SERVER; else the socket beside the state, when one answers)")
+	pf.StringVar(&a.server, "server", "", "gssh serve's socket or HTTP API URL: every command goes through it, and fails when none answers (default: $GSSH_SERVER; else the socket beside the state, when one answers)")
+	pf.StringVar(&a.tokenFile, "token-file", "", "with an HTTP --server: the file holding your token (default: $GSSH_TOKEN, the token itself)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if err := checkDuration("--connect-timeout", a.connectTimeout, 0, 10*time.Minute); err != nil {
 			return err
@@ -249,6 +252,7 @@ func (a *app) newLocal() *service.Local {
 		},
 		StatePath:     a.statePath(),
 		Server:        a.serverPath(),
+		Token:         a.tokenOrNone(),
 		StateExplicit: a.stateFile != "" || a.getenv("GSSH_STATE") != "",
 		StateWait:     cmp.Or(a.stateWait, -1), // --state-wait 0: one try
 		StateTrace:    stateTrace(a.getenv("GSSH_STATE_TRACE")),
@@ -376,8 +380,8 @@ func interrupted(ctx context.Context, err error) error {
 // (absolute); "" when neither does.
 func (a *app) serverPath() string {
 	p := cmp.Or(a.server, a.getenv("GSSH_SERVER"))
-	if p == "" {
-		return ""
+	if p == "" || serve.IsURL(p) {
+		return strings.TrimSuffix(p, "/")
 	}
 	if abs, err := filepath.Abs(p); err == nil {
 		return abs
@@ -398,8 +402,37 @@ func (a *app) checkServer() error {
 		return nil
 	case strings.TrimSpace(p) == "":
 		return fmt.Errorf("%s is empty: give gssh serve's socket, such as ~/.local/state/gssh/state.db.sock (or leave it out)", what)
-	case strings.Contains(p, "://"):
-		return fmt.Errorf("%s %s: a URL; give the path of gssh serve's unix socket (STATE.sock beside its state)", what, p)
+	case strings.Contains(p, "://") && !serve.IsURL(p):
+		return fmt.Errorf("%s %s: give the path of gssh serve's unix socket (STATE.sock beside its state), or its HTTP API's http:// or https:// URL", what, p)
+	case serve.IsURL(p):
+		if _, err := a.token(); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// tokenOrNone is token, "" when it cannot be read (checkServer said
+// why before any command ran).
+func (a *app) tokenOrNone() string {
+	tok, _ := a.token()
+	return tok
+}
+
+// token is the HTTP API's token, from --token-file or $GSSH_TOKEN (the
+// token itself): "" when neither is given. An unreadable or empty file is
+// an error naming it.
+func (a *app) token() (string, error) {
+	if a.tokenFile != "" {
+		b, err := os.ReadFile(a.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("--token-file %s is empty: put the token gssh token create printed in it", a.tokenFile)
+		}
+		return tok, nil
+	}
+	return strings.TrimSpace(a.getenv("GSSH_TOKEN")), nil
 }

@@ -153,7 +153,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 		Handlers: service.Handlers(serveOpts), Duplex: service.DuplexHandlers(serveOpts),
 		FaultOf: func(err error) *serve.Fault { return service.FaultOf(err, exitCode(err)) }}
 	if opts.listen != "" {
-		stopAPI, err := startAPI(opts, l, &cur, serveOpts.Passes, lg, mx)
+		stopAPI, err := startAPI(opts, l, &cur, serveOpts.Passes, lg, mx, server)
 		if err != nil {
 			cancel()
 			return err

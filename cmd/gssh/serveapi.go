@@ -15,6 +15,7 @@ import (
 
 	"github.com/gssh/gssh/httpapi"
 	"github.com/gssh/gssh/metrics"
+	"github.com/gssh/gssh/serve"
 	"github.com/gssh/gssh/service"
 )
 
@@ -38,7 +39,7 @@ func apiAddr(listen string) (string, error) {
 // --tls-key), its /metrics mx's, until stop is called, which lets the requests in flight end
 // for up to 5 s. Errors (an address in use, TLS files unreadable) name
 // what to fix: gssh serve does not start then.
-func startAPI(opts *serveOptions, l *service.Local, cur *atomic.Pointer[service.Local], passes service.Passes, lg *serveLog, mx *metrics.Metrics) (stop func(), err error) {
+func startAPI(opts *serveOptions, l *service.Local, cur *atomic.Pointer[service.Local], passes service.Passes, lg *serveLog, mx *metrics.Metrics, rpc *serve.Server) (stop func(), err error) {
 	if err := l.CheckAPI(); err != nil {
 		return nil, err
 	}
@@ -61,7 +62,7 @@ func startAPI(opts *serveOptions, l *service.Local, cur *atomic.Pointer[service.
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", opts.listen, err)
 	}
-	api := httpapi.New(httpapi.Options{Current: cur.Load, Passes: passes, Metrics: mx.Handler(), MetricsOpen: opts.publicMetrics, Observe: mx.Request})
+	api := httpapi.New(httpapi.Options{Current: cur.Load, Passes: passes, Metrics: mx.Handler(), MetricsOpen: opts.publicMetrics, Observe: mx.Request, RPC: rpc})
 	srv := &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,

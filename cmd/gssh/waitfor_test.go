@@ -18,7 +18,7 @@ import (
 // commands started by pty and waitfor get (TZ, GSSH_TEST_CLOCK and
 // libfaketime's: the script's clock, see testClock).
 var scriptEnvKeys = []string{"PATH", "HOME", "TZ", "GSSH_STATE", "GSSH_INVENTORY", "GSSH_FAKE_SMI_DIR", "GSSH_CLAIMS_DIR",
-	"GSSH_HELPER", "GSSH_TEST_CLOCK", "LD_PRELOAD", "FAKETIME", "FAKETIME_SHARED", "GORACE", "LD_LIBRARY_PATH", "SSH_AUTH_SOCK", "XDG_STATE_HOME", "GSSH_SERVER", testInventoryEnv}
+	"GSSH_HELPER", "GSSH_TEST_CLOCK", "LD_PRELOAD", "FAKETIME", "FAKETIME_SHARED", "GORACE", "LD_LIBRARY_PATH", "SSH_AUTH_SOCK", "XDG_STATE_HOME", "GSSH_SERVER", "GSSH_TOKEN", testInventoryEnv}
 
 // scriptEnv is the environment of the script's commands: scriptEnvKeys
 // as the script has them now.
