@@ -11,6 +11,7 @@ import (
 
 	"github.com/gssh/gssh/inventory"
 	"github.com/gssh/gssh/probe"
+	"github.com/gssh/gssh/sshexec"
 	"github.com/gssh/gssh/units"
 )
 
@@ -123,6 +124,7 @@ func (f *Fleet) syncStreams(ctx context.Context, s *streams) {
 
 // watchHost runs host name's stream, and starts it again, until ctx ends.
 func (f *Fleet) watchHost(ctx context.Context, s *streams, name string) {
+	ctx = sshexec.LongSession(ctx) // its stream lasts: never in the passes' reserve (probes after a failed start are long too: few)
 	backoff := time.Duration(0)
 	var smiWhy string // why this host streams nvidia-smi, not the helper
 	var smiUntil time.Time

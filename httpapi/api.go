@@ -174,7 +174,9 @@ func writeJSON(w http.ResponseWriter, status int, doc any) {
 // decode reads r's JSON body into v, strictly (an unknown field is an
 // error naming it), at most MaxBody bytes; errors are badRequest.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+	// JSON, or what curl -d says of it (form-urlencoded: its body is the
+	// JSON all the same); a form of another kind is refused.
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") && !strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
 		return &problem{status: http.StatusUnsupportedMediaType, detail: fmt.Sprintf("the body is %s: send application/json", ct)}
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))

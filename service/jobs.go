@@ -14,6 +14,7 @@ import (
 	"github.com/gssh/gssh/fleet"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/sched"
+	"github.com/gssh/gssh/sshexec"
 	"github.com/gssh/gssh/state"
 	"github.com/gssh/gssh/units"
 )
@@ -82,7 +83,11 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 	}
 	w := workers(f, cluster)
 	follow := r.Follow && current && !j.State.Terminal()
-	if err := w.Logs(ctx, j, r.Tail, follow, out); err != nil {
+	lctx := ctx
+	if follow {
+		lctx = sshexec.LongSession(ctx) // as long as the job runs: never in the passes' reserve
+	}
+	if err := w.Logs(lctx, j, r.Tail, follow, out); err != nil {
 		if ierr := interrupted(ctx); ierr != nil {
 			return res, ierr
 		}

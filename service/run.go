@@ -369,7 +369,7 @@ func (l *Local) attach(ctx context.Context, r RunRequest, res RunResult) (RunRes
 			}
 		})
 	}
-	aerr := launch.Attach(ctx, sh, j.Placement.Host, cluster, j, launch.Session{Stdin: r.Stdin, Stdout: r.Stdout, Stderr: r.Stderr, TTY: r.Terminal, Started: started})
+	aerr := launch.Attach(sshexec.LongSession(ctx), sh, j.Placement.Host, cluster, j, launch.Session{Stdin: r.Stdin, Stdout: r.Stdout, Stderr: r.Stderr, TTY: r.Terminal, Started: started})
 	close(stopSignals)
 	wg.Wait()
 	if r.Detached != nil {

@@ -393,13 +393,14 @@ func (p *Pool) withSession(ctx context.Context, host string, fn func(*ssh.Sessio
 		if err != nil {
 			return err
 		}
-		if err := hc.gate.acquire(ctx); err != nil {
+		long := IsLong(ctx)
+		if err := hc.gate.acquire(ctx, long); err != nil {
 			return ctxFault(ctx, host, "waiting for a free session")
 		}
 		sess, err := c.NewSession()
 		if err == nil {
 			err = fn(sess)
-			hc.gate.release()
+			hc.gate.release(long)
 			if errors.Is(err, ErrNoOutcome) {
 				hc.mu.Lock()
 				if hc.silent == c {
@@ -416,7 +417,7 @@ func (p *Pool) withSession(ctx context.Context, host string, fn func(*ssh.Sessio
 			// comes from a slot the server has not freed yet, so back off a
 			// little, a few times.
 			alone := hc.gate.refused()
-			hc.gate.release()
+			hc.gate.release(long)
 			if alone {
 				if refusals++; refusals > 5 {
 					return &Error{Host: host, Detail: "open session: " + err.Error(), Err: err}
@@ -429,7 +430,7 @@ func (p *Pool) withSession(ctx context.Context, host string, fn func(*ssh.Sessio
 			}
 			continue
 		}
-		hc.gate.release()
+		hc.gate.release(long)
 		// The connection died under us: drop it and redial once.
 		hc.mu.Lock()
 		if hc.client == c {
@@ -547,19 +548,35 @@ func (p *Pool) Close() error {
 }
 
 // gate is a semaphore whose limit can shrink when the server refuses a
-// session: the per-host session cap.
+// session (its MaxSessions is lower than configured). Long sessions (a
+// log followed, a GPU stream, a gssh run's: LongSession) take at most
+// the limit less a reserve, so that however many of them run, the
+// passes' short commands (polls, launches, stops) always find a slot.
 type gate struct {
 	mu       sync.Mutex
 	limit    int
 	inflight int
+	longs    int // of inflight, the long ones
 	changed  chan struct{}
 }
 
-func (g *gate) acquire(ctx context.Context) error {
+// reserve is how many of limit's slots only short sessions take: a
+// third (at least one, when the limit leaves any).
+func reserve(limit int) int {
+	if limit <= 1 {
+		return 0
+	}
+	return max(1, limit/3)
+}
+
+func (g *gate) acquire(ctx context.Context, long bool) error {
 	for {
 		g.mu.Lock()
-		if g.inflight < g.limit {
+		if g.inflight < g.limit && (!long || g.longs < g.limit-reserve(g.limit)) {
 			g.inflight++
+			if long {
+				g.longs++
+			}
 			g.mu.Unlock()
 			return nil
 		}
@@ -576,9 +593,12 @@ func (g *gate) acquire(ctx context.Context) error {
 	}
 }
 
-func (g *gate) release() {
+func (g *gate) release(long bool) {
 	g.mu.Lock()
 	g.inflight--
+	if long {
+		g.longs--
+	}
 	if g.changed != nil {
 		close(g.changed)
 		g.changed = nil
