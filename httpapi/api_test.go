@@ -197,23 +197,32 @@ func TestAPI(t *testing.T) {
 		t.Errorf("show: %d %s", code, body)
 	}
 
+	// async: stored, answered before its pass (202).
+	code, h, body = f.do("POST", "/v1/jobs", map[string]any{"command": []string{"true"}, "gpus": 4, "async": true}, f.token)
+	if sub := decodeInto[service.SubmitDoc](t, body); code != 202 || sub.State != "queued" || h.Get("Location") == "" {
+		t.Errorf("async submit: %d %s", code, body)
+	}
+	if sub := decodeInto[service.SubmitDoc](t, body); sub.ID > 0 {
+		defer f.do("DELETE", fmt.Sprintf("/v1/jobs/%d", sub.ID), nil, f.token)
+	}
+
 	// A shell command, held; released, changed, cancelled.
 	code, _, body = f.do("POST", "/v1/jobs", `{"command": "sleep 30", "mem": "1G", "hold": true}`, f.token)
-	if sub := decodeInto[service.SubmitDoc](t, body); code != 201 || sub.ID != 2 || !sub.Held {
+	if sub := decodeInto[service.SubmitDoc](t, body); code != 201 || sub.ID != 3 || !sub.Held {
 		t.Fatalf("held submit: %d %s", code, body)
 	}
-	if code, _, body := f.do("PATCH", "/v1/jobs/2", map[string]any{"priority": 7, "timeout": "2h"}, f.token); code != 200 ||
+	if code, _, body := f.do("PATCH", "/v1/jobs/3", map[string]any{"priority": 7, "timeout": "2h"}, f.token); code != 200 ||
 		!strings.Contains(string(body), `"priority": 7`) {
 		t.Errorf("update: %d %s", code, body)
 	}
-	if code, _, body := f.do("POST", "/v1/jobs/2/release", nil, f.token); code != 200 {
+	if code, _, body := f.do("POST", "/v1/jobs/3/release", nil, f.token); code != 200 {
 		t.Errorf("release: %d %s", code, body)
 	}
-	code, h, body = f.do("POST", "/v1/jobs/2/release", nil, f.token)
+	code, h, body = f.do("POST", "/v1/jobs/3/release", nil, f.token)
 	if p := f.problem(409, code, h, body); p.Kind != "not_held" {
 		t.Errorf("a second release: %+v", p)
 	}
-	code, h, body = f.do("POST", "/v1/jobs/2/hold", nil, f.token)
+	code, h, body = f.do("POST", "/v1/jobs/3/hold", nil, f.token)
 	if p := f.problem(409, code, h, body); p.Kind != "not_queued" {
 		t.Errorf("a hold of a running job: %+v", p)
 	}
@@ -227,10 +236,10 @@ func TestAPI(t *testing.T) {
 		t.Errorf("list -a, one a page: %d %s", code, body)
 	}
 	code, _, body = f.do("GET", "/v1/jobs?all=true&after=1", nil, f.token)
-	if page := decodeInto[httpapi.JobsPage](t, body); code != 200 || len(page.Jobs) != 1 || page.Jobs[0].ID != 2 || page.Next != 0 {
+	if page := decodeInto[httpapi.JobsPage](t, body); code != 200 || len(page.Jobs) != 2 || page.Jobs[0].ID != 2 || page.Jobs[1].ID != 3 || page.Next != 0 {
 		t.Errorf("list -a, the page after 1: %d %s", code, body)
 	}
-	code, _, body = f.do("DELETE", "/v1/jobs/2?grace=1s", nil, f.token)
+	code, _, body = f.do("DELETE", "/v1/jobs/3?grace=1s", nil, f.token)
 	if c := decodeInto[httpapi.CancelDoc](t, body); code != 200 || c.Job.State != "cancelled" {
 		t.Errorf("cancel: %d %s", code, body)
 	}

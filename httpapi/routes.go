@@ -149,8 +149,9 @@ func listJobs(_ http.ResponseWriter, r *http.Request, l *service.Local) (any, in
 
 // submitJob is POST /v1/jobs: a jobform.Form (the fields of gssh
 // submit's flags, written as the CLI takes them), answered with gssh
-// submit --json's document: 201 when a job was stored, 200 for a dry
-// run.
+// submit --json's document: 201 when a job was stored (after the pass
+// that places it), 202 with "async" (stored, its pass to come), 200 for
+// a dry run.
 func submitJob(w http.ResponseWriter, r *http.Request, l *service.Local) (any, int, error) {
 	var f jobform.Form
 	if err := decode(w, r, &f); err != nil {
@@ -170,9 +171,13 @@ func submitJob(w http.ResponseWriter, r *http.Request, l *service.Local) (any, i
 		w.Header().Add("Warning", `299 gssh "`+strings.ReplaceAll(s, `"`, `'`)+`"`)
 	}
 	status := http.StatusCreated
-	if res.DryRun {
+	switch {
+	case res.DryRun:
 		status = http.StatusOK
-	} else {
+	case req.Async:
+		status = http.StatusAccepted // stored; its pass comes after
+		fallthrough
+	default:
 		w.Header().Set("Location", fmt.Sprintf("/v1/jobs/%d", res.Job.ID))
 	}
 	return res.Doc(), status, nil

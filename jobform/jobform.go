@@ -58,6 +58,9 @@ type Form struct {
 	Requeue     bool   `json:"requeue,omitempty"`
 	LogLimit    string `json:"log_limit,omitempty"`
 	DryRun      bool   `json:"dry_run,omitempty"`
+	// Async answers once the job is stored, without waiting for the
+	// scheduling pass that places it (the API's; the CLI waits).
+	Async bool `json:"async,omitempty"`
 
 	// Fields makes errors name the JSON fields ("mem") rather than the
 	// flags ("--mem").
@@ -108,7 +111,7 @@ func (f Form) Request(warn func(string), now time.Time, loc *time.Location, envi
 	if err != nil {
 		return service.SubmitRequest{}, err
 	}
-	r := service.SubmitRequest{Spec: s, DryRun: f.DryRun, Hold: f.Hold}
+	r := service.SubmitRequest{Spec: s, DryRun: f.DryRun, Hold: f.Hold, Async: f.Async}
 	for _, d := range []struct {
 		flag string
 		ids  []string

@@ -87,7 +87,21 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 	if follow {
 		lctx = sshexec.LongSession(ctx) // as long as the job runs: never in the passes' reserve
 	}
-	if err := w.Logs(lctx, j, r.Tail, follow, out); err != nil {
+	logs := func() error { return w.Logs(lctx, j, r.Tail, follow, out) }
+	if follow && r.Tail < 0 {
+		// The whole log, followed: shared with the job's other followers.
+		k := feedKey{host: j.Placement.Host, id: j.ID, attempt: j.Attempt}
+		logs = func() error {
+			ok, err := l.logs.follow(ctx, k, func(fctx context.Context, fw io.Writer) error {
+				return w.Logs(sshexec.LongSession(fctx), j, -1, true, fw)
+			}, out)
+			if !ok {
+				return w.Logs(lctx, j, r.Tail, follow, out)
+			}
+			return err
+		}
+	}
+	if err := logs(); err != nil {
 		if ierr := interrupted(ctx); ierr != nil {
 			return res, ierr
 		}

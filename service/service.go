@@ -381,6 +381,7 @@ type conns struct {
 	probes   probeCache  // gssh serve's last probe of every host, for its submits (recentProbe)
 	peers    peerCache   // the accounts of gssh serve's peers' uids (PeerUser)
 	others   othersCache // the hosts' other queues' jobs, for passes on streamed hosts (otherQueues)
+	logs     logHub      // the logs followed, each shared by its followers (Logs)
 	// keep, when set (KeepState: gssh serve's), keeps the state file
 	// open between operations that come close together.
 	keep *state.Keep

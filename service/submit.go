@@ -37,6 +37,11 @@ type SubmitRequest struct {
 	// (%N) lets at most that many run at once (0: no limit).
 	Array      []int
 	ArrayLimit int
+	// Async returns once the job is stored, without the scheduling pass
+	// that places it (as sbatch does): its reason is "waiting for the
+	// first scheduling pass", and a gssh serve's loop is woken for it
+	// (the HTTP API's "async": many submits a second).
+	Async bool `json:",omitempty"`
 }
 
 // DepRef is one dependency by name: --after 12, --after-any 12_3.
@@ -198,6 +203,16 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 		l.logJob(eventlog.JobSubmit, t, "")
 	}
 	res := SubmitResult{Job: j}
+	if r.Async && !r.Hold {
+		res.Tasks = tasks
+		if !l.wake(ctx) && !l.member() {
+			// No gssh serve to wake: this process makes the pass, as a
+			// submit does, but after answering is not possible here; it
+			// is the next pass's (cron's, or a command's).
+			res.Job.Reason = "the next scheduling pass places it"
+		}
+		return res, nil
+	}
 	if l.member() {
 		// Recorded only: the lab's pass user starts it.
 		if !r.Hold {

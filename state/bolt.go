@@ -508,11 +508,21 @@ func updateTx(tx *bolt.Tx, id job.ID, fn func(*job.Job) error) (job.Job, error) 
 func (s *Bolt) Active() ([]job.Job, error) {
 	var out []job.Job
 	var errs []error
+	var seen map[job.ID]bool
+	if s.keep != nil {
+		seen = map[job.ID]bool{}
+	}
 	err := s.view(func(tx *bolt.Tx) error {
 		jobs := tx.Bucket([]byte(bucketJobs))
 		c := tx.Bucket([]byte(bucketActive)).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			j, err := activeJob(jobs, k)
+			var j job.Job
+			var err error
+			if id, kerr := keyID(k); seen != nil && kerr == nil && jobs.Get(k) != nil {
+				j, err = s.keep.decoded.get(id, jobs.Get(k), seen) // gssh serve: unchanged records are not decoded again
+			} else {
+				j, err = activeJob(jobs, k)
+			}
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -521,6 +531,9 @@ func (s *Bolt) Active() ([]job.Job, error) {
 		}
 		return nil
 	})
+	if seen != nil && err == nil {
+		s.keep.decoded.sweep(seen)
+	}
 	return readResult("active", out, err, errs)
 }
 

@@ -23,6 +23,9 @@ type Keep struct {
 	// ended (0: DefaultIdle).
 	Idle time.Duration
 
+	// decoded is the active jobs' records as last decoded (Bolt.Active).
+	decoded decodeCache
+
 	mu    sync.Mutex
 	db    *bolt.DB
 	file  os.FileInfo // the file the kept db has open (locked exclusively)

@@ -149,3 +149,40 @@ func TestUpdateEach(t *testing.T) {
 		t.Errorf("result %+v", out[3])
 	}
 }
+
+// TestKeepActiveCache: with a Keep, Active's unchanged records come
+// from its cache as copies of their own, a changed one is decoded again,
+// and one no longer active is forgotten.
+func TestKeepActiveCache(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	k := &state.Keep{}
+	defer k.Close()
+	s, err := state.Open(path, state.Options{Keep: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if _, err := s.Submit(job.Job{User: "u", Spec: job.Spec{Argv: []string{name}, Labels: []string{"l"}, GPUs: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := s.Active()
+	if err != nil || len(first) != 2 {
+		t.Fatalf("Active = %v, %v", first, err)
+	}
+	first[0].Spec.Labels[0] = "changed by a caller"
+	second, _ := s.Active()
+	if second[0].Spec.Labels[0] != "l" {
+		t.Errorf("a caller's change of what Active returned reached the next Active: %q", second[0].Spec.Labels[0])
+	}
+	if _, err := s.Update(1, func(j *job.Job) error { j.Spec.Name = "renamed"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(2, func(j *job.Job) error { j.State = job.Cancelled; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	third, _ := s.Active()
+	if len(third) != 1 || third[0].Spec.Name != "renamed" {
+		t.Errorf("after an update and an end: %+v", third)
+	}
+}

@@ -3,8 +3,9 @@
 // -duration, while -clients clients each list the first page of jobs
 // once a second and follow one job's log. It prints one Markdown table
 // row: submits, submits/s, errors, latency quantiles, whether every id
-// is unique, and the lists' and streams' errors; it exits 1 when any
-// request failed or an id came twice.
+// is unique, how many submitted jobs the listing then lacks, and the
+// lists' and streams' errors; it exits 1 when any request failed, an id
+// came twice or a job is not listed.
 package main
 
 import (
@@ -32,6 +33,7 @@ func main() {
 	duration := flag.Duration("duration", 60*time.Second, "how long to submit")
 	body := flag.String("job", `{"command": ["true"], "gpus": 4}`, "the submitted job (JSON)")
 	follow := flag.Int("follow", 0, "the job whose log the clients follow (0: none)")
+	async := flag.Bool("async", true, `submit with "async": answered once stored, not after the pass`)
 	flag.Parse()
 	tok, err := os.ReadFile(*tokenFile)
 	if err != nil {
@@ -39,6 +41,11 @@ func main() {
 		os.Exit(2)
 	}
 	auth := "Bearer " + strings.TrimSpace(string(tok))
+	want := 201
+	if *async {
+		*body = strings.TrimSuffix(strings.TrimSpace(*body), "}") + `, "async": true}`
+		want = 202
+	}
 	tr := &http.Transport{MaxIdleConnsPerHost: *submitters + 2**clients, MaxConnsPerHost: 0}
 	hc := &http.Client{Transport: tr, Timeout: 2 * time.Minute}
 	do := func(ctx context.Context, method, path, body string) (*http.Response, error) {
@@ -80,7 +87,7 @@ func main() {
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				var doc struct{ ID int }
-				if resp.StatusCode != 201 || json.Unmarshal(b, &doc) != nil || doc.ID == 0 {
+				if resp.StatusCode != want || json.Unmarshal(b, &doc) != nil || doc.ID == 0 {
 					fail(&subErrs, fmt.Errorf("submit: %d %s", resp.StatusCode, bytes.TrimSpace(b)))
 					continue
 				}
@@ -154,14 +161,47 @@ func main() {
 	}
 	sorted := slices.Clone(ids)
 	slices.Sort(sorted)
-	unique := len(slices.Compact(sorted)) == len(ids)
-	fmt.Printf("| %d | %d | %.0f/s | %d | %v | %v | %v | %v | %d (%d errors) | %d errors |\n",
-		*submitters, len(ids), float64(len(ids))/took.Seconds(), subErrs.Load(), q(0.5), q(0.99), q(1), unique,
+	unique := len(slices.Compact(slices.Clone(sorted))) == len(ids)
+	// No job lost: every id answered is listed (paging through the
+	// queued jobs, oldest first).
+	listed := map[int]bool{}
+	for after := 0; ; {
+		resp, err := do(context.Background(), "GET", fmt.Sprintf("/v1/jobs?limit=10000&after=%d", after), "")
+		if err != nil {
+			fail(&listErrs, err)
+			break
+		}
+		var page struct {
+			Jobs []struct{ ID int }
+			Next int
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil {
+			fail(&listErrs, err)
+			break
+		}
+		for _, j := range page.Jobs {
+			listed[j.ID] = true
+		}
+		if page.Next == 0 {
+			break
+		}
+		after = page.Next
+	}
+	lost := 0
+	for _, id := range ids {
+		if !listed[id] {
+			lost++
+		}
+	}
+	fmt.Printf("| %d | %d | %.0f/s | %d | %v | %v | %v | %v | %d | %d (%d errors) | %d errors |\n",
+		*submitters, len(ids), float64(len(ids))/took.Seconds(), subErrs.Load(), q(0.5), q(0.99), q(1), unique, lost,
 		listN.Load(), listErrs.Load(), streamErr.Load())
 	if e, _ := firstErr.Load().(string); e != "" {
 		fmt.Fprintln(os.Stderr, "apiload: first error:", e)
 	}
-	if subErrs.Load()+listErrs.Load()+streamErr.Load() > 0 || !unique {
+	if subErrs.Load()+listErrs.Load()+streamErr.Load() > 0 || !unique || lost > 0 {
 		os.Exit(1)
 	}
 }
