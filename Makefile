@@ -72,6 +72,7 @@ bench: build
 	bash bench/gpus.sh
 	bash bench/submit.sh
 	bash bench/serve-submit.sh
+	bash bench/api-submit.sh
 	bash bench/crash.sh
 	GSSH_SWEEP_ROUNDS=20 $(GO) test -count=1 -run '^TestInterruptSweep$$' ./service/
 	GSSH_INTERRUPT_STEPS=16 $(GO) test -count=1 -tags gssh_test -run '^TestInterruptedController$$' ./faults/
