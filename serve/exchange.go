@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -85,21 +84,5 @@ func (s *Server) Exchange(ctx context.Context, p Peer, in io.Reader, out io.Writ
 		}
 	}
 	result, err := call(ctx, h, p, req, send)
-	var a Answer
-	if result != nil {
-		b, merr := json.Marshal(result)
-		if merr != nil {
-			err = errors.Join(err, fmt.Errorf("the answer to %s: %w", req.Op, merr))
-		} else {
-			a.Result = b
-		}
-	}
-	if err != nil {
-		a.Error = &Fault{Message: err.Error()}
-		if s.FaultOf != nil {
-			a.Error = s.FaultOf(err)
-		}
-	}
-	a.OK = err == nil
-	write(a)
+	write(s.last(req.Op, result, err))
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 )
@@ -64,7 +65,11 @@ func httpRoundTrip(ctx context.Context, base, op string, req []byte, result any,
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
-		return fmt.Errorf("%w (%s: %v)", ErrNotServing, base, err)
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "dial" {
+			return fmt.Errorf("%w (%s: %v)", ErrNotServing, base, oe.Err) // nothing listens there
+		}
+		return fmt.Errorf("%s: %w", base, errors.Unwrap(err)) // a certificate not trusted, a connection cut
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

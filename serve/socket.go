@@ -412,11 +412,16 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 	}
 	result, err := call(ctx, h, peer, req, send)
 	stop() // the answer's own deadline is answer's: ctx's end must not cut it
+	answer(c, s.last(req.Op, result, err))
+}
+
+// last is the last line of op's answer: its result and error.
+func (s *Server) last(op string, result any, err error) Answer {
 	var a Answer
 	if result != nil {
 		b, merr := json.Marshal(result)
 		if merr != nil {
-			err = errors.Join(err, fmt.Errorf("the answer to %s: %w", req.Op, merr))
+			err = errors.Join(err, fmt.Errorf("the answer to %s: %w", op, merr))
 		} else {
 			a.Result = b
 		}
@@ -428,7 +433,7 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 		}
 	}
 	a.OK = err == nil
-	answer(c, a)
+	return a
 }
 
 // call runs h for req, a panic in it an error (the daemon goes on).
