@@ -338,6 +338,8 @@ func TestAPIBadInput(t *testing.T) {
 		{`{"command": ["true"], "gpu": 1}`, 400, `unknown field "gpu"`},
 		{`{"command": ["true"], "gpus": "two"}`, 400, "field gpus: want a number"},
 		{`{"command": ["true"], "mem": "8X"}`, 400, "mem: "},
+		{`{"command": ["tr\u0000ue"]}`, 400, "NUL"},
+		{`{"command": ["true"], "name": "` + strings.Repeat("n", 300) + `"}`, 400, "a job name takes at most 200"},
 		{`{"command": ["true"], "timeout": "soon"}`, 400, "timeout: "},
 		{`{"command": []}`, 400, "command: empty"},
 		{`{"command": ["true"]`, 400, "the body"},
@@ -363,6 +365,28 @@ func TestAPIBadInput(t *testing.T) {
 	f.problem(400, code, h, body)
 	code, h, body = f.do("POST", "/v1/jobs/99/hold", nil, f.token)
 	f.problem(404, code, h, body)
+	code, h, body = f.do("PUT", "/v1/hosts/nope/drain", nil, f.token)
+	f.problem(404, code, h, body)
+	code, h, body = f.do("DELETE", "/v1/hosts/ctl/drain", nil, f.token)
+	if p := f.problem(409, code, h, body); p.Kind != "not_drained" {
+		t.Errorf("resume of a host not drained: %+v", p)
+	}
+	code, h, body = f.do("PUT", "/v1/hosts/ctl/drain", `{"at": "someday"}`, f.token)
+	if p := f.problem(400, code, h, body); !strings.HasPrefix(p.Detail, "at ") {
+		t.Errorf("a drain at someday: %+v", p)
+	}
+	if code, _, body := f.do("PUT", "/v1/hosts/ctl/drain", `{"at": "+2h", "reason": "later"}`, f.token); code != 200 || !strings.Contains(string(body), `"from"`) {
+		t.Errorf("a drain at +2h: %d %s", code, body)
+	}
+
+	// A command whose first word has control characters is taken, its
+	// name made printable (every pass can launch it).
+	code, _, body = f.do("POST", "/v1/jobs", `{"command": ["\u001b[31mred"], "hold": true}`, f.token)
+	if sub := decodeInto[service.SubmitDoc](t, body); code != 201 || sub.ID == 0 {
+		t.Fatalf("a command with an escape: %d %s", code, body)
+	} else if _, _, show := f.do("GET", fmt.Sprintf("/v1/jobs/%d", sub.ID), nil, f.token); !strings.Contains(string(show), `"name": "?[31mred"`) {
+		t.Errorf("its name: %s", show)
+	}
 }
 
 // TestAPISlowReader: a client that follows a log and never reads is

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/sshexec"
 	"github.com/gssh/gssh/state"
 )
 
@@ -50,8 +50,10 @@ func statusOf(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, service.ErrNotYours), errors.Is(err, service.ErrNotAdmin), errors.Is(err, service.ErrNotPassUser):
 		return http.StatusForbidden
-	case errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrNoToken), errors.Is(err, state.ErrNoState):
+	case errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrNoToken), errors.Is(err, state.ErrNoState), errors.Is(err, sshexec.ErrUnknownHost):
 		return http.StatusNotFound
+	case errors.Is(err, service.ErrNotDrained):
+		return http.StatusConflict
 	case errors.Is(err, control.ErrNotQueued), errors.Is(err, control.ErrNotHeld), errors.Is(err, control.ErrNotRunning), errors.Is(err, control.ErrEnded):
 		return http.StatusConflict
 	case errors.Is(err, state.ErrBusy), errors.Is(err, service.ErrPassBusy), errors.Is(err, context.DeadlineExceeded):
@@ -130,7 +132,7 @@ func (p *problemCatcher) WriteHeader(code int) {
 		p.caught = true
 		detail := "no such route: the API's routes are in /v1/openapi.json"
 		if code == http.StatusMethodNotAllowed {
-			detail = "the route does not take this method; it takes " + strings.ReplaceAll(p.Header().Get("Allow"), ",", ", ")
+			detail = "the route does not take this method; it takes " + p.Header().Get("Allow")
 		}
 		writeProblem(p.statusWriter, Problem{Type: "about:blank", Title: http.StatusText(code), Status: code, Detail: detail})
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/jobform"
+	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/serve"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
@@ -168,7 +169,7 @@ func submitJob(w http.ResponseWriter, r *http.Request, l *service.Local) (any, i
 		return nil, 0, err
 	}
 	for _, s := range warnings {
-		w.Header().Add("Warning", `299 gssh "`+strings.ReplaceAll(s, `"`, `'`)+`"`)
+		addWarning(w, s)
 	}
 	status := http.StatusCreated
 	switch {
@@ -301,7 +302,7 @@ func updateJob(w http.ResponseWriter, r *http.Request, l *service.Local) (any, i
 		return nil, 0, err
 	}
 	req := service.UpdateRequest{IDs: []job.ID{id}, Priority: f.Priority, Name: f.Name}
-	warn := func(string) {}
+	warn := func(s string) { addWarning(w, s) }
 	if f.Timeout != nil {
 		d, err := units.ParseWalltime(*f.Timeout)
 		if err != nil {
@@ -414,10 +415,11 @@ func usage(_ http.ResponseWriter, r *http.Request, l *service.Local) (any, int, 
 }
 
 // DrainForm is PUT /v1/hosts/{name}/drain: gssh drain's --reason and
-// --at.
+// --at, written as the CLI takes them (RFC 3339, "2026-12-24 08:00",
+// "tomorrow 08:00", "+2h", in UTC where no zone is given; "": now).
 type DrainForm struct {
-	Reason string    `json:"reason,omitempty"`
-	At     time.Time `json:"at,omitzero"` // RFC 3339; zero: now
+	Reason string `json:"reason,omitempty"`
+	At     string `json:"at,omitempty"`
 }
 
 // drainHost is PUT /v1/hosts/{name}/drain: gssh drain of one host (lab
@@ -429,7 +431,15 @@ func drainHost(w http.ResponseWriter, r *http.Request, l *service.Local) (any, i
 			return nil, 0, err
 		}
 	}
-	res, err := l.Drain(r.Context(), service.DrainRequest{Hosts: []string{r.PathValue("name")}, Reason: f.Reason, From: f.At})
+	var from time.Time
+	if at := strings.TrimSpace(f.At); at != "" && !strings.EqualFold(at, "now") {
+		t, err := sched.ParseTime("at", at, time.Now(), time.UTC)
+		if err != nil {
+			return nil, 0, badRequest(err.Error())
+		}
+		from = t
+	}
+	res, err := l.Drain(r.Context(), service.DrainRequest{Hosts: []string{r.PathValue("name")}, Reason: f.Reason, From: from})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -483,4 +493,10 @@ func listParam(vs []string) []string {
 		}
 	}
 	return out
+}
+
+// addWarning adds s to the answer's Warning header (RFC 9111's 299): a
+// value taken that may not be meant (a bare --mem 8, 8 MiB).
+func addWarning(w http.ResponseWriter, s string) {
+	w.Header().Add("Warning", `299 gssh "`+strings.ReplaceAll(s, `"`, `'`)+`"`)
 }

@@ -106,7 +106,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, l *service.Local) (
 	}
 	for _, k := range listParam(q["kind"]) {
 		if !eventlog.Known(eventlog.Kind(k)) {
-			return nil, 0, badRequest(fmt.Sprintf("kind %q: no such event (docs/events.md lists them)", k))
+			return nil, 0, badRequest(fmt.Sprintf("kind %q: no such event (docs/operating.md#event-log lists them)", k))
 		}
 		f.Kinds = append(f.Kinds, eventlog.Kind(k))
 	}

@@ -26,8 +26,7 @@ import (
 // (JSON: the API's request; the names are the flags', with _ for -).
 // Empty values are left out: the defaults are the flags'.
 type Form struct {
-	// Command is the command: several words an argv, one a shell
-	// command (sh -c on the worker). In JSON a string is one word.
+	// Command is the command (see Command).
 	Command Command  `json:"command"`
 	Host    string   `json:"host,omitempty"`   // a host, or auto ("" too)
 	Labels  []string `json:"labels,omitempty"` // --label
@@ -67,11 +66,20 @@ type Form struct {
 	Fields bool `json:"-"`
 }
 
-// Command is a job's command: in JSON a list of words, or one string
-// (a shell command).
-type Command []string
+// Command is a job's command: Argv, its words, run as they are unless
+// Shell, where Argv is one shell command (sh -c on the worker). On the
+// CLI one word is a shell command; in JSON a string is one, a list of
+// words (one too) an argv.
+type Command struct {
+	Argv  []string
+	Shell bool
+}
 
-// UnmarshalJSON takes a list of strings, or a string.
+// Words is argv as the CLI gives it: one word a shell command.
+func Words(argv []string) Command { return Command{Argv: argv, Shell: len(argv) == 1} }
+
+// UnmarshalJSON takes a list of strings (an argv), or a string (a shell
+// command).
 func (c *Command) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
@@ -79,15 +87,23 @@ func (c *Command) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		*c = Command{s}
+		*c = Command{Argv: []string{s}, Shell: true}
 		return nil
 	}
 	var words []string
 	if err := json.Unmarshal(b, &words); err != nil {
 		return errors.New(`give the command as a list of words, ["python", "train.py"], or one shell command, "cd ~/p && make"`)
 	}
-	*c = words
+	*c = Command{Argv: words}
 	return nil
+}
+
+// MarshalJSON writes the command as UnmarshalJSON reads it.
+func (c Command) MarshalJSON() ([]byte, error) {
+	if c.Shell && len(c.Argv) == 1 {
+		return json.Marshal(c.Argv[0])
+	}
+	return json.Marshal(c.Argv)
 }
 
 // name is how errors name the flag flag ("host-mem"): --host-mem, or
@@ -143,7 +159,7 @@ func (f Form) Request(warn func(string), now time.Time, loc *time.Location, envi
 
 // spec is the job's spec of Request.
 func (f Form) spec(warn func(string), now time.Time, loc *time.Location, environ []string, wd string) (job.Spec, error) {
-	s := job.Spec{Argv: f.Command, Shell: len(f.Command) == 1, Host: f.Host, Labels: f.Labels, GPUs: 1,
+	s := job.Spec{Argv: f.Command.Argv, Shell: f.Command.Shell && len(f.Command.Argv) == 1, Host: f.Host, Labels: f.Labels, GPUs: 1,
 		Priority: 5, Name: f.Name, Workdir: f.Workdir, Login: f.Login, Preemptible: f.Preemptible, Requeue: f.Requeue}
 	if s.Host == "" {
 		s.Host = "auto"
@@ -154,7 +170,7 @@ func (f Form) spec(warn func(string), now time.Time, loc *time.Location, environ
 	if f.Priority != nil {
 		s.Priority = *f.Priority
 	}
-	if len(f.Command) == 0 {
+	if len(f.Command.Argv) == 0 || f.Command.Shell && strings.TrimSpace(f.Command.Argv[0]) == "" {
 		if f.Fields {
 			return s, errors.New(`command: empty: give the command, as ["python", "train.py"] or "cd ~/p && make"`)
 		}

@@ -63,6 +63,9 @@ func TestJSON(t *testing.T) {
 	if s, err := read(`{"command": "cd ~/p && make", "workdir": "~/p", "priority": 7}`); err != nil || !s.Shell || s.GPUs != 1 || s.Priority != 7 || s.Workdir != "~/p" {
 		t.Errorf("shell request: %+v, %v", s, err)
 	}
+	if s, err := read(`{"command": ["/opt/my tools/prog"]}`); err != nil || s.Shell || len(s.Argv) != 1 {
+		t.Errorf("a list of one word is an argv: %+v, %v", s, err)
+	}
 	for doc, want := range map[string]string{
 		`{"command": []}`:                                             "command: empty",
 		`{"command": 7}`:                                              "give the command as a list of words",

@@ -75,12 +75,33 @@ func notUTF8(s job.Spec) string {
 	return ""
 }
 
+// MaxNameBytes is the longest job name (--name), in bytes.
+const MaxNameBytes = 200
+
+// withNUL names the first word of s's command or value of its
+// environment that holds a NUL byte ("" when none does).
+func withNUL(s job.Spec) string {
+	for i, a := range s.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return fmt.Sprintf("word %d of the command", i+1)
+		}
+	}
+	for _, e := range s.Env {
+		if strings.IndexByte(e.Value, 0) >= 0 {
+			return "--env " + e.Key
+		}
+	}
+	return ""
+}
+
 // CheckSpec reports what in s cannot be launched: bytes that are not
 // UTF-8 (the job is stored as JSON, which would change them), an empty command, a
 // workdir that is relative (it would be taken from the job directory; ""
 // is the home) or holds a newline or NUL, an environment variable name
 // that is not a shell identifier, or one that would override gssh's own
-// (GSSH_*, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER).
+// (GSSH_*, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER), a name with control
+// characters or longer than MaxNameBytes, a NUL in the command or the
+// environment.
 func CheckSpec(s job.Spec) error {
 	wd := s.Workdir
 	switch {
@@ -101,6 +122,12 @@ func CheckSpec(s job.Spec) error {
 	}
 	if strings.IndexFunc(s.Name, unicode.IsControl) >= 0 {
 		return fmt.Errorf("--name %q: control characters (newlines, tabs, escapes) are not allowed in a job name", s.Name)
+	}
+	if len(s.Name) > MaxNameBytes {
+		return fmt.Errorf("--name: %d bytes; a job name takes at most %d (gssh ps shows it on one line)", len(s.Name), MaxNameBytes)
+	}
+	if what := withNUL(s); what != "" {
+		return fmt.Errorf("%s holds a NUL byte, which no command line or environment can carry", what)
 	}
 	for _, e := range s.Env {
 		switch {

@@ -281,6 +281,8 @@ func (r Remote) served(ctx context.Context, err error) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
+	case errors.Is(err, serve.ErrToken):
+		return true, err // an HTTP API that refused the token: said as it is
 	case ctx.Err() != nil:
 		return true, interrupted(ctx)
 	case errors.Is(err, serve.ErrGone):

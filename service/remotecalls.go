@@ -42,6 +42,8 @@ func (l *Local) serveDown(why error) error {
 	switch {
 	case !errors.Is(why, serve.ErrNotServing):
 		return fmt.Errorf("%w: the one at %s does not answer this request: %s; nothing was done", ErrServeDown, l.SocketPath(), strings.TrimPrefix(why.Error(), ErrNotServed.Error()+": "))
+	case serve.IsURL(l.opt.Server):
+		return fmt.Errorf("%w: none answers at %s (--server, $GSSH_SERVER): %v; nothing was done: check the URL, or that gssh serve runs there with --listen", ErrServeDown, l.opt.Server, why)
 	case !l.servedOnly():
 		return fmt.Errorf("%w: none runs at %s (--server, $GSSH_SERVER) for %s; nothing was done: start it (gssh serve), or leave --server out", ErrServeDown, l.SocketPath(), l.opt.StatePath)
 	}
@@ -59,10 +61,11 @@ func (r Remote) GPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 	return r.Local.GPUs(ctx, q)
 }
 
-// Hosts implements Service: in personal mode always Local's (it measures
-// the connections this process makes).
+// Hosts implements Service: in personal mode Local's (it measures the
+// connections this process makes), but for an HTTP API's server, whose
+// hosts they are.
 func (r Remote) Hosts(ctx context.Context, q HostQuery) (HostsDoc, error) {
-	if r.servedOnly() {
+	if r.servedOnly() || serve.IsURL(r.opt.Server) {
 		var doc HostsDoc
 		_, err := remote(ctx, r, OpHosts, q, &doc, nil)
 		return doc, err

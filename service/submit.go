@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/eventlog"
@@ -349,7 +350,20 @@ func CheckSpec(s job.Spec) (job.Spec, error) {
 	}
 	if s.Name == "" {
 		first := strings.Fields(s.Argv[0] + " x")[0]
-		s.Name = path.Base(first)
+		s.Name = defaultName(path.Base(first))
 	}
 	return s, nil
+}
+
+// defaultName is a job's name made of its command's first word: its
+// control characters (an escape, a tab) made '?', at most 64 characters,
+// so that a name gssh made is one every pass takes.
+func defaultName(word string) string {
+	r := []rune(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, word))
+	return string(r[:min(len(r), 64)])
 }

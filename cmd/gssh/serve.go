@@ -64,6 +64,9 @@ SIGHUP reads the inventory and ssh_config again. Under systemd
 					return err
 				}
 			}
+			if err := checkAPIFlags(opts); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}

@@ -35,6 +35,38 @@ func apiAddr(listen string) (string, error) {
 	return listen, nil
 }
 
+// checkAPIFlags refuses, before gssh serve starts anything, a --listen
+// that names no address and TLS files that cannot be read (or go without
+// --listen).
+func checkAPIFlags(opts *serveOptions) error {
+	if opts.listen == "" {
+		if opts.tlsCert != "" || opts.tlsKey != "" || opts.publicMetrics {
+			return errors.New("--tls-cert, --tls-key and --public-metrics go with --listen, which serves the HTTP API")
+		}
+		return nil
+	}
+	if _, err := apiAddr(opts.listen); err != nil {
+		return err
+	}
+	_, err := tlsConfig(opts)
+	return err
+}
+
+// tlsConfig is the TLS of --tls-cert and --tls-key (nil: none).
+func tlsConfig(opts *serveOptions) (*tls.Config, error) {
+	switch {
+	case (opts.tlsCert == "") != (opts.tlsKey == ""):
+		return nil, errors.New("--tls-cert and --tls-key go together: give both, or neither")
+	case opts.tlsCert == "":
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(opts.tlsCert, opts.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", opts.tlsCert, opts.tlsKey, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
 // startAPI serves the HTTP API on opts.listen (TLS with --tls-cert and
 // --tls-key), its /metrics mx's, until stop is called, which lets the requests in flight end
 // for up to 5 s. Errors (an address in use, TLS files unreadable) name
@@ -47,16 +79,9 @@ func startAPI(opts *serveOptions, l *service.Local, cur *atomic.Pointer[service.
 	if err != nil {
 		return nil, err
 	}
-	var cfg *tls.Config
-	switch {
-	case (opts.tlsCert == "") != (opts.tlsKey == ""):
-		return nil, errors.New("--tls-cert and --tls-key go together: give both, or neither")
-	case opts.tlsCert != "":
-		cert, err := tls.LoadX509KeyPair(opts.tlsCert, opts.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", opts.tlsCert, opts.tlsKey, err)
-		}
-		cfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	cfg, err := tlsConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -173,7 +173,7 @@ func emptyFlags(c *cobra.Command) error {
 
 // form is the job the flags give.
 func (o *submitOptions) form() jobform.Form {
-	f := jobform.Form{Command: o.argv, Host: o.host, Labels: o.labels, GPUs: &o.gpus, Mem: o.mem, CPUs: o.cpus, HostMem: o.hostMem,
+	f := jobform.Form{Command: jobform.Words(o.argv), Host: o.host, Labels: o.labels, GPUs: &o.gpus, Mem: o.mem, CPUs: o.cpus, HostMem: o.hostMem,
 		Name: o.name, Workdir: o.workdir, Env: o.env, Export: o.export, Timeout: o.timeout, Priority: &o.priority,
 		After: o.after, AfterAny: o.afterAny, AfterNotOK: o.afterNotOK, Hold: o.hold, Array: o.array, Login: o.login, Begin: o.begin,
 		Preemptible: o.preemptible, Requeue: o.requeue, LogLimit: o.logLimit, DryRun: o.dryRun}
