@@ -170,6 +170,13 @@ func (f Form) spec(warn func(string), now time.Time, loc *time.Location, environ
 	if f.Priority != nil {
 		s.Priority = *f.Priority
 	}
+	// The ranges the service checks too, here in the field's words.
+	switch {
+	case s.GPUs < 1:
+		return s, fmt.Errorf("%s %d: a job needs at least 1 GPU", f.name("gpus"), s.GPUs)
+	case s.Priority < 0 || s.Priority > 10:
+		return s, fmt.Errorf("%s %d: give 0 (first) to 10 (last)", f.name("priority"), s.Priority)
+	}
 	if len(f.Command.Argv) == 0 || f.Command.Shell && strings.TrimSpace(f.Command.Argv[0]) == "" {
 		if f.Fields {
 			return s, errors.New(`command: empty: give the command, as ["python", "train.py"] or "cd ~/p && make"`)
@@ -212,8 +219,11 @@ func (f Form) spec(warn func(string), now time.Time, loc *time.Location, environ
 	s.Env = exported
 	for _, kv := range f.Env {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
+		switch {
+		case !ok:
 			return s, fmt.Errorf("%s %q: give KEY=VALUE", f.name("env"), kv)
+		case !shellName(k):
+			return s, fmt.Errorf("%s %q=...: the name must be letters, digits and _ (not starting with a digit)", f.name("env"), k)
 		}
 		if i := slices.IndexFunc(s.Env, func(e job.EnvVar) bool { return e.Key == k }); i >= 0 && i < len(exported) {
 			s.Env[i].Value = v // --env wins over --export
