@@ -36,6 +36,7 @@ const (
 	OpDrain     = "drain"
 	OpResume    = "resume"
 	OpDrainJobs = "drain_jobs"
+	OpDoctor    = "doctor"
 	OpTokenNew  = "token_create"
 	OpTokens    = "tokens"
 	OpTokenDel  = "token_revoke"
@@ -158,6 +159,9 @@ func Handlers(o ServeOptions) map[string]serve.Handler {
 		}),
 		OpDrainJobs: handle(o, func(ctx context.Context, l *Local, hosts []string, _ func(any) error) (any, error) {
 			return l.DrainJobs(ctx, hosts)
+		}),
+		OpDoctor: handle(o, func(ctx context.Context, l *Local, q HostQuery, _ func(any) error) (any, error) {
+			return l.Doctor(ctx, q)
 		}),
 		OpTokenNew: handle(o, func(ctx context.Context, l *Local, r TokenRequest, _ func(any) error) (any, error) {
 			return l.CreateToken(ctx, r)

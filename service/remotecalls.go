@@ -313,3 +313,13 @@ func (r Remote) RevokeTokens(ctx context.Context, ids []string) ([]TokenInfo, er
 	}
 	return r.Local.RevokeTokens(ctx, ids)
 }
+
+// Doctor implements Service: gssh serve's checks, over its connections,
+// where one answers (a lab's hosts are its to reach).
+func (r Remote) Doctor(ctx context.Context, q HostQuery) (DoctorDoc, error) {
+	var doc DoctorDoc
+	if served, err := remote(ctx, r, OpDoctor, q, &doc, nil); served {
+		return doc, err
+	}
+	return r.Local.Doctor(ctx, q)
+}

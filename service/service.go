@@ -99,6 +99,8 @@ type Service interface {
 	StateRestore(ctx context.Context, r RestoreRequest) (RestoreResult, error)
 	// CreateToken makes an HTTP API token (shown once); Tokens lists the
 	// tokens the caller may see; RevokeTokens removes tokens by id.
+	// Doctor checks the hosts q selects (all when empty): see Local.Doctor.
+	Doctor(ctx context.Context, q HostQuery) (DoctorDoc, error)
 	CreateToken(ctx context.Context, r TokenRequest) (TokenCreated, error)
 	Tokens(ctx context.Context) (TokensDoc, error)
 	RevokeTokens(ctx context.Context, ids []string) ([]TokenInfo, error)

@@ -28,6 +28,13 @@ import (
 // people's processes), under the policy given (default: none).
 func sshLab(t *testing.T, policy ...sched.Policy) *lab {
 	t.Helper()
+	return sshLabConfig(t, "", policy...)
+}
+
+// sshLabConfig is sshLab with extra appended to the worker's
+// sshd_config (sshtest.SSHDOptions.ExtraConfig).
+func sshLabConfig(t *testing.T, extra string, policy ...sched.Policy) *lab {
+	t.Helper()
 	sshtest.RequireSSHD(t)
 	root, _ := filepath.Abs("..")
 	dir := t.TempDir()
@@ -36,7 +43,7 @@ func sshLab(t *testing.T, policy ...sched.Policy) *lab {
 	os.Symlink(filepath.Join(root, "probe/testdata/fake-nvidia-smi"), filepath.Join(bin, "nvidia-smi"))
 	key := sshtest.NewKey(t, dir, "")
 	s := sshtest.StartSSHD(t, sshtest.SSHDOptions{ListenIP: "127.0.4.1", AuthorizedKeys: []string{key.AuthorizedLine},
-		SetEnv: map[string]string{"PATH": bin + ":/usr/bin:/bin", "GSSH_FAKE_SMI_DIR": filepath.Join(root, "probe/testdata/fleet/a100x4")}})
+		SetEnv: map[string]string{"PATH": bin + ":/usr/bin:/bin", "GSSH_FAKE_SMI_DIR": filepath.Join(root, "probe/testdata/fleet/a100x4")}, ExtraConfig: extra})
 	host, port, _ := net.SplitHostPort(s.Addr)
 	p, _ := strconv.Atoi(port)
 	settings := sshconfig.Settings{Alias: "w", HostName: host, Port: p, User: s.User, IdentityFiles: []string{key.Path},

@@ -25,7 +25,7 @@ func commandGroups() map[string]string {
 		"submit": groupJobs, "run": groupJobs, "ps": groupJobs, "show": groupJobs, "logs": groupJobs,
 		"wait": groupJobs, "cancel": groupJobs, "hold": groupJobs, "release": groupJobs, "update": groupJobs,
 		"requeue": groupJobs,
-		"gpus":    groupGPUs, "hosts": groupGPUs, "reap": groupGPUs, "drain": groupGPUs, "resume": groupGPUs,
+		"gpus":    groupGPUs, "hosts": groupGPUs, "reap": groupGPUs, "drain": groupGPUs, "resume": groupGPUs, "doctor": groupGPUs,
 		"schedule": groupQueue, "serve": groupQueue, "usage": groupQueue, "events": groupQueue, "sim": groupQueue,
 		"state": groupOperating, "lab": groupOperating, "token": groupOperating, "version": groupOperating,
 		"completion": groupOperating, "help": groupOperating,

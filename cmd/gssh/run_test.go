@@ -150,6 +150,9 @@ func (f *fakeService) StateRestore(context.Context, service.RestoreRequest) (ser
 	return service.RestoreResult{}, errNotFaked
 }
 
+func (f *fakeService) Doctor(context.Context, service.HostQuery) (service.DoctorDoc, error) {
+	return service.DoctorDoc{}, errNotFaked
+}
 func (f *fakeService) CreateToken(context.Context, service.TokenRequest) (service.TokenCreated, error) {
 	return service.TokenCreated{}, errNotFaked
 }

@@ -1,0 +1,83 @@
+package doctor
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gssh/gssh/gpuinfo"
+)
+
+func TestCUDA(t *testing.T) {
+	for v, want := range map[string]string{
+		"12.2": "the driver supports CUDA 12.2; PyTorch wheels cu118, cu121 work, cu124, cu126, cu128, cu129, cu130 do not",
+		"11.4": "no PyTorch CUDA wheel of cu118, cu121, cu124, cu126, cu128, cu129, cu130 works (upgrade the driver)",
+		"13.0": "PyTorch wheels cu118, cu121, cu124, cu126, cu128, cu129, cu130 work",
+	} {
+		if c := cudaCheck(v); c.Verdict != Info || !strings.Contains(c.Detail, want) {
+			t.Errorf("CUDA %s: %+v; want %q", v, c, want)
+		}
+	}
+	if c := cudaCheck("N/A"); c.Name != "" {
+		t.Errorf("an unreadable version: %+v, want no check", c)
+	}
+}
+
+func TestClock(t *testing.T) {
+	sent := time.Unix(1_800_000_000, 0)
+	recv := sent.Add(200 * time.Millisecond)
+	for remote, want := range map[string]Verdict{
+		"1800000000.1": OK, "1800000005.0": Warn, "1799999000": Fail, "garbage": Warn,
+	} {
+		if _, v, _, _ := clockCheck(remote, sent, recv); v != want {
+			t.Errorf("remote %s: %s, want %s", remote, v, want)
+		}
+	}
+	if _, _, d, _ := clockCheck("1799999990.1", sent, recv); !strings.Contains(d, "10s behind") {
+		t.Errorf("behind: %s", d)
+	}
+}
+
+// TestChecks: findings of each kind make the checks they should, a host
+// not reached skips what needs it, and the login's own output fails the
+// shell check.
+func TestChecks(t *testing.T) {
+	ok := gpuinfo.Snapshot{State: gpuinfo.HostOK, GPUs: make([]gpuinfo.GPU, 2), Driver: "535.1", Source: "nvml", CUDA: "12.2"}
+	now := time.Now()
+	shell := "gssh-doctor\ntime " + strings.TrimSpace(strconvF(now)) + "\nsetsid yes\nsudo no\njobdir ok 104857600\n"
+	verdicts := func(cs []Check) map[string]Verdict {
+		m := map[string]Verdict{}
+		for _, c := range cs {
+			m[c.Name] = c.Verdict
+			if c.Host != "h" {
+				t.Errorf("check %+v: host %q", c, c.Host)
+			}
+			if (c.Verdict == Fail || c.Verdict == Warn) && c.Fix == "" {
+				t.Errorf("check %+v: no fix", c)
+			}
+		}
+		return m
+	}
+	got := verdicts(Checks(Findings{Host: "h", Snapshot: ok, Reached: true, Shell: shell, Sent: now, Received: now, Sudo: true}))
+	for name, want := range map[string]Verdict{"ssh": OK, "shell output": OK, "nvidia-smi": OK, "helper": OK, "cuda": Info, "job directory": OK, "setsid": OK, "sudo": Fail, "clock": OK} {
+		if got[name] != want {
+			t.Errorf("healthy host, %s: %s, want %s", name, got[name], want)
+		}
+	}
+	got = verdicts(Checks(Findings{Host: "h", Snapshot: ok, Reached: true, Shell: "Welcome!\n" + strings.Replace(shell, "jobdir ok 104857600", "jobdir no /h/.gssh/jobs: Permission denied", 1), Sent: now, Received: now}))
+	if got["shell output"] != Fail || got["job directory"] != Fail {
+		t.Errorf("noise and an unwritable job dir: %v", got)
+	}
+	got = verdicts(Checks(Findings{Host: "h", Snapshot: gpuinfo.Snapshot{State: gpuinfo.HostAuthFailed, Error: "refused"}}))
+	if got["ssh"] != Fail || got["nvidia-smi"] != Skip || got["clock"] != Skip {
+		t.Errorf("unreached: %v", got)
+	}
+	got = verdicts(Checks(Findings{Host: "h", Snapshot: ok, Reached: true, ShellErr: errors.New("exit status 1")}))
+	if got["shell output"] != Fail || got["job directory"] != "" {
+		t.Errorf("a script that failed: %v", got)
+	}
+}
+
+func strconvF(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
