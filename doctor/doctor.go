@@ -65,6 +65,9 @@ const Script = `printf 'gssh-doctor\n'
 printf 'time %s\n' "$(date +%s.%N 2>/dev/null || date +%s)"
 if command -v setsid >/dev/null 2>&1; then echo 'setsid yes'; else echo 'setsid no'; fi
 if command -v sudo >/dev/null 2>&1 && sudo -n true </dev/null >/dev/null 2>&1; then echo 'sudo yes'; else echo 'sudo no'; fi
+if command -v nvidia-smi >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1; then
+  printf 'persistence %s\n' "$(timeout 5 nvidia-smi --query-gpu=persistence_mode --format=csv,noheader 2>/dev/null | tr '\n' ' ')"
+fi
 d="$HOME/.gssh/jobs"
 if err=$(mkdir -p "$d" 2>&1) && t="$d/.doctor.$$" && : >"$t" 2>/dev/null && rm -f "$t"; then
   echo "jobdir ok $(df -Pk "$d" 2>/dev/null | awk 'NR == 2 { print $4 }')"
@@ -150,6 +153,9 @@ func Checks(f Findings) []Check {
 			add("sudo", Fail, "sudo -n true fails (no sudo, or it asks for a password)",
 				"add a NOPASSWD rule for the login, e.g. in /etc/sudoers.d/gssh: LOGIN ALL=(%GROUP) NOPASSWD: /bin/sh")
 		}
+	}
+	if c := persistenceCheck(answers["persistence"]); c.Name != "" {
+		add(c.Name, c.Verdict, c.Detail, c.Fix)
 	}
 	add(clockCheck(answers["time"], f.Sent, f.Received))
 	for _, p := range f.Foreign {
@@ -256,6 +262,31 @@ func cudaCheck(v string) Check {
 		detail += "; PyTorch wheels " + strings.Join(work, ", ") + " work, " + strings.Join(not, ", ") + " do not"
 	}
 	return Check{Name: "cuda", Verdict: Info, Detail: detail}
+}
+
+// persistenceCheck reads nvidia-smi's persistence_mode of each GPU (in
+// index order, "Enabled" or "Disabled", space-separated); no check when
+// it could not be read (an old or hung nvidia-smi).
+func persistenceCheck(modes string) Check {
+	words := strings.Fields(modes)
+	if len(words) == 0 {
+		return Check{}
+	}
+	var off []string
+	for i, w := range words {
+		switch w {
+		case "Enabled":
+		case "Disabled":
+			off = append(off, strconv.Itoa(i))
+		default:
+			return Check{}
+		}
+	}
+	if len(off) == 0 {
+		return Check{Name: "persistence mode", Verdict: OK, Detail: "on for every GPU"}
+	}
+	return Check{Name: "persistence mode", Verdict: Warn, Detail: "off on GPU " + strings.Join(off, ", ") + ": each nvidia-smi and NVML start loads the driver again (slow probes)",
+		Fix: "turn it on: nvidia-smi -pm 1 as root, or run nvidia-persistenced"}
 }
 
 // clockCheck compares the host's clock (remote: seconds since the epoch,

@@ -81,3 +81,14 @@ func TestChecks(t *testing.T) {
 }
 
 func strconvF(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
+
+func TestPersistence(t *testing.T) {
+	for modes, want := range map[string]Verdict{"Enabled Enabled ": OK, "Enabled Disabled ": Warn, "": "", "[N/A] ": ""} {
+		if c := persistenceCheck(modes); c.Verdict != want {
+			t.Errorf("%q: %+v, want %q", modes, c, want)
+		}
+	}
+	if c := persistenceCheck("Disabled Enabled Disabled"); !strings.Contains(c.Detail, "off on GPU 0, 2:") || c.Fix == "" {
+		t.Errorf("which GPUs: %+v", c)
+	}
+}
