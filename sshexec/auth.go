@@ -24,8 +24,17 @@ import (
 // tripping the server's MaxAuthTries ("Too many authentication failures").
 type keyring struct {
 	signers []ssh.Signer
+	offered []string // each signer, as a person tells it: its type, fingerprint and where it came from
 	notes   []string // why a key could not be offered; shown when auth fails
 	close   func()
+}
+
+// add offers signer, which came from where ("~/.ssh/id_ed25519",
+// "ssh-agent").
+func (kr *keyring) add(signer ssh.Signer, where string) {
+	kr.signers = append(kr.signers, signer)
+	pub := signer.PublicKey()
+	kr.offered = append(kr.offered, fmt.Sprintf("%s %s (%s)", strings.TrimPrefix(pub.Type(), "ssh-"), ssh.FingerprintSHA256(pub), where))
 }
 
 func loadKeyring(s sshconfig.Settings, agentSock string) *keyring {
@@ -67,7 +76,7 @@ func loadKeyring(s sshconfig.Settings, agentSock string) *keyring {
 	addFile := func(path string, explicit bool) {
 		if pub := readPublic(path); pub != nil {
 			if a := fromAgent(pub); a != nil {
-				kr.signers = append(kr.signers, a)
+				kr.add(a, path+", through ssh-agent")
 				return
 			}
 		}
@@ -76,10 +85,11 @@ func loadKeyring(s sshconfig.Settings, agentSock string) *keyring {
 			kr.notes = append(kr.notes, note)
 		}
 		if signer != nil {
+			where := path
 			if a := fromAgent(signer.PublicKey()); a != nil {
-				signer = a
+				signer, where = a, path+", through ssh-agent"
 			}
-			kr.signers = append(kr.signers, signer)
+			kr.add(signer, where)
 		}
 	}
 	if s.IdentitiesExplicit {
@@ -90,7 +100,7 @@ func loadKeyring(s sshconfig.Settings, agentSock string) *keyring {
 	if !s.IdentitiesOnly || !s.IdentitiesExplicit {
 		for i, a := range agentSigners {
 			if !used[i] {
-				kr.signers = append(kr.signers, a)
+				kr.add(a, "ssh-agent")
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -356,7 +357,7 @@ func (p *Pool) dialOne(ctx context.Context, via *ssh.Client, s sshconfig.Setting
 			e.Err = context.DeadlineExceeded // the conn's deadline is ctx's
 			return nil, e
 		}
-		return nil, classifyHandshake(addr, s.User, err, kr.notes)
+		return nil, classifyHandshake(addr, s.User, err, append(slices.Clip(kr.notes), offeredNote(kr.offered)))
 	}
 	conn.SetDeadline(time.Time{})
 	return ssh.NewClient(cc, chans, reqs), nil
@@ -637,6 +638,12 @@ func classifyDial(addr string, err error, timeout time.Duration) error {
 	}
 	e.Err = err // errors.Is(err, syscall.ECONNREFUSED), errors.As(err, **net.DNSError) still work
 	return e
+}
+
+// offeredNote says which keys were offered, for an authentication
+// failure: "offered: ed25519 SHA256:... (~/.ssh/id_ed25519)".
+func offeredNote(offered []string) string {
+	return "offered: " + strings.Join(offered, ", ")
 }
 
 // classifyHandshake maps an ssh.NewClientConn error to a sentinel. x/crypto
