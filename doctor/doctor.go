@@ -56,6 +56,9 @@ type Findings struct {
 	// Foreign are the host's GPU processes that are no gssh job's, in
 	// words ("GPU 0: pid 4242 (python, alice), 20.0 GiB").
 	Foreign []string
+	// SMI is nvidia-smi's own view of the GPUs where the probe was NVML's
+	// (nil: not read), to see that the two agree.
+	SMI *gpuinfo.Snapshot
 }
 
 // Script is the shell script gssh doctor runs on a host. Its stdout, read
@@ -117,6 +120,10 @@ func Checks(f Findings) []Check {
 				"probes are slower and know less (no reserved memory): see docs/probing.md for why the helper cannot run")
 		}
 		if c := cudaCheck(f.Snapshot.CUDA); c.Name != "" {
+			add(c.Name, c.Verdict, c.Detail, c.Fix)
+		}
+		if f.SMI != nil && f.Snapshot.Source == "nvml" {
+			c := agreeCheck(f.Snapshot, *f.SMI)
 			add(c.Name, c.Verdict, c.Detail, c.Fix)
 		}
 	}
@@ -262,6 +269,42 @@ func cudaCheck(v string) Check {
 		detail += "; PyTorch wheels " + strings.Join(work, ", ") + " work, " + strings.Join(not, ", ") + " do not"
 	}
 	return Check{Name: "cuda", Verdict: Info, Detail: detail}
+}
+
+// agreeCheck compares the NVML helper's view of the GPUs with
+// nvidia-smi's: the same GPUs (count, UUIDs by index) with the same
+// memory (within 1 %: nvidia-smi rounds to MiB, NVML's total may leave
+// out what the driver reserves).
+func agreeCheck(nvml, smi gpuinfo.Snapshot) Check {
+	c := Check{Name: "nvml and nvidia-smi"}
+	fix := "two driver installs may be in the way (a library in LD_LIBRARY_PATH or /usr/local of another version than the kernel module): nvidia-smi -q and ldconfig -p | grep nvidia-ml show which"
+	switch {
+	case smi.State != gpuinfo.HostOK && smi.State != gpuinfo.HostDegraded:
+		c.Verdict, c.Detail, c.Fix = Warn, "NVML reads the GPUs, nvidia-smi does not: "+string(smi.State)+": "+oneLine(smi.Error), fix
+		return c
+	case len(nvml.GPUs) != len(smi.GPUs):
+		c.Verdict, c.Detail, c.Fix = Fail, fmt.Sprintf("NVML sees %d GPUs, nvidia-smi %d", len(nvml.GPUs), len(smi.GPUs)), fix
+		return c
+	}
+	for i := range nvml.GPUs {
+		a, b := nvml.GPUs[i], smi.GPUs[i]
+		switch {
+		case a.UUID != b.UUID:
+			c.Verdict, c.Detail, c.Fix = Fail, fmt.Sprintf("GPU %d is %s to NVML, %s to nvidia-smi", a.Index, a.UUID, b.UUID), fix
+			return c
+		case a.MemTotal != nil && b.MemTotal != nil && !near(*a.MemTotal, *b.MemTotal):
+			c.Verdict, c.Detail, c.Fix = Warn, fmt.Sprintf("GPU %d has %s to NVML, %s to nvidia-smi", a.Index, units.FormatMem(*a.MemTotal), units.FormatMem(*b.MemTotal)), fix
+			return c
+		}
+	}
+	c.Verdict, c.Detail = OK, fmt.Sprintf("both see the same %d GPU(s)", len(nvml.GPUs))
+	return c
+}
+
+// near reports whether a and b differ by at most 1 %.
+func near(a, b uint64) bool {
+	d := max(a, b) - min(a, b)
+	return d*100 <= max(a, b)
 }
 
 // persistenceCheck reads nvidia-smi's persistence_mode of each GPU (in

@@ -92,3 +92,30 @@ func TestPersistence(t *testing.T) {
 		t.Errorf("which GPUs: %+v", c)
 	}
 }
+
+func TestAgree(t *testing.T) {
+	mem := func(n uint64) *uint64 { return &n }
+	gpus := func(uuids ...string) []gpuinfo.GPU {
+		var out []gpuinfo.GPU
+		for i, u := range uuids {
+			out = append(out, gpuinfo.GPU{Index: i, UUID: u, MemTotal: mem(80 << 30)})
+		}
+		return out
+	}
+	ok := gpuinfo.Snapshot{State: gpuinfo.HostOK, GPUs: gpus("GPU-a", "GPU-b")}
+	for name, c := range map[string]struct {
+		smi  gpuinfo.Snapshot
+		want Verdict
+	}{
+		"same":         {ok, OK},
+		"fewer":        {gpuinfo.Snapshot{State: gpuinfo.HostOK, GPUs: gpus("GPU-a")}, Fail},
+		"another UUID": {gpuinfo.Snapshot{State: gpuinfo.HostOK, GPUs: gpus("GPU-a", "GPU-c")}, Fail},
+		"smi fails":    {gpuinfo.Snapshot{State: gpuinfo.HostDriverMismatch, Error: "mismatch"}, Warn},
+		"other memory": {gpuinfo.Snapshot{State: gpuinfo.HostOK, GPUs: []gpuinfo.GPU{{Index: 0, UUID: "GPU-a", MemTotal: mem(40 << 30)}, {Index: 1, UUID: "GPU-b", MemTotal: mem(80 << 30)}}}, Warn},
+		"within 1%":    {gpuinfo.Snapshot{State: gpuinfo.HostOK, GPUs: []gpuinfo.GPU{{Index: 0, UUID: "GPU-a", MemTotal: mem(80<<30 - 300<<20)}, {Index: 1, UUID: "GPU-b", MemTotal: mem(80 << 30)}}}, OK},
+	} {
+		if got := agreeCheck(ok, c.smi); got.Verdict != c.want || (got.Verdict != OK && got.Fix == "") {
+			t.Errorf("%s: %+v, want %s", name, got, c.want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gssh/gssh/doctor"
 	"github.com/gssh/gssh/gpuinfo"
+	"github.com/gssh/gssh/probe"
 	"github.com/gssh/gssh/reap"
 	"github.com/gssh/gssh/units"
 )
@@ -77,6 +78,14 @@ func (l *Local) Doctor(ctx context.Context, q HostQuery) (DoctorDoc, error) {
 			res, err := sh.Run(sctx, h.Host, doctor.Script, nil)
 			found[i].Received = time.Now()
 			found[i].Shell, found[i].ShellErr = string(res.Stdout), err
+			if h.Source == "nvml" {
+				// nvidia-smi's own view, to compare with NVML's.
+				snap, err := probe.SMI(sh, h.Host).Snapshot(sctx)
+				if err != nil && snap.State == "" {
+					snap.State, snap.Error = gpuinfo.HostProbeError, err.Error()
+				}
+				found[i].SMI = &snap
+			}
 		})
 	}
 	wg.Wait()

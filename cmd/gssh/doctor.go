@@ -22,8 +22,9 @@ func newDoctorCmd(a *app, runF func(*doctorOptions) error) *cobra.Command {
 		Short: "Check each host for what keeps jobs from running there, and say what to do",
 		Long: `Check every host (or those named): SSH (reachable, key, host key), what the
 login prints besides a command's output, nvidia-smi (present, answering,
-driver loaded and matching its library), the NVML helper, the CUDA version
-the driver supports (which PyTorch wheels work), the job directory (writable,
+driver loaded and matching its library), the NVML helper (and that it sees
+what nvidia-smi sees), the CUDA version the driver supports (which PyTorch
+wheels work), persistence mode, the job directory (writable,
 free space), setsid, sudo -n on run_as: sudo hosts, the clock against this
 one's, and GPU memory held by processes gssh did not start. One line per
 check: HOST, CHECK, VERDICT (ok, warn, fail, skip, info), DETAIL, FIX.`,
