@@ -64,21 +64,7 @@ func (s *Server) Exchange(ctx context.Context, p Peer, in io.Reader, out io.Writ
 		return nil
 	}
 	if duplex != nil {
-		recv := make(chan json.RawMessage, 16)
-		go func() {
-			defer close(recv)
-			for {
-				line, err := readLine(br, MaxRequest)
-				if err != nil {
-					return
-				}
-				select {
-				case recv <- json.RawMessage(line):
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
+		recv := receive(ctx, br)
 		h = func(ctx context.Context, p Peer, args json.RawMessage, send func(any) error) (any, error) {
 			return duplex(ctx, p, args, send, recv)
 		}

@@ -368,21 +368,7 @@ func (s *Server) handle(ctx context.Context, c *net.UnixConn) {
 			cancel()
 		}()
 	} else {
-		recv = make(chan json.RawMessage, 16)
-		go func() { // what the client sends, until its side ends
-			defer close(recv)
-			for {
-				line, err := readLine(br, MaxRequest)
-				if err != nil {
-					return
-				}
-				select {
-				case recv <- json.RawMessage(bytes.TrimSpace(line)):
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
+		recv = receive(ctx, br)
 	}
 	var sendMu sync.Mutex
 	send := func(v any) error {
@@ -558,4 +544,26 @@ func answer(c net.Conn, a Answer) {
 	c.SetWriteDeadline(time.Now().Add(time.Second))
 	b, _ := json.Marshal(a)
 	c.Write(append(b, '\n'))
+}
+
+// receive is the lines a duplex op's client sends after its request,
+// read from br until its side ends (or a line is too long), or ctx does:
+// then the channel is closed.
+func receive(ctx context.Context, br *bufio.Reader) chan json.RawMessage {
+	recv := make(chan json.RawMessage, 16)
+	go func() {
+		defer close(recv)
+		for {
+			line, err := readLine(br, MaxRequest)
+			if err != nil {
+				return
+			}
+			select {
+			case recv <- json.RawMessage(bytes.TrimSpace(line)):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return recv
 }
