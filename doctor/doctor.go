@@ -48,9 +48,13 @@ type Findings struct {
 	// as the jobs are: its stdout, and the error of running it.
 	Shell    string
 	ShellErr error
-	// Sent and Received bracket the script's run on the controller's
-	// clock: its reported time is compared with their midpoint.
+	// Time is the host's answer to ClockScript; Sent and Received
+	// bracket that command on the controller's clock (its time is
+	// compared with their midpoint).
+	Time           string
 	Sent, Received time.Time
+	// Local: the host is this machine (no SSH, no login).
+	Local bool
 	// Sudo: the host runs jobs as their owners (run_as: sudo).
 	Sudo bool
 	// Foreign are the host's GPU processes that are no gssh job's, in
@@ -61,22 +65,35 @@ type Findings struct {
 	SMI *gpuinfo.Snapshot
 }
 
-// Script is the shell script gssh doctor runs on a host. Its stdout, read
-// by Checks, is: a line "gssh-doctor" (what comes before it is the login
-// shell's own output), then "key value" lines.
-const Script = `printf 'gssh-doctor\n'
-printf 'time %s\n' "$(date +%s.%N 2>/dev/null || date +%s)"
+// Script is the shell script gssh doctor runs on a host; with smi (its
+// probe found nvidia-smi answering), it also asks nvidia-smi for the
+// GPUs' persistence mode and the CUDA version the driver supports. Its
+// stdout, read by Checks, is: a line "gssh-doctor" (what comes before it
+// is the login shell's own output), then "key value" lines.
+func Script(smi bool) string {
+	s := `printf 'gssh-doctor\n'
 if command -v setsid >/dev/null 2>&1; then echo 'setsid yes'; else echo 'setsid no'; fi
 if command -v sudo >/dev/null 2>&1 && sudo -n true </dev/null >/dev/null 2>&1; then echo 'sudo yes'; else echo 'sudo no'; fi
-if command -v nvidia-smi >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1; then
-  printf 'persistence %s\n' "$(timeout 5 nvidia-smi --query-gpu=persistence_mode --format=csv,noheader 2>/dev/null | tr '\n' ' ')"
-fi
 d="$HOME/.gssh/jobs"
 if err=$(mkdir -p "$d" 2>&1) && t="$d/.doctor.$$" && : >"$t" 2>/dev/null && rm -f "$t"; then
   echo "jobdir ok $(df -Pk "$d" 2>/dev/null | awk 'NR == 2 { print $4 }')"
 else
   echo "jobdir no $d: $(printf '%s' "$err" | head -n 1)"
 fi`
+	if smi {
+		s += `
+if command -v timeout >/dev/null 2>&1; then
+  printf 'persistence %s\n' "$(timeout 5 nvidia-smi --query-gpu=persistence_mode --format=csv,noheader 2>/dev/null | tr '\n' ' ')"
+  printf 'cuda %s\n' "$(timeout 5 nvidia-smi --version 2>/dev/null | sed -n 's/^CUDA Version *: *//p' | head -n 1)"
+fi`
+	}
+	return s
+}
+
+// ClockScript is the command whose answer (seconds since the epoch) is
+// Findings.Time: a command of its own, so that its round trip is short
+// and its midpoint close to when the host read its clock.
+const ClockScript = `date +%s.%N 2>/dev/null || date +%s`
 
 // Checks are the checks of one host's findings, in the order of gssh
 // doctor's table.
@@ -87,21 +104,25 @@ func Checks(f Findings) []Check {
 	}
 	st := f.Snapshot.State
 	if !f.Reached {
-		detail, fix := sshFix(st, f.Snapshot.Error)
+		detail, fix := sshFix(f.Host, st, f.Snapshot.Error)
 		add("ssh", Fail, detail, fix)
-		for _, n := range []string{"shell output", "nvidia-smi", "job directory", "setsid", "clock"} {
+		for _, n := range []string{"shell output", "nvidia-smi", "helper", "job directory", "setsid", "clock"} {
 			add(n, Skip, "not checked: the host cannot be reached", "")
 		}
 		return out
 	}
-	add("ssh", OK, "reached", "")
+	if f.Local {
+		add("ssh", OK, "this machine: no SSH needed", "")
+	} else {
+		add("ssh", OK, "reached", "")
+	}
 
 	noise, answers, ok := parseShell(f.Shell)
 	switch {
 	case f.ShellErr != nil:
-		add("shell output", Fail, "the check script failed: "+oneLine(f.ShellErr.Error()), "run `ssh HOST sh -c true` by hand to see why a command fails there")
+		add("shell output", Fail, "the check script failed: "+oneLine(f.ShellErr.Error()), "run `ssh "+f.Host+" true` by hand (with -F for gssh's --ssh-config) to see why a command fails there")
 	case !ok:
-		add("shell output", Fail, fmt.Sprintf("the check script's output did not come back: %q", clip(f.Shell)), "the login shell or a ForceCommand replaces commands: let `ssh HOST cmd` run cmd")
+		add("shell output", Fail, fmt.Sprintf("the check script's output did not come back: %q", clip(f.Shell)), "the login shell or a ForceCommand replaces commands: let `ssh "+f.Host+" cmd` run cmd")
 	case noise != "":
 		add("shell output", Fail, fmt.Sprintf("the login prints %q before every command", clip(noise)),
 			"print it only on a terminal: wrap it in `if [ -t 1 ]; then ... fi` in ~/.bashrc or the ForceCommand (output that is not the command's breaks gssh's protocol)")
@@ -117,9 +138,13 @@ func Checks(f Findings) []Check {
 			add("helper", OK, "the NVML helper reads the GPUs", "")
 		case f.Snapshot.SourceWhy != "":
 			add("helper", Warn, "the GPUs are read with nvidia-smi: "+f.Snapshot.SourceWhy,
-				"probes are slower and know less (no reserved memory): see docs/probing.md for why the helper cannot run")
+				"keep gssh-helper beside gssh (make builds it) or set $GSSH_HELPER; docs/probing.md says what else keeps it from running (without it probes are slower and know less)")
 		}
-		if c := cudaCheck(f.Snapshot.CUDA); c.Name != "" {
+		cuda := f.Snapshot.CUDA
+		if cuda == "" && ok {
+			cuda = answers["cuda"] // nvidia-smi's "CUDA Version"
+		}
+		if c := cudaCheck(cuda); c.Name != "" {
 			add(c.Name, c.Verdict, c.Detail, c.Fix)
 		}
 		if f.SMI != nil && f.Snapshot.Source == "nvml" {
@@ -164,7 +189,9 @@ func Checks(f Findings) []Check {
 	if c := persistenceCheck(answers["persistence"]); c.Name != "" {
 		add(c.Name, c.Verdict, c.Detail, c.Fix)
 	}
-	add(clockCheck(answers["time"], f.Sent, f.Received))
+	if !f.Local {
+		add(clockCheck(f.Time, f.Sent, f.Received))
+	}
 	for _, p := range f.Foreign {
 		add("gpu processes", Info, p, "a process gssh did not start holds GPU memory: jobs placed there see less free")
 	}
@@ -188,27 +215,35 @@ func parseShell(out string) (noise string, answers map[string]string, ok bool) {
 	return before, answers, true
 }
 
-// sshFix says why a host could not be reached and what to do, from its
+// sshFix says why host could not be reached and what to do, from its
 // probe's state and error.
-func sshFix(st gpuinfo.HostState, why string) (detail, fix string) {
+func sshFix(host string, st gpuinfo.HostState, why string) (detail, fix string) {
 	detail = string(st) + ": " + oneLine(why)
+	switch {
+	case strings.Contains(why, "cannot resolve"):
+		return detail, "the name does not resolve: fix it, or give the address (HostName in ~/.ssh/config, or address: in the inventory)"
+	case st == gpuinfo.HostAuthFailed && strings.Contains(why, "no key to offer"):
+		return detail, "gssh has no key to offer (the host was not contacted): ssh-add a key (gssh uses ssh-agent), or set IdentityFile for " + host + " in ~/.ssh/config"
+	case st == gpuinfo.HostUnreachable && (strings.Contains(why, "handshake") && (strings.Contains(why, "EOF") || strings.Contains(why, "reset"))):
+		return detail, "the server closed the connection during the handshake: sshd's MaxStartups (10 at once by default) refuses connections when many come together (many hosts behind one sshd or jump host): check fewer hosts at once, or raise MaxStartups"
+	}
 	switch st {
 	case gpuinfo.HostUnreachable:
-		return detail, "check the host is up, and its HostName and Port (ssh -G HOST shows what gssh uses); a firewall may drop port 22"
+		return detail, "check " + host + " is up, and its HostName and Port (ssh -G " + host + " shows them); a firewall may drop port 22"
 	case gpuinfo.HostTimeout:
-		return detail, "the host did not answer in time: check it is up and not overloaded, or raise --connect-timeout"
+		return detail, "the host did not answer in time: check it is up and not overloaded, or raise ConnectTimeout for it in ~/.ssh/config (or --connect-timeout, where ssh_config sets none)"
 	case gpuinfo.HostAuthFailed:
-		return detail, "give the host a key it accepts: ssh-add the key (gssh uses ssh-agent), or IdentityFile in ~/.ssh/config; gssh never asks for a password"
+		return detail, "give " + host + " a key it accepts: ssh-add the key (gssh uses ssh-agent), or IdentityFile in ~/.ssh/config; gssh never asks for a password"
 	case gpuinfo.HostKeyUnknown:
-		return detail, "ssh HOST once and accept its key (it goes to known_hosts), or set StrictHostKeyChecking accept-new for it"
+		return detail, "ssh " + host + " once and accept its key (it goes to known_hosts), or set StrictHostKeyChecking accept-new for it"
 	case gpuinfo.HostKeyMismatch:
-		return detail, "the host's key changed: if you know why (a reinstall), ssh-keygen -R HOST and connect once; else someone may be in between"
+		return detail, "the host's key changed: if you know why (a reinstall), ssh-keygen -R " + host + " and connect once; else someone may be in between"
 	case gpuinfo.HostUnknownHost:
 		return detail, "add the host to the inventory, or fix its name (DNS, or HostName in ~/.ssh/config)"
 	case gpuinfo.HostConfigError:
 		return detail, "fix the ssh_config lines the error names"
 	}
-	return detail, "see the error; ssh -v HOST says more"
+	return detail, "see the error; ssh -v " + host + " says more"
 }
 
 // smiCheck is the nvidia-smi check of a probe's snapshot.
@@ -221,7 +256,7 @@ func smiCheck(s gpuinfo.Snapshot) (detail string, v Verdict, fix string) {
 	case gpuinfo.HostNoDevices:
 		return "no GPUs found", Warn, "a host without GPUs takes no jobs: check the GPUs are seated and the driver sees them (nvidia-smi -L)"
 	case gpuinfo.HostSMIMissing:
-		return "nvidia-smi is not on the PATH of non-interactive logins", Fail, "install the NVIDIA driver's utilities, or put nvidia-smi's directory in PATH for non-interactive shells (~/.ssh/environment, or /etc/environment)"
+		return "nvidia-smi is not on the PATH of non-interactive logins", Fail, "install the NVIDIA driver's utilities, or put nvidia-smi's directory in the PATH of non-interactive shells (/etc/environment; ~/.ssh/environment only where sshd has PermitUserEnvironment yes)"
 	case gpuinfo.HostDriverNotLoaded:
 		return "nvidia-smi cannot talk to the driver: " + oneLine(s.Error), Fail, "load the driver (modprobe nvidia) or reboot; check the driver is installed for the running kernel"
 	case gpuinfo.HostDriverMismatch:

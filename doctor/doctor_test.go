@@ -46,7 +46,7 @@ func TestClock(t *testing.T) {
 func TestChecks(t *testing.T) {
 	ok := gpuinfo.Snapshot{State: gpuinfo.HostOK, GPUs: make([]gpuinfo.GPU, 2), Driver: "535.1", Source: "nvml", CUDA: "12.2"}
 	now := time.Now()
-	shell := "gssh-doctor\ntime " + strings.TrimSpace(strconvF(now)) + "\nsetsid yes\nsudo no\njobdir ok 104857600\n"
+	shell := "gssh-doctor\nsetsid yes\nsudo no\njobdir ok 104857600\ncuda 12.2\n"
 	verdicts := func(cs []Check) map[string]Verdict {
 		m := map[string]Verdict{}
 		for _, c := range cs {
@@ -60,13 +60,13 @@ func TestChecks(t *testing.T) {
 		}
 		return m
 	}
-	got := verdicts(Checks(Findings{Host: "h", Snapshot: ok, Reached: true, Shell: shell, Sent: now, Received: now, Sudo: true}))
+	got := verdicts(Checks(Findings{Host: "h", Snapshot: ok, Reached: true, Shell: shell, Time: strconvF(now), Sent: now, Received: now, Sudo: true}))
 	for name, want := range map[string]Verdict{"ssh": OK, "shell output": OK, "nvidia-smi": OK, "helper": OK, "cuda": Info, "job directory": OK, "setsid": OK, "sudo": Fail, "clock": OK} {
 		if got[name] != want {
 			t.Errorf("healthy host, %s: %s, want %s", name, got[name], want)
 		}
 	}
-	got = verdicts(Checks(Findings{Host: "h", Snapshot: ok, Reached: true, Shell: "Welcome!\n" + strings.Replace(shell, "jobdir ok 104857600", "jobdir no /h/.gssh/jobs: Permission denied", 1), Sent: now, Received: now}))
+	got = verdicts(Checks(Findings{Host: "h", Snapshot: ok, Reached: true, Shell: "Welcome!\n" + strings.Replace(shell, "jobdir ok 104857600", "jobdir no /h/.gssh/jobs: Permission denied", 1), Time: strconvF(now), Sent: now, Received: now}))
 	if got["shell output"] != Fail || got["job directory"] != Fail {
 		t.Errorf("noise and an unwritable job dir: %v", got)
 	}
@@ -117,5 +117,45 @@ func TestAgree(t *testing.T) {
 		if got := agreeCheck(ok, c.smi); got.Verdict != c.want || (got.Verdict != OK && got.Fix == "") {
 			t.Errorf("%s: %+v, want %s", name, got, c.want)
 		}
+	}
+}
+
+// TestChecksSMICUDA: the CUDA version nvidia-smi gives stands where NVML
+// gave none; a local host has no clock check and says no SSH is needed.
+func TestChecksSMICUDA(t *testing.T) {
+	snap := gpuinfo.Snapshot{State: gpuinfo.HostOK, GPUs: make([]gpuinfo.GPU, 1), Source: "nvidia-smi", SourceWhy: "no helper"}
+	cs := Checks(Findings{Host: "ctl", Local: true, Snapshot: snap, Reached: true, Shell: "gssh-doctor\nsetsid yes\njobdir ok 9999999\ncuda 12.4\n"})
+	var cuda, clock, ssh string
+	for _, c := range cs {
+		switch c.Name {
+		case "cuda":
+			cuda = c.Detail
+		case "clock":
+			clock = c.Detail
+		case "ssh":
+			ssh = c.Detail
+		}
+	}
+	if !strings.Contains(cuda, "CUDA 12.4; PyTorch wheels cu118, cu121, cu124 work") || clock != "" || !strings.Contains(ssh, "no SSH needed") {
+		t.Errorf("cuda %q, clock %q, ssh %q", cuda, clock, ssh)
+	}
+}
+
+func TestSSHFix(t *testing.T) {
+	for why, want := range map[string]string{
+		"connect to x:22: x: cannot resolve \"x\": no such host":                     "does not resolve",
+		"root@x:22: no key to offer: no ssh-agent key and no readable identity file": "no key to offer",
+		"ssh handshake with x:22: ssh: handshake failed: EOF":                        "MaxStartups",
+	} {
+		st := gpuinfo.HostUnreachable
+		if strings.Contains(why, "no key") {
+			st = gpuinfo.HostAuthFailed
+		}
+		if _, fix := sshFix("gpu01", st, why); !strings.Contains(fix, want) {
+			t.Errorf("%q: fix %q, want %q in it", why, fix, want)
+		}
+	}
+	if _, fix := sshFix("gpu01", gpuinfo.HostKeyUnknown, "x"); !strings.Contains(fix, "ssh gpu01 once") {
+		t.Errorf("the host's name is not in the fix: %q", fix)
 	}
 }

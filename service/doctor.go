@@ -49,7 +49,7 @@ func (l *Local) Doctor(ctx context.Context, q HostQuery) (DoctorDoc, error) {
 	var wg sync.WaitGroup
 	for i, h := range gpus.Hosts {
 		host, _ := f.Lookup(h.Host)
-		fd := doctor.Findings{Host: h.Host, Snapshot: h.Snapshot, Reached: reachedState(h), Sudo: host.RunAsSudo}
+		fd := doctor.Findings{Host: h.Host, Snapshot: h.Snapshot, Reached: reachedState(h), Sudo: host.RunAsSudo, Local: host.Local}
 		for _, p := range h.Processes {
 			if p.Kind == reap.KindForeign || p.Kind == reap.KindUnattributed {
 				used := "memory unknown"
@@ -75,8 +75,12 @@ func (l *Local) Doctor(ctx context.Context, q HostQuery) (DoctorDoc, error) {
 			sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			found[i].Sent = time.Now()
-			res, err := sh.Run(sctx, h.Host, doctor.Script, nil)
+			if res, err := sh.Run(sctx, h.Host, doctor.ClockScript, nil); err == nil {
+				found[i].Time = string(res.Stdout)
+			}
 			found[i].Received = time.Now()
+			smi := h.State == gpuinfo.HostOK || h.State == gpuinfo.HostDegraded
+			res, err := sh.Run(sctx, h.Host, doctor.Script(smi), nil)
 			found[i].Shell, found[i].ShellErr = string(res.Stdout), err
 			if h.Source == "nvml" {
 				// nvidia-smi's own view, to compare with NVML's.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gssh/gssh/doctor"
 	"github.com/gssh/gssh/service"
+	"github.com/gssh/gssh/units"
 )
 
 type doctorOptions struct {
@@ -75,7 +76,7 @@ func doctorRun(ctx context.Context, a *app, opts *doctorOptions) error {
 		}
 	}
 	if !opts.json {
-		fmt.Fprintf(a.stderr, "gssh: %d checks failed on %d of %d hosts\n", doc.Failed, len(hosts), len(all))
+		fmt.Fprintf(a.stderr, "gssh: %d %s failed on %d of %d %s\n", doc.Failed, units.Plural(doc.Failed, "check", "checks"), len(hosts), len(all), units.Plural(len(all), "host", "hosts"))
 	}
 	return &service.PartialError{Failed: len(hosts), Total: len(all)}
 }
