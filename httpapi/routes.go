@@ -16,7 +16,6 @@ import (
 	"github.com/gssh/gssh/serve"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
-	"github.com/gssh/gssh/units"
 )
 
 // routes registers every route. Those a person's data goes through need
@@ -279,71 +278,22 @@ func held(r *http.Request, l *service.Local, do func(context.Context, []job.ID) 
 	return rs[0].Job, http.StatusOK, nil
 }
 
-// UpdateForm is PATCH /v1/jobs/{id}: what gssh update changes, written
-// as its flags take them (a field left out is left as it is).
-type UpdateForm struct {
-	Priority *int    `json:"priority,omitempty"`
-	Timeout  *string `json:"timeout,omitempty"`
-	Mem      *string `json:"mem,omitempty"`
-	Name     *string `json:"name,omitempty"`
-	CPUs     *string `json:"cpus,omitempty"`
-	HostMem  *string `json:"host_mem,omitempty"`
-	LogLimit *string `json:"log_limit,omitempty"`
-}
-
 // updateJob is PATCH /v1/jobs/{id}: gssh update of one queued job.
 func updateJob(w http.ResponseWriter, r *http.Request, l *service.Local) (any, int, error) {
 	id, err := jobID(r, l)
 	if err != nil {
 		return nil, 0, err
 	}
-	var f UpdateForm
+	var f jobform.Update
 	if err := decode(w, r, &f); err != nil {
 		return nil, 0, err
 	}
-	req := service.UpdateRequest{IDs: []job.ID{id}, Priority: f.Priority, Name: f.Name}
-	warn := func(s string) { addWarning(w, s) }
-	if f.Timeout != nil {
-		d, err := units.ParseWalltime(*f.Timeout)
-		if err != nil {
-			return nil, 0, badRequest("timeout: " + err.Error())
-		}
-		req.Timeout = &d
+	f.Fields = true
+	req, err := f.Request(func(s string) { addWarning(w, s) })
+	if err != nil {
+		return nil, 0, badRequest(err.Error())
 	}
-	for _, s := range []struct {
-		v   *string
-		out **uint64
-		f   func(string) (uint64, error)
-	}{
-		{f.Mem, &req.Mem, func(v string) (uint64, error) { return jobform.Mem("mem", v, warn) }},
-		{f.HostMem, &req.HostMem, func(v string) (uint64, error) { return jobform.Mem("host_mem", v, warn) }},
-		{f.LogLimit, &req.LogLimit, func(v string) (uint64, error) { return jobform.LogLimit("log_limit", v) }},
-	} {
-		if s.v == nil {
-			continue
-		}
-		n, err := s.f(*s.v)
-		if err == nil && n == 0 {
-			err = fmt.Errorf("an empty size: give one, such as 8G")
-		}
-		if err != nil {
-			return nil, 0, badRequest(err.Error())
-		}
-		*s.out = &n
-	}
-	if f.CPUs != nil {
-		n, err := jobform.CPUs("cpus", *f.CPUs)
-		if err == nil && n == 0 {
-			err = errors.New(`cpus "": give a whole number of CPUs, 1 or more`)
-		}
-		if err != nil {
-			return nil, 0, badRequest(err.Error())
-		}
-		req.CPUs = &n
-	}
-	if req.Priority == nil && req.Timeout == nil && req.Mem == nil && req.Name == nil && req.CPUs == nil && req.HostMem == nil && req.LogLimit == nil {
-		return nil, 0, badRequest("nothing to update: give priority, timeout, mem, cpus, host_mem, log_limit or name")
-	}
+	req.IDs = []job.ID{id}
 	rs, err := l.Update(r.Context(), req)
 	if err != nil {
 		return nil, 0, err

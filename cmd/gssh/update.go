@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -10,7 +9,6 @@ import (
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/jobform"
 	"github.com/gssh/gssh/service"
-	"github.com/gssh/gssh/units"
 )
 
 type updateOptions struct {
@@ -69,55 +67,23 @@ ever give is refused, as at submit.`,
 // may mean GiB (see jobform.Mem).
 func (o *updateOptions) request(c *cobra.Command, warn func(string)) error {
 	fl := c.Flags()
-	r := &o.req
+	var u jobform.Update
+	for _, f := range []struct {
+		flag string
+		to   **string
+		v    *string
+	}{{"timeout", &u.Timeout, &o.timeout}, {"mem", &u.Mem, &o.mem}, {"name", &u.Name, &o.name}, {"cpus", &u.CPUs, &o.cpus},
+		{"host-mem", &u.HostMem, &o.hostMem}, {"log-limit", &u.LogLimit, &o.logLimit}} {
+		if fl.Changed(f.flag) {
+			*f.to = f.v
+		}
+	}
 	if fl.Changed("priority") {
-		r.Priority = &o.priority
+		u.Priority = &o.priority
 	}
-	if fl.Changed("timeout") {
-		d, err := units.ParseWalltime(o.timeout)
-		if err != nil {
-			return fmt.Errorf("--timeout: %w", err)
-		}
-		r.Timeout = &d
-	}
-	if fl.Changed("mem") {
-		m, err := jobform.Mem("--mem", o.mem, warn)
-		if err != nil {
-			return err
-		}
-		r.Mem = &m
-	}
-	if fl.Changed("name") {
-		r.Name = &o.name
-	}
-	if fl.Changed("cpus") {
-		n, err := jobform.CPUs("--cpus", o.cpus)
-		if err != nil {
-			return err
-		}
-		r.CPUs = &n
-	}
-	if fl.Changed("host-mem") {
-		m, err := jobform.Mem("--host-mem", o.hostMem, warn)
-		if err != nil {
-			return err
-		}
-		r.HostMem = &m
-	}
-	if fl.Changed("log-limit") {
-		n, err := jobform.LogLimit("--log-limit", o.logLimit)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return errors.New("--log-limit is empty: give the log's cap, such as 1G")
-		}
-		r.LogLimit = &n
-	}
-	if r.Priority == nil && r.Timeout == nil && r.Mem == nil && r.Name == nil && r.CPUs == nil && r.HostMem == nil && r.LogLimit == nil {
-		return errors.New("nothing to update: give --priority, --timeout, --mem, --cpus, --host-mem, --log-limit or --name")
-	}
-	return nil
+	req, err := u.Request(warn)
+	o.req = req
+	return err
 }
 
 // updateRun is gssh update; see newUpdateCmd.
