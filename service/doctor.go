@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,7 +57,7 @@ func (l *Local) Doctor(ctx context.Context, q HostQuery) (DoctorDoc, error) {
 				if p.UsedBytes != nil {
 					used = units.FormatMem(*p.UsedBytes)
 				}
-				fd.Foreign = append(fd.Foreign, fmt.Sprintf("GPU %d: pid %d (%s, %s), %s", p.GPU, p.PID, p.Name, orWord(p.User, "user unknown"), used))
+				fd.Foreign = append(fd.Foreign, fmt.Sprintf("GPU %d: pid %d (%s, %s), %s", p.GPU, p.PID, p.Name, cmp.Or(p.User, "user unknown"), used))
 			}
 		}
 		for _, m := range h.Invisible {
@@ -119,12 +120,4 @@ func reachedState(h HostGPUs) bool {
 		return strings.Contains(h.Error, "GPU probe did not finish")
 	}
 	return true
-}
-
-// orWord is s, or word when s is empty.
-func orWord(s, word string) string {
-	if s == "" {
-		return word
-	}
-	return s
 }

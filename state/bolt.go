@@ -518,8 +518,9 @@ func (s *Bolt) Active() ([]job.Job, error) {
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			var j job.Job
 			var err error
-			if id, kerr := keyID(k); seen != nil && kerr == nil && jobs.Get(k) != nil {
-				j, err = s.keep.decoded.get(id, jobs.Get(k), seen) // gssh serve: unchanged records are not decoded again
+			id, kerr := keyID(k)
+			if v := jobs.Get(k); seen != nil && kerr == nil && v != nil {
+				j, err = s.keep.decoded.get(id, v, seen) // gssh serve: unchanged records are not decoded again
 			} else {
 				j, err = activeJob(jobs, k)
 			}
