@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +31,8 @@ type serveOptions struct {
 	streams time.Duration
 	// The HTTP API: --listen (""; none), --tls-cert and --tls-key.
 	listen, tlsCert, tlsKey string
-	publicMetrics           bool // --public-metrics
+	publicMetrics           bool        // --public-metrics
+	tls                     *tls.Config // --tls-cert and --tls-key as read (nil: none)
 }
 
 func newServeCmd(a *app, runF func(*serveOptions) error) *cobra.Command {

@@ -37,7 +37,7 @@ func apiAddr(listen string) (string, error) {
 
 // checkAPIFlags refuses, before gssh serve starts anything, a --listen
 // that names no address and TLS files that cannot be read (or go without
-// --listen).
+// --listen); the TLS read is kept in opts.tls for startAPI.
 func checkAPIFlags(opts *serveOptions) error {
 	if opts.listen == "" {
 		if opts.tlsCert != "" || opts.tlsKey != "" || opts.publicMetrics {
@@ -48,7 +48,8 @@ func checkAPIFlags(opts *serveOptions) error {
 	if _, err := apiAddr(opts.listen); err != nil {
 		return err
 	}
-	_, err := tlsConfig(opts)
+	var err error
+	opts.tls, err = tlsConfig(opts)
 	return err
 }
 
@@ -79,10 +80,7 @@ func startAPI(opts *serveOptions, l *service.Local, cur *atomic.Pointer[service.
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := tlsConfig(opts)
-	if err != nil {
-		return nil, err
-	}
+	cfg := opts.tls // checkAPIFlags read it
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", opts.listen, err)
