@@ -2,6 +2,8 @@ package gpuinfo
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -168,4 +170,25 @@ func clipText(s string) string {
 		return s[:40] + "..."
 	}
 	return s
+}
+
+// ReadHostInfo reads the host's CPUs and memory as ParseHostInfo
+// does from the probe script's lines: MemTotal and MemAvailable of
+// PROC/meminfo, Cpus_allowed_list of PROC/self/status (this process's
+// affinity, which a job started from the same login shares), and the
+// online CPUs of SYS/devices/system/cpu/online. What cannot be read is
+// missing, and said in the warnings.
+func ReadHostInfo(proc, sys string) (*HostInfo, []string) {
+	var lines []string
+	for _, f := range []string{filepath.Join(proc, "meminfo"), filepath.Join(proc, "self", "status")} {
+		if b, err := os.ReadFile(f); err == nil {
+			lines = append(lines, strings.Split(string(b), "\n")...)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(sys, "devices", "system", "cpu", "online")); err == nil {
+		if ids, err := ParseCPUList(string(b)); err == nil {
+			lines = append(lines, "online: "+strconv.Itoa(len(ids)))
+		}
+	}
+	return ParseHostInfo(lines)
 }

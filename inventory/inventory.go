@@ -14,6 +14,7 @@
 //	    port: 2222
 //	    user: alice
 //	    identity_file: ~/.ssh/lab_ed25519
+//	    known_hosts: ~/.ssh/lab_known_hosts # instead of ssh_config's UserKnownHostsFile
 //	    labels: [a100, nvlink]
 //	    reserve: 20%
 //	    drain: false
@@ -74,16 +75,20 @@ const DefaultReservePct = 10
 
 // Host is one entry of the inventory, with the defaults block applied.
 type Host struct {
-	Name         string   // unique; the ssh_config alias
-	Address      string   // HostName override; "" = ssh_config's, else Name
-	Port         int      // 0 = ssh_config's, else 22
-	User         string   // "" = ssh_config's, else the local user
-	IdentityFile string   // offered first when set
-	Labels       []string // free-form tags used by --label
-	ReservePct   float64  // GPU memory kept back, percent of total, in [0, 100)
-	Drain        bool     // no new jobs are placed on a drained host
-	DrainLine    int      // line of the `drain:` key that set Drain (in `defaults` or the host's entry); 0 when none did
-	Local        bool     // the controller itself: probed and run without SSH
+	Name         string // unique; the ssh_config alias
+	Address      string // HostName override; "" = ssh_config's, else Name
+	Port         int    // 0 = ssh_config's, else 22
+	User         string // "" = ssh_config's, else the local user
+	IdentityFile string // offered first when set
+	// KnownHostsFile replaces ssh_config's UserKnownHostsFile when set
+	// (`known_hosts:`, as `ssh -o UserKnownHostsFile=FILE`): the host's
+	// key is looked up there, and in the global files.
+	KnownHostsFile string
+	Labels         []string // free-form tags used by --label
+	ReservePct     float64  // GPU memory kept back, percent of total, in [0, 100)
+	Drain          bool     // no new jobs are placed on a drained host
+	DrainLine      int      // line of the `drain:` key that set Drain (in `defaults` or the host's entry); 0 when none did
+	Local          bool     // the controller itself: probed and run without SSH
 	// ReapForeign is `reap_foreign: kill`: GPU processes there that are
 	// no gssh job's (someone ran them by hand) are killed by the passes
 	// and gssh reap; false (`report`, the default): only reported.
@@ -102,7 +107,7 @@ func (h Host) HasLabel(l string) bool { return slices.Contains(h.Labels, l) }
 // Overrides returns the values of h that win over ~/.ssh/config, as options
 // on the ssh command line do.
 func (h Host) Overrides() sshconfig.Overrides {
-	return sshconfig.Overrides{HostName: h.Address, Port: h.Port, User: h.User, IdentityFile: h.IdentityFile}
+	return sshconfig.Overrides{HostName: h.Address, Port: h.Port, User: h.User, IdentityFile: h.IdentityFile, KnownHostsFile: h.KnownHostsFile}
 }
 
 // Inventory is a loaded hosts file.
@@ -278,7 +283,7 @@ func (p parser) errf(n *yaml.Node, format string, args ...any) error {
 	return fmt.Errorf("%s:%d: %s", p.file, n.Line, fmt.Sprintf(format, args...))
 }
 
-var hostKeys = []string{"name", "address", "port", "user", "identity_file", "labels", "reserve", "drain", "local", "reap_foreign", "run_as"}
+var hostKeys = []string{"name", "address", "port", "user", "identity_file", "known_hosts", "labels", "reserve", "drain", "local", "reap_foreign", "run_as"}
 
 func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
@@ -357,7 +362,7 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 			local = h.Name
 			for i := 0; i+1 < len(hn.Content); i += 2 {
 				switch k := hn.Content[i]; k.Value {
-				case "address", "port", "user", "identity_file":
+				case "address", "port", "user", "identity_file", "known_hosts":
 					return nil, p.errf(k, "host %q is `local: true`: `%s` has no meaning there (it is probed and run without SSH); remove it, or drop `local: true` to reach the host over SSH", h.Name, k.Value)
 				}
 			}
@@ -415,6 +420,12 @@ func (p parser) fields(m *yaml.Node, h *Host, isDefaults bool) error {
 				return err
 			}
 			h.IdentityFile = s
+		case "known_hosts":
+			s, err := p.str(v, k.Value)
+			if err != nil {
+				return err
+			}
+			h.KnownHostsFile = s
 		case "port":
 			n, err := strconv.Atoi(v.Value)
 			if v.Kind != yaml.ScalarNode || err != nil || n < 1 || n > 65535 {

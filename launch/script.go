@@ -165,6 +165,9 @@ func CheckSpec(s job.Spec) error {
 // so never exported to the command; the GSSH_ prefix is gssh's own
 // (CheckSpec), so they cannot clash with an --env variable.
 //
+// A job with --mem M gets GSSH_MEM_PER_GPU: M in MiB, as Slurm's
+// SLURM_MEM_PER_GPU (a framework's memory cap can be set from it).
+//
 // A job with --cpus N gets GSSH_CPUS=N. When its placement pins it to CPU
 // ids (Placement.CPUs) the command runs under `taskset -c LIST` (so do
 // its children, a login shell's included); where taskset is missing, or
@@ -192,6 +195,9 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	}
 	if j.Spec.CPUs > 0 {
 		w("export GSSH_CPUS=%s\n", q(strconv.Itoa(j.Spec.CPUs)))
+	}
+	if j.Spec.MemPerGPU > 0 {
+		w("export GSSH_MEM_PER_GPU=%s\n", q(strconv.FormatUint(j.Spec.MemPerGPU>>20, 10)))
 	}
 	// gssh's own tools are found before the job's environment applies: an
 	// --env PATH (a conda bin) changes what the command finds, never what

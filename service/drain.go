@@ -308,8 +308,11 @@ func inventoryDrain(inv *inventory.Inventory, h inventory.Host) string {
 // member is one of the lab's admins (policy users: admin: true): hosts
 // are the lab's. The pass user and personal mode may.
 func (l *Local) mayDrain(f *fleet.Fleet, what string) error {
-	if !l.member() || f.Inventory().Policy.Plan.Users[l.opt.User].Admin {
+	if !l.restricted() || f.Inventory().Policy.Plan.Users[l.opt.User].Admin {
 		return nil
+	}
+	if l.guest() {
+		return fmt.Errorf("%w: you are %s; in %s's queue an admin is a `policy: users:` entry with admin: true; ask %s to %s the hosts", ErrNotAdmin, l.opt.User, l.opt.Owner, l.opt.Owner, what)
 	}
 	return fmt.Errorf("%w: you are %s; in the lab's queue (%s) an admin is a `policy: users:` entry with admin: true; ask one to %s the hosts", ErrNotAdmin, l.opt.User, l.lab.file, what)
 }

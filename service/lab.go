@@ -180,6 +180,19 @@ func (l *Local) member() bool {
 	return l.lab != nil && (l.opt.User != l.lab.passUser || os.Geteuid() != l.lab.dir.PassUID)
 }
 
+// guest reports whether l acts, in a personal queue, for a user other
+// than its owner: one of the `policy: users:` its owner gave an HTTP API
+// token (see CreateToken). A guest has a lab member's rights over jobs
+// and hosts (its own jobs; admins: every job, drains), none over the
+// queue's workers (gssh reap kills nothing) or its tokens.
+func (l *Local) guest() bool {
+	return l.lab == nil && l.opt.Owner != "" && l.opt.User != l.opt.Owner
+}
+
+// restricted reports whether l's user may act only on their own jobs
+// unless an admin: a lab member or a guest.
+func (l *Local) restricted() bool { return l.member() || l.guest() }
+
 // notPassUser is the error of a pass a member asked for.
 func (l *Local) notPassUser() error {
 	return fmt.Errorf("only the lab's pass user runs scheduling passes (%w): this is the shared queue of %s, whose passes only %s runs (from cron or a systemd timer); you are %s, and your jobs start at its next pass",
@@ -202,12 +215,15 @@ var ErrNotYours = errors.New("is not yours")
 // pass user and personal mode may act on every job. A job that cannot be
 // read is left to the action, which says so.
 func (l *Local) mayAct(f *fleet.Fleet, st *state.Bolt, id job.ID, what string) error {
-	if !l.member() {
+	if !l.restricted() {
 		return nil
 	}
 	j, err := st.Get(id)
 	if err != nil || j.User == l.opt.User || f.Inventory().Policy.Plan.Users[l.opt.User].Admin {
 		return nil
+	}
+	if l.guest() {
+		return fmt.Errorf("job %s %w: it is %s's, and in %s's queue you may %s your own jobs only, unless an admin (policy users: admin: true)", j.Ref(), ErrNotYours, j.User, l.opt.Owner, what)
 	}
 	return fmt.Errorf("job %s %w: it is %s's, and in the lab's queue only its owner or a lab admin (policy users: admin: true) may %s it", j.Ref(), ErrNotYours, j.User, what)
 }

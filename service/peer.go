@@ -23,14 +23,22 @@ var ErrUnknownPeer = errors.New("gssh serve refused the request")
 
 // PeerUser is the user a gssh serve of l acts for in a request of p
 // (SO_PEERCRED's uid, never a claim of the request): in personal mode
-// l's own user, for its own uid alone; in a shared lab the pass user for
+// l's own user, for its own uid alone, and over the HTTP API a token's
+// user the policy lists (a guest: see CreateToken); in a shared lab the pass user for
 // the pass account's uid, else the account of p's uid as this host's
 // name service says (getent passwd, so that LDAP and sssd accounts are
 // found). Errors wrap ErrUnknownPeer.
 func (l *Local) PeerUser(p serve.Peer) (string, error) {
 	if p.User != "" { // the HTTP API's token's: checked there
 		if l.lab == nil && p.User != l.opt.User {
-			return "", fmt.Errorf("%w: this gssh serve keeps %s's own queue, and the request is %s's", ErrUnknownPeer, l.opt.User, p.User)
+			// A guest of the owner's (CreateToken): one the policy lists.
+			f, err := l.hosts()
+			if err != nil {
+				return "", err
+			}
+			if _, ok := f.Inventory().Policy.Plan.Users[p.User]; !ok {
+				return "", fmt.Errorf("%w: this gssh serve keeps %s's own queue, and the request is %s's, whom the inventory's `policy: users:` does not list", ErrUnknownPeer, l.opt.User, p.User)
+			}
 		}
 		return p.User, nil
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -97,6 +98,9 @@ type InvisibleDoc struct {
 func (l *Local) Reap(ctx context.Context, r ReapRequest) (ReapDoc, error) {
 	if l.member() && !r.DryRun {
 		return ReapDoc{}, l.notPassReaper()
+	}
+	if l.guest() && !r.DryRun {
+		return ReapDoc{}, fmt.Errorf("gssh reap kills processes on the workers of %s's queue, which only %s does; gssh reap --dry-run shows what it would kill", l.opt.Owner, l.opt.Owner)
 	}
 	f, err := l.hosts()
 	if err != nil {

@@ -77,6 +77,9 @@ func tokenInfo(t state.Token) TokenInfo {
 // tokens of others: in personal mode, the one user; in a lab, its pass
 // user and its admins.
 func (l *Local) tokenAdmin() (bool, error) {
+	if l.guest() {
+		return false, nil
+	}
 	if l.lab == nil || !l.member() {
 		return true, nil
 	}
@@ -97,8 +100,16 @@ func (l *Local) CreateToken(ctx context.Context, r TokenRequest) (TokenCreated, 
 		return TokenCreated{}, fmt.Errorf("user %q: give an account name (letters, digits, . _ -; at most 64)", user)
 	case len(r.Name) > 100 || strings.ContainsFunc(r.Name, unicode.IsControl):
 		return TokenCreated{}, fmt.Errorf("name %q: give a short name of printable characters (at most 100), such as laptop", r.Name)
+	case user != l.opt.User && l.guest():
+		return TokenCreated{}, fmt.Errorf("only %s, whose queue this is, makes tokens for others; you are %s: leave --user out for one of your own", l.opt.Owner, l.opt.User)
 	case user != l.opt.User && l.lab == nil:
-		return TokenCreated{}, fmt.Errorf("this is %s's own queue: a token of %s's would act for nobody here; leave --user out", l.opt.User, user)
+		f, err := l.hosts()
+		if err != nil {
+			return TokenCreated{}, err
+		}
+		if _, ok := f.Inventory().Policy.Plan.Users[user]; !ok {
+			return TokenCreated{}, fmt.Errorf("this is %s's own queue: a token for another user is for someone you share it with through the HTTP API, listed under the inventory's `policy: users:`; %s is not there: add it (e.g. `%s: {weight: 1}`), or leave --user out", l.opt.User, user, user)
+		}
 	case user != l.opt.User:
 		admin, err := l.tokenAdmin()
 		if err != nil {

@@ -162,6 +162,9 @@ func (e *eval) override(ov Overrides) error {
 		}
 		d.num = ov.Port
 	}
+	if ov.KnownHostsFile != "" {
+		set("userknownhostsfile", ov.KnownHostsFile)
+	}
 	if ov.IdentityFile != "" {
 		e.addIdentity(&directive{file: "overrides", key: "identityfile", args: []string{ov.IdentityFile}}, fromOverride)
 	}

@@ -65,6 +65,8 @@ type Overrides struct {
 	Port         int
 	User         string
 	IdentityFile string // put first, before configured identities
+	// KnownHostsFile replaces UserKnownHostsFile (one file; ~ expanded).
+	KnownHostsFile string
 }
 
 // Warning is something in a configuration file that gssh could not use. The

@@ -28,9 +28,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -74,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			doc.Warnings = append(doc.Warnings, "helper sha256: "+herr.Error())
 		}
 		var hw []string
-		doc.HostInfo, hw = hostInfo("/proc", "/sys")
+		doc.HostInfo, hw = gpuinfo.ReadHostInfo("/proc", "/sys")
 		doc.Warnings = append(doc.Warnings, hw...)
 		if err := enc.Encode(doc); err != nil {
 			if *watch != 0 {
@@ -114,27 +111,6 @@ func collect(lib nvml.Interface, self nvmlsnap.Self, timeout time.Duration) gpui
 			GPUs: []gpuinfo.GPU{}, Warnings: []string{},
 		}
 	}
-}
-
-// hostInfo reads the host's CPUs and memory as gpuinfo.ParseHostInfo
-// does from the probe script's lines: MemTotal and MemAvailable of
-// PROC/meminfo, Cpus_allowed_list of PROC/self/status (this process's
-// affinity, which a job started from the same login shares), and the
-// online CPUs of SYS/devices/system/cpu/online. What cannot be read is
-// missing, and said in the warnings.
-func hostInfo(proc, sys string) (*gpuinfo.HostInfo, []string) {
-	var lines []string
-	for _, f := range []string{filepath.Join(proc, "meminfo"), filepath.Join(proc, "self", "status")} {
-		if b, err := os.ReadFile(f); err == nil {
-			lines = append(lines, strings.Split(string(b), "\n")...)
-		}
-	}
-	if b, err := os.ReadFile(filepath.Join(sys, "devices", "system", "cpu", "online")); err == nil {
-		if ids, err := gpuinfo.ParseCPUList(string(b)); err == nil {
-			lines = append(lines, "online: "+strconv.Itoa(len(ids)))
-		}
-	}
-	return gpuinfo.ParseHostInfo(lines)
 }
 
 // fileSHA256 is the hex sha256 of the file at path.

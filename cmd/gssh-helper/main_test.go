@@ -285,22 +285,22 @@ func TestHostInfo(t *testing.T) {
 	write(filepath.Join(proc, "meminfo"), "MemTotal:       2048 kB\nMemFree:         100 kB\nMemAvailable:    1024 kB\n")
 	write(filepath.Join(proc, "self", "status"), "Name:\tx\nCpus_allowed:\tf0\nCpus_allowed_list:\t4-7\n")
 	write(filepath.Join(sys, "devices", "system", "cpu", "online"), "0-15\n")
-	h, warns := hostInfo(proc, sys)
+	h, warns := gpuinfo.ReadHostInfo(proc, sys)
 	if h == nil || len(warns) != 0 || *h.CPUs != 4 || h.CPUIDs[0] != 4 || *h.MemTotal != 2048*1024 || *h.MemAvailable != 1024*1024 {
 		t.Fatalf("%+v %q", h, warns)
 	}
 	// No status file: the online CPUs count, unpinned.
 	os.Remove(filepath.Join(proc, "self", "status"))
-	if h, warns = hostInfo(proc, sys); h == nil || *h.CPUs != 16 || h.CPUIDs != nil || len(warns) != 1 {
+	if h, warns = gpuinfo.ReadHostInfo(proc, sys); h == nil || *h.CPUs != 16 || h.CPUIDs != nil || len(warns) != 1 {
 		t.Errorf("no status: %+v %q", h, warns)
 	}
 	// Nothing at all.
-	if h, warns = hostInfo(t.TempDir(), t.TempDir()); h != nil || len(warns) != 1 {
+	if h, warns = gpuinfo.ReadHostInfo(t.TempDir(), t.TempDir()); h != nil || len(warns) != 1 {
 		t.Errorf("nothing: %+v %q", h, warns)
 	}
 	// The real one, on Linux.
 	if runtime.GOOS == "linux" {
-		if h, warns = hostInfo("/proc", "/sys"); h == nil || *h.CPUs != runtime.NumCPU() || h.MemTotal == nil || h.MemAvailable == nil {
+		if h, warns = gpuinfo.ReadHostInfo("/proc", "/sys"); h == nil || *h.CPUs != runtime.NumCPU() || h.MemTotal == nil || h.MemAvailable == nil {
 			t.Errorf("this machine: %+v %q", h, warns)
 		}
 	}

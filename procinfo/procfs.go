@@ -1,4 +1,8 @@
-package nvmlsnap
+// Package procinfo reads what /proc says about a process: its name, owner,
+// session, start time and gssh's marks in its environment. It has no cgo
+// and no dependency beyond the standard library, so the helper (NVML's
+// processes) and gssh demo's simulated GPUs share it.
+package procinfo
 
 import (
 	"bufio"
@@ -11,17 +15,17 @@ import (
 	"sync"
 )
 
-// ProcInfo reads what the host allows about a pid. Collect asks it about
-// every pid NVML reports; NewProcFS reads /proc, tests use a fake.
-type ProcInfo interface {
+// Source reads what the host allows about a pid. nvmlsnap.Collect asks it
+// about every pid NVML reports; NewFS reads /proc, tests use a fake.
+type Source interface {
 	// Lookup returns what is known about pid, and false when the pid is
 	// not there (exited, a zombie included, or in another pid namespace).
-	Lookup(pid int) (ProcDetails, bool)
+	Lookup(pid int) (Details, bool)
 }
 
-// ProcDetails is what /proc says about one process. A fact that could not
+// Details is what /proc says about one process. A fact that could not
 // be read is nil or "", never a zero.
-type ProcDetails struct {
+type Details struct {
 	// Name is argv[0] from /proc/PID/cmdline (what nvidia-smi shows as
 	// process_name), or the kernel's comm (/proc/PID/status Name:) when
 	// the command line is empty or unreadable.
@@ -52,10 +56,10 @@ const (
 	AttemptVar   = "GSSH_ATTEMPT"
 )
 
-// NewProcFS returns a ProcInfo that reads the proc filesystem mounted at
-// root ("/proc" in the helper). User names come from os/user.LookupId, and
-// from /etc/passwd when that fails.
-func NewProcFS(root string) ProcInfo { return newProcFS(root, "/etc/passwd") }
+// NewFS returns a Source that reads the proc filesystem mounted at root
+// ("/proc" in the helper). User names come from os/user.LookupId, and from
+// /etc/passwd when that fails.
+func NewFS(root string) Source { return newProcFS(root, "/etc/passwd") }
 
 func newProcFS(root, passwd string) *procFS {
 	return &procFS{root: root, passwd: passwd, users: map[int]string{}}
@@ -69,12 +73,12 @@ type procFS struct {
 	users map[int]string // uid → name ("" for unknown), asked once each
 }
 
-func (p *procFS) Lookup(pid int) (ProcDetails, bool) {
+func (p *procFS) Lookup(pid int) (Details, bool) {
 	if pid <= 0 {
-		return ProcDetails{}, false
+		return Details{}, false
 	}
 	dir := filepath.Join(p.root, strconv.Itoa(pid))
-	var d ProcDetails
+	var d Details
 	found := false
 	if b, err := os.ReadFile(filepath.Join(dir, "status")); err == nil {
 		found = true
@@ -82,13 +86,13 @@ func (p *procFS) Lookup(pid int) (ProcDetails, bool) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "stat")); err == nil {
 		if zombie(b) {
-			return ProcDetails{}, false // it has exited: its memory and its environment are gone
+			return Details{}, false // it has exited: its memory and its environment are gone
 		}
 		found = true
 		d.SessionID, d.StartTicks = parseStat(b)
 	}
 	if !found {
-		return ProcDetails{}, false
+		return Details{}, false
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
 		if argv0, _, _ := bytes.Cut(b, []byte{0}); len(argv0) > 0 {

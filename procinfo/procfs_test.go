@@ -1,6 +1,7 @@
-package nvmlsnap
+package procinfo
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +77,7 @@ func TestProcFS(t *testing.T) {
 	p := newProcFS(root, passwd)
 
 	d, ok := p.Lookup(100)
-	want := ProcDetails{Name: "/opt/conda/bin/python", UID: ptr(424242), User: "gssh-test-alice",
+	want := Details{Name: "/opt/conda/bin/python", UID: ptr(424242), User: "gssh-test-alice",
 		SessionID: ptr(4711), StartTicks: ptr(int64(987654321)), JobID: "job-7f3a", EnvRead: true}
 	if !ok {
 		t.Fatal("pid 100 not found")
@@ -84,13 +85,13 @@ func TestProcFS(t *testing.T) {
 	sameJSON(t, "pid 100", d, want)
 
 	d, ok = p.Lookup(200)
-	sameJSON(t, "pid 200", d, ProcDetails{Name: "Xorg", UID: ptr(0), User: "root", SessionID: ptr(200), StartTicks: ptr(int64(4242))})
+	sameJSON(t, "pid 200", d, Details{Name: "Xorg", UID: ptr(0), User: "root", SessionID: ptr(200), StartTicks: ptr(int64(4242))})
 	if !ok {
 		t.Error("pid 200 not found")
 	}
 
 	d, ok = p.Lookup(300)
-	sameJSON(t, "pid 300", d, ProcDetails{Name: "kworker/0:1", UID: ptr(4244), SessionID: ptr(0)})
+	sameJSON(t, "pid 300", d, Details{Name: "kworker/0:1", UID: ptr(4244), SessionID: ptr(0)})
 	if !ok {
 		t.Error("pid 300 not found")
 	}
@@ -101,7 +102,7 @@ func TestProcFS(t *testing.T) {
 		"environ": {},
 	})
 	for _, pid := range []int{400, 500, 0, -1} {
-		if d, ok := p.Lookup(pid); ok || d != (ProcDetails{}) {
+		if d, ok := p.Lookup(pid); ok || d != (Details{}) {
 			t.Errorf("Lookup(%d) = %+v, %v; want nothing", pid, d, ok)
 		}
 	}
@@ -152,10 +153,10 @@ func TestProcFSReal(t *testing.T) {
 		t.Fatalf("cannot start sleep: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var d ProcDetails
+	var d Details
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		var ok bool
-		if d, ok = NewProcFS("/proc").Lookup(cmd.Process.Pid); !ok {
+		if d, ok = NewFS("/proc").Lookup(cmd.Process.Pid); !ok {
 			t.Fatal("child not found")
 		}
 		if d.Name == "sleep" { // exec has replaced the forked image
@@ -163,9 +164,27 @@ func TestProcFSReal(t *testing.T) {
 		}
 	}
 	if d.Name != "sleep" || d.UID == nil || *d.UID != os.Getuid() || d.SessionID == nil || d.StartTicks == nil || d.JobID != "real-job-1" || d.ClusterID != "c0ffee" || d.Attempt != "3" || !d.EnvRead {
-		t.Errorf("got %s", jsonOf(t, d))
+		t.Errorf("got %+v", d)
 	}
 	if *d.UID == 0 && d.User != "root" {
 		t.Errorf("uid 0 is %q", d.User)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// sameJSON fails when got and want render differently.
+func sameJSON(t *testing.T, what string, got, want any) {
+	t.Helper()
+	g, err := json.MarshalIndent(got, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := json.MarshalIndent(want, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(g) != string(w) {
+		t.Errorf("%s:\ngot  %s\nwant %s", what, g, w)
 	}
 }
