@@ -26,8 +26,8 @@ func commandGroups() map[string]string {
 		"wait": groupJobs, "cancel": groupJobs, "hold": groupJobs, "release": groupJobs, "update": groupJobs,
 		"requeue": groupJobs,
 		"gpus":    groupGPUs, "hosts": groupGPUs, "reap": groupGPUs, "drain": groupGPUs, "resume": groupGPUs, "doctor": groupGPUs,
-		"schedule": groupQueue, "serve": groupQueue, "usage": groupQueue, "events": groupQueue, "sim": groupQueue,
-		"state": groupOperating, "lab": groupOperating, "token": groupOperating, "version": groupOperating,
+		"slurm-conf": groupGPUs, "schedule": groupQueue, "serve": groupQueue, "usage": groupQueue, "events": groupQueue, "sim": groupQueue,
+		"demo": groupOperating, "state": groupOperating, "lab": groupOperating, "token": groupOperating, "version": groupOperating,
 		"completion": groupOperating, "help": groupOperating,
 	}
 }
