@@ -10,7 +10,7 @@ PKGS     := ./...
 CGO_CFLAGS ?= -Wno-deprecated-declarations
 export CGO_CFLAGS
 
-.PHONY: all build helper plot test test-clock vet fmt-check tidy-check unit bench fuzz gpu-test clean
+.PHONY: all build helper plot demo test test-clock vet fmt-check tidy-check unit bench fuzz gpu-test clean
 
 all: build helper plot
 
@@ -27,6 +27,10 @@ helper:
 # back ends stay out of gssh). gssh finds it beside itself.
 plot:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/gssh-plot ./cmd/gssh-plot
+
+# A simulated lab on this machine (no GPU, no hosts): gssh demo's tour.
+demo: build
+	bin/gssh demo --run
 
 # Everything CI runs. Tests start real OpenSSH sshd on loopback: with CI=true a
 # missing sshd fails the run instead of skipping (.ci/run installs it).
