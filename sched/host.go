@@ -545,6 +545,7 @@ type unit struct {
 	id       string // for CUDA_VISIBLE_DEVICES: a UUID, or the index when there is none
 	index    int    // the (parent) GPU's index
 	mig      int    // the MIG device's index; -1 for a whole GPU
+	profile  string // the MIG device's profile ("1g.10gb"); "" for a whole GPU
 	gpu      *gpuinfo.GPU
 	total    *uint64 // bytes; nil when unknown
 	used     *uint64
@@ -596,7 +597,7 @@ func listUnits(h *Host) []unit {
 		}
 		slices.SortStableFunc(migs, func(a, b *gpuinfo.MIG) int { return cmp.Compare(a.Index, b.Index) })
 		for _, m := range migs {
-			u := unit{key: m.UUID, id: m.UUID, index: g.Index, mig: m.Index, gpu: g,
+			u := unit{key: m.UUID, id: m.UUID, index: g.Index, mig: m.Index, profile: m.Profile, gpu: g,
 				total: m.MemTotal, used: m.MemUsed, free: m.MemFree, memState: m.MemoryState}
 			if m.UUID == "" {
 				u.broken = "MIG device without a UUID"

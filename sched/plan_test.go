@@ -325,23 +325,23 @@ func TestPlanPlacement(t *testing.T) {
 				g.Procs = []gpuinfo.Proc{{PID: 7, GPUUUID: "GPU-00"}}
 			}))},
 			req:      excl(1),
-			reason:   "gpu01: 0/2 GPUs free (GPU 0 MIG 0, GPU 0 MIG 1: in use by other processes)",
-			rejected: []string{"gpu01: 0/2 GPUs free (GPU 0 MIG 0, GPU 0 MIG 1: in use by other processes)"},
+			reason:   "gpu01: 0/2 GPUs free (GPU 0 MIG 0 (3g.40gb), GPU 0 MIG 1 (3g.40gb): in use by other processes)",
+			rejected: []string{"gpu01: 0/2 GPUs free (GPU 0 MIG 0 (3g.40gb), GPU 0 MIG 1 (3g.40gb): in use by other processes)"},
 		},
 		{
 			name:     "MIG: booked by MIG UUID",
 			nodes:    []Host{host("gpu01", migGPU(0))},
 			running:  []job.Job{running(1, "gpu01", 0, "MIG-00-0"), running(2, "gpu01", 30*GiB, "MIG-00-1")},
 			req:      shared(1, 10*GiB), // MIG 1: 36 GiB usable, 30 booked
-			reason:   "gpu01: 0/2 GPUs with ≥ 10.0 GiB free (GPU 0 MIG 0: held by an exclusive gssh job (u: job 1); GPU 0 MIG 1: 6.0 GiB of 36.0 GiB usable left, booked by gssh jobs (u: job 2))",
-			rejected: []string{"gpu01: 0/2 GPUs with ≥ 10.0 GiB free (GPU 0 MIG 0: held by an exclusive gssh job (u: job 1); GPU 0 MIG 1: 6.0 GiB of 36.0 GiB usable left, booked by gssh jobs (u: job 2))"},
+			reason:   "gpu01: 0/2 GPUs with ≥ 10.0 GiB free (GPU 0 MIG 0 (3g.40gb): held by an exclusive gssh job (u: job 1); GPU 0 MIG 1 (3g.40gb): 6.0 GiB of 36.0 GiB usable left, booked by gssh jobs (u: job 2))",
+			rejected: []string{"gpu01: 0/2 GPUs with ≥ 10.0 GiB free (GPU 0 MIG 0 (3g.40gb): held by an exclusive gssh job (u: job 1); GPU 0 MIG 1 (3g.40gb): 6.0 GiB of 36.0 GiB usable left, booked by gssh jobs (u: job 2))"},
 		},
 		{
 			name:     "MIG: memory unknown from nvidia-smi -L",
 			nodes:    []Host{host("gpu01", migNoMem)},
 			req:      shared(1, GiB),
-			reason:   "gpu01: 0/2 GPUs with ≥ 1.0 GiB free (GPU 0 MIG 0, GPU 0 MIG 1: memory unknown)",
-			rejected: []string{"gpu01: 0/2 GPUs with ≥ 1.0 GiB free (GPU 0 MIG 0, GPU 0 MIG 1: memory unknown)"},
+			reason:   "gpu01: 0/2 GPUs with ≥ 1.0 GiB free (GPU 0 MIG 0 (3g.40gb), GPU 0 MIG 1 (3g.40gb): memory unknown)",
+			rejected: []string{"gpu01: 0/2 GPUs with ≥ 1.0 GiB free (GPU 0 MIG 0 (3g.40gb), GPU 0 MIG 1 (3g.40gb): memory unknown)"},
 		},
 		{
 			name:  "MIG: exclusive without memory is fine",
@@ -353,8 +353,8 @@ func TestPlanPlacement(t *testing.T) {
 			name:     "MIG: multi-GPU jobs take whole GPUs",
 			nodes:    []Host{host("gpu01", migGPU(0), gpu(1, 80*GiB))},
 			req:      excl(2),
-			reason:   "gpu01: 1/3 GPUs free, 2 needed (GPU 0 MIG 0, GPU 0 MIG 1: MIG device (a job sees only one: ask for 1 GPU))",
-			rejected: []string{"gpu01: 1/3 GPUs free, 2 needed (GPU 0 MIG 0, GPU 0 MIG 1: MIG device (a job sees only one: ask for 1 GPU))"},
+			reason:   "gpu01: 1/3 GPUs free, 2 needed (GPU 0 MIG 0 (3g.40gb), GPU 0 MIG 1 (3g.40gb): MIG device (a job sees only one: ask for 1 GPU))",
+			rejected: []string{"gpu01: 1/3 GPUs free, 2 needed (GPU 0 MIG 0 (3g.40gb), GPU 0 MIG 1 (3g.40gb): MIG device (a job sees only one: ask for 1 GPU))"},
 		},
 		{
 			name: "MIG: enabled without devices, and a device without UUID",
@@ -363,8 +363,8 @@ func TestPlanPlacement(t *testing.T) {
 				with(migGPU(1), func(g *gpuinfo.GPU) { g.MIG = g.MIG[:1]; g.MIG[0].UUID = "" }),
 			)},
 			req:      excl(1),
-			reason:   "gpu01: 0/2 GPUs free (GPU 0: MIG enabled but no MIG device listed; GPU 1 MIG 1: MIG device without a UUID)",
-			rejected: []string{"gpu01: 0/2 GPUs free (GPU 0: MIG enabled but no MIG device listed; GPU 1 MIG 1: MIG device without a UUID)"},
+			reason:   "gpu01: 0/2 GPUs free (GPU 0: MIG enabled but no MIG device listed; GPU 1 MIG 1 (3g.40gb): MIG device without a UUID)",
+			rejected: []string{"gpu01: 0/2 GPUs free (GPU 0: MIG enabled but no MIG device listed; GPU 1 MIG 1 (3g.40gb): MIG device without a UUID)"},
 		},
 		{
 			name: "reasons group GPUs into ranges",

@@ -221,7 +221,8 @@ func holders(n *node, us []*unit) string {
 }
 
 // unitNames names units for people: whole GPUs as index ranges ("GPU
-// 0-3,5"), MIG devices one by one ("GPU 6 MIG 1").
+// 0-3,5"), MIG devices one by one with their profiles ("GPU 6 MIG 1
+// (1g.10gb)"), so a request no MIG device can hold says which exist.
 func unitNames(us []*unit) string {
 	var idx []int
 	var names []string
@@ -235,7 +236,11 @@ func unitNames(us []*unit) string {
 	}
 	for _, u := range us {
 		if u.mig >= 0 {
-			names = append(names, fmt.Sprintf("GPU %d MIG %d", u.index, u.mig))
+			name := fmt.Sprintf("GPU %d MIG %d", u.index, u.mig)
+			if u.profile != "" {
+				name += " (" + u.profile + ")"
+			}
+			names = append(names, name)
 		}
 	}
 	return strings.Join(names, ", ")

@@ -431,14 +431,15 @@ func submittedID(out string) string {
 	return strings.TrimSuffix(id, ":")
 }
 
-// waitRunning waits up to 20 s for job id to be running (or over).
+// waitRunning waits up to 20 s for job id to be running (or over): not
+// queued, nor launching.
 func (d *demo) waitRunning(ctx context.Context, id string) {
 	if id == "" {
 		return
 	}
 	for range 200 {
 		out, err := d.output(ctx, "", "ps", "-a", "--json", id)
-		if err != nil || !strings.Contains(out, `"state": "queued"`) && !strings.Contains(out, `"state":"queued"`) {
+		if err != nil || !strings.Contains(out, `"state": "queued"`) && !strings.Contains(out, `"state": "launching"`) {
 			return
 		}
 		select {
