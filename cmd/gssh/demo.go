@@ -339,7 +339,8 @@ type tourStep struct {
 	user string
 	cmd  string // gssh's arguments, shell words; {key} is the job id kept under key
 	key  string
-	// wait, before the command, for the job kept under this key to run.
+	// wait, before the command, for the job kept under this key to run,
+	// and for its command to have started (its log is not empty).
 	waitRunning string
 }
 
@@ -361,7 +362,7 @@ var theTour = []tourStep{
 	{user: "alice", cmd: "submit --name prep --host rtx-1 --mem 16G -- sleep 4"},
 	{user: "alice", cmd: "submit --name sweep --host rtx-1 --mem 16G --array 1-2 -- sleep 20"},
 	{user: "alice", cmd: "submit --name sweep-3 --host rtx-1 --mem 16G -- sleep 5"},
-	{user: "bob", cmd: "submit --name sweep-b --host rtx-1 --mem 16G -- sleep 5", key: "bob2"},
+	{user: "bob", cmd: "submit --name sweep-b --host rtx-1 --mem 16G -- sh -c 'echo sweep-b; sleep 5'", key: "bob2"},
 	{cmd: "ps"},
 	{cmd: "usage"},
 	{say: "alice follows her fine-tuning's log to its end:"},
@@ -432,15 +433,20 @@ func submittedID(out string) string {
 }
 
 // waitRunning waits up to 20 s for job id to be running (or over): not
-// queued, nor launching.
+// queued, nor launching, and its log not empty (its command started).
 func (d *demo) waitRunning(ctx context.Context, id string) {
 	if id == "" {
 		return
 	}
 	for range 200 {
 		out, err := d.output(ctx, "", "ps", "-a", "--json", id)
-		if err != nil || !strings.Contains(out, `"state": "queued"`) && !strings.Contains(out, `"state": "launching"`) {
+		if err != nil {
 			return
+		}
+		if !strings.Contains(out, `"state": "queued"`) && !strings.Contains(out, `"state": "launching"`) {
+			if log, err := d.output(ctx, "", "logs", id); err != nil || log != "" {
+				return
+			}
 		}
 		select {
 		case <-ctx.Done():
