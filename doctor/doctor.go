@@ -79,6 +79,12 @@ if err=$(mkdir -p "$d" 2>&1) && t="$d/.doctor.$$" && : >"$t" 2>/dev/null && rm -
   echo "jobdir ok $(df -Pk "$d" 2>/dev/null | awk 'NR == 2 { print $4 }')"
 else
   echo "jobdir no $d: $(printf '%s' "$err" | head -n 1)"
+fi
+c="$HOME/.cache/gssh"
+if err=$(mkdir -p "$c" 2>&1) && t="$c/.doctor.$$" && : >"$t" 2>/dev/null && rm -f "$t"; then
+  echo "cachedir ok $(df -Pk "$c" 2>/dev/null | awk 'NR == 2 { print $4 }')"
+else
+  echo "cachedir no $c: $(printf '%s' "$err" | head -n 1)"
 fi`
 	if smi {
 		s += `
@@ -89,6 +95,10 @@ fi`
 	}
 	return s
 }
+
+// helperRoomKiB is the free space the helper cache should have: the
+// helper (about 10 MiB) and a second one while gssh is upgraded.
+const helperRoomKiB = 64 << 10
 
 // ClockScript is the command whose answer (seconds since the epoch) is
 // Findings.Time: a command of its own, so that its round trip is short
@@ -106,7 +116,7 @@ func Checks(f Findings) []Check {
 	if !f.Reached {
 		detail, fix := sshFix(f.Host, st, f.Snapshot.Error)
 		add("ssh", Fail, detail, fix)
-		for _, n := range []string{"shell output", "nvidia-smi", "helper", "job directory", "setsid", "clock"} {
+		for _, n := range []string{"shell output", "nvidia-smi", "helper", "job directory", "helper cache", "setsid", "clock"} {
 			add(n, Skip, "not checked: the host cannot be reached", "")
 		}
 		return out
@@ -172,6 +182,24 @@ func Checks(f Findings) []Check {
 	default:
 		add("job directory", Fail, "cannot write "+strings.TrimSpace(rest),
 			"make ~/.gssh/jobs a directory the login may write (jobs keep their run.sh, pid, log and exit status there)")
+	}
+	switch c, rest, _ := strings.Cut(answers["cachedir"], " "); {
+	case f.Local:
+		// The local host runs the helper where it is: nothing is pushed.
+	case c == "ok":
+		kib, err := strconv.ParseUint(strings.TrimSpace(rest), 10, 64)
+		switch {
+		case err != nil:
+			add("helper cache", OK, "~/.cache/gssh is writable (its free space unknown)", "")
+		case kib < helperRoomKiB:
+			add("helper cache", Warn, fmt.Sprintf("~/.cache/gssh is writable, with %s free", units.FormatMem(kib<<10)),
+				"free some space: gssh pushes its helper (some MiB) there, and probes with nvidia-smi where it cannot")
+		default:
+			add("helper cache", OK, fmt.Sprintf("~/.cache/gssh is writable, %s free", units.FormatMem(kib<<10)), "")
+		}
+	case c == "no":
+		add("helper cache", Warn, "cannot write "+strings.TrimSpace(rest),
+			"make ~/.cache/gssh a directory the login may write: gssh pushes its helper there, and probes with nvidia-smi where it cannot")
 	}
 	if answers["setsid"] == "yes" {
 		add("setsid", OK, "setsid is there", "")

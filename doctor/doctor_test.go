@@ -46,7 +46,7 @@ func TestClock(t *testing.T) {
 func TestChecks(t *testing.T) {
 	ok := gpuinfo.Snapshot{State: gpuinfo.HostOK, GPUs: make([]gpuinfo.GPU, 2), Driver: "535.1", Source: "nvml", CUDA: "12.2"}
 	now := time.Now()
-	shell := "gssh-doctor\nsetsid yes\nsudo no\njobdir ok 104857600\ncuda 12.2\n"
+	shell := "gssh-doctor\nsetsid yes\nsudo no\njobdir ok 104857600\ncachedir ok 104857600\ncuda 12.2\n"
 	verdicts := func(cs []Check) map[string]Verdict {
 		m := map[string]Verdict{}
 		for _, c := range cs {
@@ -61,7 +61,7 @@ func TestChecks(t *testing.T) {
 		return m
 	}
 	got := verdicts(Checks(Findings{Host: "h", Snapshot: ok, Reached: true, Shell: shell, Time: strconvF(now), Sent: now, Received: now, Sudo: true}))
-	for name, want := range map[string]Verdict{"ssh": OK, "shell output": OK, "nvidia-smi": OK, "helper": OK, "cuda": Info, "job directory": OK, "setsid": OK, "sudo": Fail, "clock": OK} {
+	for name, want := range map[string]Verdict{"ssh": OK, "shell output": OK, "nvidia-smi": OK, "helper": OK, "cuda": Info, "job directory": OK, "helper cache": OK, "setsid": OK, "sudo": Fail, "clock": OK} {
 		if got[name] != want {
 			t.Errorf("healthy host, %s: %s, want %s", name, got[name], want)
 		}
@@ -69,6 +69,12 @@ func TestChecks(t *testing.T) {
 	got = verdicts(Checks(Findings{Host: "h", Snapshot: ok, Reached: true, Shell: "Welcome!\n" + strings.Replace(shell, "jobdir ok 104857600", "jobdir no /h/.gssh/jobs: Permission denied", 1), Time: strconvF(now), Sent: now, Received: now}))
 	if got["shell output"] != Fail || got["job directory"] != Fail {
 		t.Errorf("noise and an unwritable job dir: %v", got)
+	}
+	for answer, want := range map[string]Verdict{"cachedir ok 1024": Warn, "cachedir no /h/.cache/gssh: Read-only file system": Warn} {
+		got = verdicts(Checks(Findings{Host: "h", Snapshot: ok, Reached: true, Shell: strings.Replace(shell, "cachedir ok 104857600", answer, 1), Time: strconvF(now), Sent: now, Received: now}))
+		if got["helper cache"] != want {
+			t.Errorf("%q: helper cache %s, want %s", answer, got["helper cache"], want)
+		}
 	}
 	got = verdicts(Checks(Findings{Host: "h", Snapshot: gpuinfo.Snapshot{State: gpuinfo.HostAuthFailed, Error: "refused"}}))
 	if got["ssh"] != Fail || got["nvidia-smi"] != Skip || got["clock"] != Skip {

@@ -31,6 +31,10 @@ type HostSpec struct {
 	// Foreign are processes of no gssh job that hold GPU memory (someone
 	// ran them by hand): the lab starts them as real, sleeping processes.
 	Foreign []Foreign
+	// Seed makes the GPUs' UUIDs the lab's own (Start sets it): two labs
+	// on one machine never share a GPU UUID, so neither sees the other's
+	// jobs as another queue's on its GPUs.
+	Seed string `json:",omitempty"`
 }
 
 // Foreign is a process run by hand on a simulated GPU.
@@ -118,7 +122,7 @@ func migMem(profile string) uint64 {
 // uuid is a stable UUID for a GPU (prefix "GPU") or MIG device ("MIG")
 // of host, from the path naming it.
 func uuid(prefix, host string, path ...int) string {
-	key := host
+	key := host // the seed, then the host's name: see HostSpec.Seed
 	for _, p := range path {
 		key += "/" + strconv.Itoa(p)
 	}
@@ -143,10 +147,10 @@ func (h HostSpec) units() map[string]unit {
 		if g.Lost {
 			continue
 		}
-		u := uuid("GPU", h.Name, i)
+		u := uuid("GPU", h.Seed+"/"+h.Name, i)
 		out[u] = unit{gpu: i, mig: -1, uuid: u, total: g.MemTotal}
 		for k, p := range g.MIG {
-			mu := uuid("MIG", h.Name, i, k)
+			mu := uuid("MIG", h.Seed+"/"+h.Name, i, k)
 			out[mu] = unit{gpu: i, mig: k, uuid: mu, total: migMem(p)}
 		}
 	}
@@ -175,7 +179,7 @@ func (h HostSpec) Doc(uses []Use, procs ProcLookup, tick int64) gpuinfo.HelperDo
 	}
 	units := h.units()
 	for i, g := range h.GPUs {
-		gu := uuid("GPU", h.Name, i)
+		gu := uuid("GPU", h.Seed+"/"+h.Name, i)
 		out := gpuinfo.GPU{Index: i, UUID: gu, BusID: busID(i), Name: g.Name, Procs: []gpuinfo.Proc{}, ProcsKnown: true}
 		if g.Lost {
 			out.UUID, out.Name = "", ""
@@ -214,7 +218,7 @@ func (h HostSpec) Doc(uses []Use, procs ProcLookup, tick int64) gpuinfo.HelperDo
 			for k, p := range g.MIG {
 				t := migMem(p)
 				mu := min(migUsed[k], t)
-				out.MIG = append(out.MIG, gpuinfo.MIG{Index: k, UUID: uuid("MIG", h.Name, i, k), Profile: p,
+				out.MIG = append(out.MIG, gpuinfo.MIG{Index: k, UUID: uuid("MIG", h.Seed+"/"+h.Name, i, k), Profile: p,
 					MemTotal: ptr(t), MemUsed: ptr(mu), MemFree: ptr(t - mu)})
 			}
 		} else {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,6 +83,11 @@ func Start(opt Options) (l *Lab, err error) {
 			l = nil
 		}
 	}()
+	hosts := slices.Clone(opt.Hosts)
+	for i := range hosts {
+		hosts[i].Seed = dir
+	}
+	opt.Hosts = hosts
 	b, err := json.MarshalIndent(labDoc{Hosts: opt.Hosts}, "", "  ")
 	if err != nil {
 		return l, err

@@ -43,7 +43,7 @@ Ctrl-C removes it all. --run plays a short tour instead (several users'
 jobs, fair-share, a job that does not fit and why, a cancel) and removes it.`,
 		Example: `  gssh demo --run
   gssh demo                           # then, in another terminal, the commands it prints
-  gssh demo --hosts 8 --gpus-per-host 4`,
+  gssh demo --hosts 8 --gpus-per-host 4   # a bigger lab to try commands on`,
 		Annotations: exits(exitLine{exitOK, "the tour ended, or Ctrl-C stopped the lab (everything removed)"}, exitLine{exitUsage, "usage error, or the lab could not start (what failed is said)"}),
 		Args:        cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -74,6 +74,9 @@ func demoRun(ctx context.Context, a *app, c *cobra.Command, opts *demoOptions) e
 		}
 		if opts.gpus < 1 || opts.gpus > 16 {
 			return fmt.Errorf("--gpus-per-host %d: give 1 to 16", opts.gpus)
+		}
+		if opts.run {
+			return fmt.Errorf("--run plays the tour of the default lab: leave --hosts and --gpus-per-host out")
 		}
 		hosts = fakelab.SizedLab(opts.hosts, opts.gpus)
 	}
@@ -239,7 +242,7 @@ func (d *demo) waitReady(ctx context.Context, serveErr *bytes.Buffer) error {
 // socket; a demo user through the HTTP API with their token).
 func (d *demo) command(ctx context.Context, user string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, d.self, args...)
-	cmd.Env = d.env
+	cmd.Env, cmd.Dir = d.env, d.dir // the jobs' workdir: one that exists on every lab host
 	if user != "" {
 		cmd.Env = append(append([]string{}, d.env...), "GSSH_SERVER="+d.api, "GSSH_TOKEN="+d.tokens[user])
 	}
@@ -282,7 +285,8 @@ func (d *demo) close() {
 // what the lab is and the commands to try on it.
 func (d *demo) printTry() error {
 	env := filepath.Join(d.dir, "env")
-	exports := fmt.Sprintf("export GSSH_INVENTORY=%s GSSH_STATE=%s\n", shellescape.Quote(d.lab.Inventory), shellescape.Quote(envValue(d.env, "GSSH_STATE")))
+	exports := fmt.Sprintf("export GSSH_INVENTORY=%s GSSH_STATE=%s GSSH_HELPER=%s PATH=%s:\"$PATH\"\n",
+		shellescape.Quote(d.lab.Inventory), shellescape.Quote(envValue(d.env, "GSSH_STATE")), shellescape.Quote(d.self), shellescape.Quote(filepath.Dir(d.self)))
 	api := "GSSH_DEMO_API=" + d.api + " # gssh serve's HTTP API, for GSSH_SERVER\n"
 	if err := os.WriteFile(env, []byte(exports+api), 0o600); err != nil {
 		return fmt.Errorf("gssh demo: %w", err)

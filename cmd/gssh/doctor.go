@@ -25,10 +25,10 @@ func newDoctorCmd(a *app, runF func(*doctorOptions) error) *cobra.Command {
 login prints besides a command's output, nvidia-smi (present, answering,
 driver loaded and matching its library), the NVML helper (and that it sees
 what nvidia-smi sees), the CUDA version the driver supports (which PyTorch
-wheels work), persistence mode, the job directory (writable,
-free space), setsid, sudo -n on run_as: sudo hosts, the clock against this
-one's, and GPU memory held by processes gssh did not start. One line per
-check: HOST, CHECK, VERDICT (ok, warn, fail, skip, info), DETAIL, FIX.`,
+wheels work), persistence mode, the job and helper cache directories
+(writable, free space), setsid, sudo -n on run_as: sudo hosts, the clock
+against this one's, and GPU memory held by processes gssh did not start.
+One line per check: HOST, CHECK, VERDICT (ok, warn, fail, skip, info), DETAIL, FIX.`,
 		Example: `  gssh doctor
   gssh doctor gpu01 gpu02
   gssh doctor --json | jq '.checks[] | select(.verdict == "fail")'`,
