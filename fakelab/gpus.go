@@ -246,3 +246,18 @@ func orDefault(s, d string) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Snapshot is the host as a probe finds it with nothing running on it
+// (no process of a job, none run by hand): what gssh sim --lab demo
+// schedules on.
+func (h HostSpec) Snapshot() gpuinfo.Snapshot {
+	doc := h.Doc(nil, nil, 0)
+	s := gpuinfo.Snapshot{Host: h.Name, State: gpuinfo.HostOK, Source: "simulated", Driver: doc.Driver, CUDA: doc.CUDA,
+		Warnings: []string{}, GPUs: doc.GPUs}
+	for _, g := range doc.GPUs {
+		if g.Health != gpuinfo.HealthOK {
+			s.State, s.Error = gpuinfo.HostDegraded, fmt.Sprintf("GPU %d %s: %s", g.Index, g.Health, g.HealthWhy)
+		}
+	}
+	return s
+}

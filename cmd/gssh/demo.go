@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"mvdan.cc/sh/v3/shell"
 
 	"github.com/gssh/gssh/fakelab"
+	"github.com/gssh/gssh/units"
 )
 
 type demoOptions struct {
@@ -36,7 +38,7 @@ func newDemoCmd(a *app, runF func(*demoOptions) error) *cobra.Command {
 		Short: "Start a simulated GPU lab on this machine and gssh serve on it, to try gssh",
 		Long: `Start a simulated lab inside this process, with no GPU and no network: SSH
 servers on loopback with their own host keys, whose GPUs (8 A100s twice, one
-with a lost GPU, 4 RTX 4090s, an H100 split into MIG devices) answer as
+lost, 4 RTX 4090s, two H100s, one split into MIG devices) answer as
 nvidia-smi and the helper do, and whose jobs really run here, their --mem
 shown as used GPU memory. gssh serve runs its queue. It prints what to try;
 Ctrl-C removes it all. --run plays a short tour instead (several users'
@@ -53,8 +55,8 @@ jobs, fair-share, a job that does not fit and why, a cancel) and removes it.`,
 			return demoRun(c.Context(), a, c, opts)
 		},
 	}
-	cmd.Flags().IntVar(&opts.hosts, "hosts", 0, "simulate N hosts (1-64) instead of the default four")
-	cmd.Flags().IntVar(&opts.gpus, "gpus-per-host", 0, "with --hosts: GPUs per host (1-16; default 8)")
+	cmd.Flags().IntVar(&opts.hosts, "hosts", 0, "a sized lab of N hosts (1-64; default 4), the default models in turn")
+	cmd.Flags().IntVar(&opts.gpus, "gpus-per-host", 0, "GPUs per host of a sized lab: the default models in turn (1-16; default 8)")
 	cmd.Flags().BoolVar(&opts.run, "run", false, "play the tour, then remove everything and exit")
 	return cmd
 }
@@ -62,10 +64,10 @@ jobs, fair-share, a job that does not fit and why, a cancel) and removes it.`,
 // demoRun is gssh demo; see newDemoCmd.
 func demoRun(ctx context.Context, a *app, c *cobra.Command, opts *demoOptions) error {
 	hosts := fakelab.DefaultLab()
-	switch {
-	case c.Flags().Changed("gpus-per-host") && !c.Flags().Changed("hosts"):
-		return fmt.Errorf("--gpus-per-host %d: give --hosts N too", opts.gpus)
-	case c.Flags().Changed("hosts"):
+	if c.Flags().Changed("hosts") || c.Flags().Changed("gpus-per-host") {
+		if !c.Flags().Changed("hosts") {
+			opts.hosts = 4
+		}
 		if opts.hosts < 1 || opts.hosts > 64 {
 			return fmt.Errorf("--hosts %d: give 1 to 64", opts.hosts)
 		}
@@ -80,6 +82,20 @@ func demoRun(ctx context.Context, a *app, c *cobra.Command, opts *demoOptions) e
 		}
 		hosts = fakelab.SizedLab(opts.hosts, opts.gpus)
 	}
+	// A closed terminal (SIGHUP) or a reader gone (SIGPIPE: gssh demo
+	// --run | head) stop the lab as Ctrl-C does, so it is removed.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGPIPE)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 	d, err := startDemo(ctx, a, hosts)
 	if errors.Is(err, errInterrupted) {
 		return nil // Ctrl-C while it started: what was started is gone
@@ -89,7 +105,11 @@ func demoRun(ctx context.Context, a *app, c *cobra.Command, opts *demoOptions) e
 	}
 	defer d.close()
 	if opts.run {
-		return d.tour(ctx)
+		err := d.tour(ctx)
+		if ctx.Err() != nil {
+			fmt.Fprintln(a.stderr, "gssh demo: stopping the lab and removing", d.dir)
+		}
+		return err
 	}
 	if err := d.printTry(); err != nil {
 		return err
@@ -121,11 +141,11 @@ var demoUsers = []string{"alice", "bob", "carol"}
 func startDemo(ctx context.Context, a *app, hosts []fakelab.HostSpec) (*demo, error) {
 	self, err := selfPath()
 	if err != nil {
-		return nil, fmt.Errorf("gssh demo: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	dir, err := os.MkdirTemp("", "gssh-demo-")
 	if err != nil {
-		return nil, fmt.Errorf("gssh demo: %w", err)
+		return nil, fmt.Errorf("a directory for the lab in %s ($TMPDIR): %w", os.TempDir(), err)
 	}
 	d := &demo{a: a, dir: dir, self: self, tokens: map[string]string{}, jobs: map[string]string{}}
 	ok := false
@@ -141,16 +161,16 @@ func startDemo(ctx context.Context, a *app, hosts []fakelab.HostSpec) (*demo, er
 	d.lab, err = fakelab.Start(fakelab.Options{Dir: filepath.Join(dir, "lab"), Hosts: hosts, Shim: self,
 		Policy: map[string]any{"users": users, "fairshare": map[string]any{"half_life": "1h"}}})
 	if err != nil {
-		return nil, fmt.Errorf("gssh demo: the simulated lab: %w", err)
+		return nil, fmt.Errorf("the simulated lab: %w", err)
 	}
 	state := filepath.Join(dir, "state", "state.db")
 	if err := os.MkdirAll(filepath.Dir(state), 0o700); err != nil {
-		return nil, fmt.Errorf("gssh demo: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	d.env = append(demoEnviron(a.environ), "GSSH_INVENTORY="+d.lab.Inventory, "GSSH_STATE="+state, "GSSH_HELPER="+self)
 	port, err := freePort()
 	if err != nil {
-		return nil, fmt.Errorf("gssh demo: a port for the HTTP API: %w", err)
+		return nil, fmt.Errorf("a port for the HTTP API: %w", err)
 	}
 	d.api = "http://127.0.0.1:" + strconv.Itoa(port)
 	var serveErr bytes.Buffer
@@ -160,7 +180,7 @@ func startDemo(ctx context.Context, a *app, hosts []fakelab.HostSpec) (*demo, er
 	// when this process dies, however it dies.
 	d.serve.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := d.serve.Start(); err != nil {
-		return nil, fmt.Errorf("gssh demo: gssh serve: %w", err)
+		return nil, fmt.Errorf("gssh serve: %w", err)
 	}
 	if err := d.waitReady(ctx, &serveErr); err != nil {
 		return nil, err
@@ -168,7 +188,7 @@ func startDemo(ctx context.Context, a *app, hosts []fakelab.HostSpec) (*demo, er
 	for _, u := range demoUsers {
 		out, err := d.output(ctx, "", "token", "create", "--user", u, "--name", "demo")
 		if err != nil {
-			return nil, fmt.Errorf("gssh demo: a token for %s: %w", u, err)
+			return nil, fmt.Errorf("a token for %s: %w", u, err)
 		}
 		d.tokens[u] = strings.TrimSpace(out)
 	}
@@ -227,13 +247,13 @@ func (d *demo) waitReady(ctx context.Context, serveErr *bytes.Buffer) error {
 		select {
 		case err := <-exited:
 			d.serve = nil
-			return fmt.Errorf("gssh demo: gssh serve stopped (%v): %s", err, strings.TrimSpace(serveErr.String()))
+			return fmt.Errorf("gssh serve stopped (%v): %s", err, strings.TrimSpace(serveErr.String()))
 		case <-ctx.Done():
 			return errInterrupted
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("gssh demo: gssh serve did not answer on %s within 30s: %s", d.api, strings.TrimSpace(serveErr.String()))
+			return fmt.Errorf("gssh serve did not answer on %s within 30s: %s", d.api, strings.TrimSpace(serveErr.String()))
 		}
 	}
 }
@@ -289,7 +309,7 @@ func (d *demo) printTry() error {
 		shellescape.Quote(d.lab.Inventory), shellescape.Quote(envValue(d.env, "GSSH_STATE")), shellescape.Quote(d.self), shellescape.Quote(filepath.Dir(d.self)))
 	api := "GSSH_DEMO_API=" + d.api + " # gssh serve's HTTP API, for GSSH_SERVER\n"
 	if err := os.WriteFile(env, []byte(exports+api), 0o600); err != nil {
-		return fmt.Errorf("gssh demo: %w", err)
+		return fmt.Errorf("%w", err)
 	}
 	w := d.a.stdout
 	fmt.Fprintf(w, "A simulated lab is up: %s, gssh serve on its queue.\n", d.summary())
@@ -308,23 +328,28 @@ func (d *demo) printTry() error {
 	} {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
-	fmt.Fprintf(w, "\nAs another user, through the HTTP API (%s):\n\n", d.api)
+	fmt.Fprintf(w, "\nAs alice, another user (bob and carol have tokens too), through the HTTP API (%s):\n\n", d.api)
 	fmt.Fprintf(w, "  GSSH_SERVER=%s GSSH_TOKEN=%s gssh submit --mem 4G -- sleep 30\n", d.api, d.tokens["alice"])
 	fmt.Fprintf(w, "\nCtrl-C here stops the lab and removes it (%s).\n", d.dir)
 	return nil
 }
 
-// summary is "4 hosts, 22 GPUs".
+// summary is "4 hosts, 22 GPUs (1 lost)".
 func (d *demo) summary() string {
-	gpus := 0
+	gpus, lost := 0, 0
 	for _, h := range d.lab.Hosts {
 		for _, g := range h.Spec.GPUs {
-			if !g.Lost {
-				gpus++
+			gpus++
+			if g.Lost {
+				lost++
 			}
 		}
 	}
-	return fmt.Sprintf("%d hosts, %d GPUs", len(d.lab.Hosts), gpus)
+	s := fmt.Sprintf("%d %s, %d GPUs", len(d.lab.Hosts), units.Plural(len(d.lab.Hosts), "host", "hosts"), gpus)
+	if lost > 0 {
+		s += fmt.Sprintf(" (%d lost)", lost)
+	}
+	return s
 }
 
 func envValue(env []string, key string) string {
@@ -400,7 +425,7 @@ func (d *demo) tour(ctx context.Context) error {
 		}
 		args, err := shell.Fields(line, nil)
 		if err != nil {
-			return fmt.Errorf("gssh demo: tour step %q: %w", line, err)
+			return fmt.Errorf("tour step %q: %w", line, err)
 		}
 		prompt := "$"
 		if s.user != "" {
@@ -409,11 +434,17 @@ func (d *demo) tour(ctx context.Context) error {
 		fmt.Fprintf(w, "\n%s gssh %s\n", prompt, line)
 		cmd := d.command(ctx, s.user, args...)
 		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(w, &out), w
+		cmd.Stdout, cmd.Stderr = w, w // a terminal stays one: tables fit it
+		if s.key != "" {
+			cmd.Stdout = io.MultiWriter(w, &out)
+		}
 		if err := cmd.Run(); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped: demoRun says so
+			}
 			var xe *exec.ExitError
 			if !errors.As(err, &xe) {
-				return fmt.Errorf("gssh demo: gssh %s: %w", line, err)
+				return fmt.Errorf("gssh %s: %w", line, err)
 			}
 			fmt.Fprintf(w, "(exit status %d)\n", xe.ExitCode())
 		}

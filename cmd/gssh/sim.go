@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gssh/gssh/fakelab"
 	"github.com/gssh/gssh/gpuinfo"
 	"github.com/gssh/gssh/inventory"
 	"github.com/gssh/gssh/sched"
@@ -96,7 +97,7 @@ docs/simulator.md.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.trace, "trace", "", "the trace: a normalized CSV")
-	fl.StringVar(&opts.lab, "lab", "", "the lab: HOSTSxGPUSxMODEL-MEM groups, comma-separated, or a saved gssh gpus --json (FILE.json)")
+	fl.StringVar(&opts.lab, "lab", "", "the lab: HOSTSxGPUSxMODEL-MEM groups, comma-separated; demo (gssh demo's); or a saved gssh gpus --json (FILE.json)")
 	fl.StringVar(&opts.policies, "policy", "gssh,fifo,fifo-backfill,firstfit", "the policies to compare, comma-separated (also: fairshare-only, age-size, deep; docs/simulator.md)")
 	fl.Float64Var(&opts.load, "load", 0, "scale arrivals to this load on the lab (default: as the trace is)")
 	fl.Float64Var(&opts.fill, "fill", 0, "run the fragmentation experiment up to this demand (× the lab's GPUs)")
@@ -279,13 +280,27 @@ func checkPlotPath(path string) error {
 	return os.Remove(tmp.Name())
 }
 
-// simLab is the lab of --lab: a spec, or a saved `gssh gpus --json`
+// simLab is the lab of --lab: a spec, "demo" (gssh demo's default lab,
+// idle), or a saved `gssh gpus --json`
 // (a name ending in .json), which is the lab simulating itself: each
 // host's memory reserve and the gssh policy are then its inventory's (the
 // one gssh finds, as every command does; none: no reserve and the default
 // policy), and --reserve, when given, replaces every reserve. own is that
 // inventory, nil for a spec or when there is none.
 func (a *app) simLab(opts *simOptions) (hosts []sched.Host, own *inventory.Inventory, err error) {
+	if opts.lab == "demo" {
+		// gssh demo's lab, idle, with the inventory's default reserve.
+		reserve := float64(inventory.DefaultReservePct)
+		if opts.reserveSet {
+			reserve = opts.reserve
+		}
+		var snaps []gpuinfo.Snapshot
+		for _, h := range fakelab.DefaultLab() {
+			snaps = append(snaps, h.Snapshot())
+		}
+		hosts, _, err := sim.LabOf(snaps, func(string) float64 { return reserve })
+		return hosts, nil, err
+	}
 	if !strings.HasSuffix(opts.lab, ".json") {
 		hosts, err = sim.ParseLab(opts.lab, opts.reserve)
 		return hosts, nil, err
