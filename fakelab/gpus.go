@@ -1,6 +1,7 @@
 package fakelab
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"strconv"
@@ -171,9 +172,9 @@ type Use struct {
 func (h HostSpec) Doc(uses []Use, procs ProcLookup, tick int64) gpuinfo.HelperDoc {
 	doc := gpuinfo.HelperDoc{
 		Schema:   gpuinfo.HelperSchema,
-		Driver:   orDefault(h.Driver, DefaultDriver),
-		CUDA:     orDefault(h.CUDA, DefaultCUDA),
-		NVML:     "12." + orDefault(h.Driver, DefaultDriver),
+		Driver:   cmp.Or(h.Driver, DefaultDriver),
+		CUDA:     cmp.Or(h.CUDA, DefaultCUDA),
+		NVML:     "12." + cmp.Or(h.Driver, DefaultDriver),
 		Warnings: []string{},
 		GPUs:     []gpuinfo.GPU{},
 	}
@@ -236,13 +237,6 @@ func (h HostSpec) Doc(uses []Use, procs ProcLookup, tick int64) gpuinfo.HelperDo
 		doc.GPUs = append(doc.GPUs, out)
 	}
 	return doc
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 func ptr[T any](v T) *T { return &v }

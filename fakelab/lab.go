@@ -203,12 +203,9 @@ func (l *Lab) writeInventory(login string, opt Options) error {
 func modelLabels(h HostSpec) []string {
 	var out []string
 	add := func(l string) {
-		for _, x := range out {
-			if x == l {
-				return
-			}
+		if !slices.Contains(out, l) {
+			out = append(out, l)
 		}
-		out = append(out, l)
 	}
 	for _, g := range h.GPUs {
 		n := strings.ToLower(g.Name)
