@@ -75,6 +75,10 @@ type Options struct {
 	// time.Now; rotated files are named by lumberjack's clock, the real
 	// one).
 	Now func() time.Time
+	// Tap, when set, is given each event after it was written (or could
+	// not be), its time set, in the writer's goroutine: it must not block
+	// (gssh serve's notifications queue it).
+	Tap func(Event)
 }
 
 // Log writes events to one event log. Each write takes an exclusive
@@ -164,16 +168,15 @@ func (l *Log) Write(e Event) {
 	if l == nil {
 		return
 	}
-	t := e.Time
-	if t.IsZero() {
-		t = l.opt.Now()
+	if e.Time.IsZero() {
+		e.Time = l.opt.Now()
 	}
-	r := slog.NewRecord(t, slog.LevelInfo, string(e.Kind), 0)
-	r.AddAttrs(e.attrs()...)
-	r.AddAttrs(e.Extra...)
+	if l.opt.Tap != nil {
+		defer l.opt.Tap(e) // after the unlock below
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.handler.Handle(context.Background(), r); err != nil {
+	if err := l.handler.Handle(context.Background(), e.record()); err != nil {
 		what := string(e.Kind)
 		if e.Job != 0 {
 			what += fmt.Sprintf(" of job %d", e.Job)
@@ -185,6 +188,33 @@ func (l *Log) Write(e Event) {
 			l.warn(fmt.Sprintf("event log %s: %s not written: %v (the change itself is recorded in the state file)", l.path, what, err))
 		}
 	}
+}
+
+// record is e as slog's record of its line.
+func (e Event) record() slog.Record {
+	r := slog.NewRecord(e.Time, slog.LevelInfo, string(e.Kind), 0)
+	r.AddAttrs(e.attrs()...)
+	r.AddAttrs(e.Extra...)
+	return r
+}
+
+// JSON is e as its line of the log: one JSON object, with a newline.
+func (e Event) JSON() []byte {
+	var b bytes.Buffer
+	h := slog.NewJSONHandler(&b, &slog.HandlerOptions{ReplaceAttr: replaceAttr})
+	h.Handle(context.Background(), e.record()) // a bytes.Buffer takes every write
+	return b.Bytes()
+}
+
+// Attr is the value of e's kind's own field key (Extra), and false
+// when e has none.
+func (e Event) Attr(key string) (slog.Value, bool) {
+	for _, a := range e.Extra {
+		if a.Key == key {
+			return a.Value, true
+		}
+	}
+	return slog.Value{}, false
 }
 
 // attrs are e's common fields, those with a value.

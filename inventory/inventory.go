@@ -66,6 +66,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gssh/gssh/notify"
 	"github.com/gssh/gssh/sshconfig"
 )
 
@@ -119,6 +120,9 @@ type Inventory struct {
 	// the launch's log cap). Settings the file leaves out are zero, which
 	// each reads as its default.
 	Policy Policy
+	// Notify is the `notify:` block (webhooks, mail), with the users'
+	// addresses of the `policy: users:` block: what gssh serve sends.
+	Notify notify.Config
 	// Lab is the `lab:` block (nil without one): the file describes a
 	// lab's one shared queue. gssh honours it only in the lab inventory
 	// (/etc/gssh/hosts.yaml or $GSSH_INVENTORY; see service.Options).
@@ -298,6 +302,7 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 	}
 	defaults := Host{ReservePct: DefaultReservePct}
 	var pol Policy
+	var nc notify.Config
 	var hostsNode *yaml.Node
 	var lab *Lab
 	for i := 0; i+1 < len(root.Content); i += 2 {
@@ -321,8 +326,12 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 			if lab, err = p.lab(k, v); err != nil {
 				return nil, err
 			}
+		case "notify":
+			if err := p.notifyBlock(v, &nc); err != nil {
+				return nil, err
+			}
 		default:
-			return nil, p.errf(k, "unknown key %q at top level; expected `defaults`, `hosts`, `policy` or `lab`", k.Value)
+			return nil, p.errf(k, "unknown key %q at top level; expected `defaults`, `hosts`, `policy`, `notify` or `lab`", k.Value)
 		}
 	}
 	if hostsNode == nil {
@@ -334,7 +343,8 @@ func (p parser) document(doc *yaml.Node) (*Inventory, error) {
 	if len(hostsNode.Content) == 0 {
 		return nil, p.errf(hostsNode, "`hosts` is empty; list at least one host (`- name: gpu01`)")
 	}
-	inv := &Inventory{Policy: pol, Lab: lab}
+	nc.Users = pol.NotifyUsers
+	inv := &Inventory{Policy: pol, Lab: lab, Notify: nc}
 	seen := map[string]int{}
 	local := ""
 	for _, hn := range hostsNode.Content {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gssh/gssh/health"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/notify"
 	"github.com/gssh/gssh/sched"
 	"github.com/gssh/gssh/units"
 )
@@ -18,7 +19,7 @@ import (
 var (
 	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after", "keep_events", "keep_jobs", "keep_job_dirs", "log_limit", "weights", "max_age", "favor_small", "reserve_depth"}
 	fairShareKeys = []string{"half_life", "window"}
-	userKeys      = []string{"weight", "admin", "max_gpus", "max_jobs"}
+	userKeys      = []string{"weight", "admin", "max_gpus", "max_jobs", "email", "notify"}
 	capKeys       = []string{"max_gpus", "max_jobs"}
 )
 
@@ -46,6 +47,9 @@ type Policy struct {
 	// --log-limit (log_limit; 0: none): control.Options.LogLimit, which
 	// the pass puts in the job's Spec.LogLimit when it launches it.
 	LogLimit uint64
+	// NotifyUsers are the users' email and notify keys: where and of
+	// what gssh serve tells each (notify.Config.Users).
+	NotifyUsers map[string]notify.User
 }
 
 // Check reports a setting out of range, as each part's reader checks it.
@@ -160,7 +164,7 @@ func (p parser) policy(m *yaml.Node, pol *Policy) error {
 				return err
 			}
 		case "users":
-			if err := p.users(v, &pol.Plan); err != nil {
+			if err := p.users(v, &pol.Plan, &pol.NotifyUsers); err != nil {
 				return err
 			}
 		case "default_user":
@@ -218,7 +222,7 @@ func (p parser) fairShare(m *yaml.Node, fs *sched.FairShare) error {
 	return nil
 }
 
-func (p parser) users(m *yaml.Node, pol *sched.Policy) error {
+func (p parser) users(m *yaml.Node, pol *sched.Policy, notifyUsers *map[string]notify.User) error {
 	if m.Kind != yaml.MappingNode {
 		return p.errf(m, "`policy users` must map user names to settings (such as `alice: {weight: 2}`), found %s", kindName(m))
 	}
@@ -242,9 +246,27 @@ func (p parser) users(m *yaml.Node, pol *sched.Policy) error {
 			return err
 		}
 		share := sched.UserShare{Weight: 1}
+		var nu notify.User
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			uk, uv := v.Content[j], v.Content[j+1]
 			switch uk.Value {
+			case "email":
+				s, err := p.str(uv, "user "+strconv.Quote(name)+" email")
+				if err != nil {
+					return err
+				}
+				if err := p.address(uv, s, "user "+strconv.Quote(name)+" email"); err != nil {
+					return err
+				}
+				nu.Email = s
+				continue
+			case "notify":
+				e, err := p.events(uv, "user "+strconv.Quote(name)+" notify")
+				if err != nil {
+					return err
+				}
+				nu.Events = e
+				continue
 			case "weight":
 			case "admin":
 				b, err := p.boolean(uv, "user "+strconv.Quote(name)+" admin")
@@ -268,6 +290,12 @@ func (p parser) users(m *yaml.Node, pol *sched.Policy) error {
 			share.Weight = w
 		}
 		pol.Users[name] = share
+		if nu.Email != "" || nu.Events != nil {
+			if *notifyUsers == nil {
+				*notifyUsers = map[string]notify.User{}
+			}
+			(*notifyUsers)[name] = nu
+		}
 	}
 	return nil
 }

@@ -32,6 +32,7 @@ type Metrics struct {
 	probeFailures *prometheus.CounterVec
 	requests      *prometheus.CounterVec
 	requestTimes  *prometheus.HistogramVec
+	notifications *prometheus.CounterVec
 }
 
 // New makes the metrics of the service current returns (gssh serve's;
@@ -51,8 +52,10 @@ func New(current func() *service.Local) *Metrics {
 			Help: "HTTP API requests answered, by route and status code."}, []string{"route", "code"}),
 		requestTimes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "gssh", Name: "http_request_duration_seconds",
 			Help: "HTTP API requests, by route and how long each took.", Buckets: prometheus.DefBuckets}, []string{"route"}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "gssh", Name: "notifications_total",
+			Help: "Notifications by channel (webhook, email) and result: sent, retried (an attempt failed), dropped (given up, or the queue was full)."}, []string{"channel", "result"}),
 	}
-	m.reg.MustRegister(m.passes, m.passFailures, m.probes, m.probeFailures, m.requests, m.requestTimes,
+	m.reg.MustRegister(m.passes, m.passFailures, m.probes, m.probeFailures, m.requests, m.requestTimes, m.notifications,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{current: current})
 	return m
@@ -89,6 +92,11 @@ func (m *Metrics) Probe(r fleet.Report) {
 func (m *Metrics) Request(route string, code int, took time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 	m.requestTimes.WithLabelValues(route).Observe(took.Seconds())
+}
+
+// Notification counts one notification's outcome (notify.Options.Observe).
+func (m *Metrics) Notification(channel, result string) {
+	m.notifications.WithLabelValues(channel, result).Inc()
 }
 
 // scrapeTimeout bounds what a scrape reads of the service.

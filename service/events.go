@@ -9,6 +9,7 @@ import (
 	"github.com/gssh/gssh/control"
 	"github.com/gssh/gssh/eventlog"
 	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/notify"
 )
 
 // EventQuery selects the events gssh events prints.
@@ -52,7 +53,7 @@ func (l *Local) eventLog() *eventlog.Log {
 	l.ev.mu.Lock()
 	defer l.ev.mu.Unlock()
 	if l.ev.log == nil {
-		o := eventlog.Options{Shared: l.lab != nil, Now: l.opt.Now}
+		o := eventlog.Options{Shared: l.lab != nil, Now: l.opt.Now, Tap: l.tap}
 		if l.lab != nil {
 			o.Lab = &l.lab.dir
 		}
@@ -65,6 +66,20 @@ func (l *Local) eventLog() *eventlog.Log {
 		l.ev.log = eventlog.Open(eventlog.Path(l.opt.StatePath), o)
 	}
 	return l.ev.log
+}
+
+// TapEvents has f told of each event l writes from now on (gssh serve:
+// its notifications). Call it before l writes any.
+func (l *Local) TapEvents(f func(eventlog.Event)) { l.tap = f }
+
+// Notifications is what the inventory says to send (its `notify:` block
+// and its users' addresses). Errors: the inventory's.
+func (l *Local) Notifications() (notify.Config, error) {
+	f, err := l.hosts()
+	if err != nil {
+		return notify.Config{}, err
+	}
+	return f.Inventory().Notify, nil
 }
 
 // closeEvents closes the event log, if one was opened.

@@ -378,12 +378,13 @@ type conns struct {
 	fleet    *fleet.Fleet
 	fleetErr error
 	ev       events
-	walks    state.Walks // the state file's page walks, shared by every open of this process
-	gpus     gpusCache   // gssh serve's answers to gssh gpus (CachedGPUs)
-	probes   probeCache  // gssh serve's last probe of every host, for its submits (recentProbe)
-	peers    peerCache   // the accounts of gssh serve's peers' uids (PeerUser)
-	others   othersCache // the hosts' other queues' jobs, for passes on streamed hosts (otherQueues)
-	logs     logHub      // the logs followed, each shared by its followers (Logs)
+	tap      func(eventlog.Event) // TapEvents: told of each event written
+	walks    state.Walks          // the state file's page walks, shared by every open of this process
+	gpus     gpusCache            // gssh serve's answers to gssh gpus (CachedGPUs)
+	probes   probeCache           // gssh serve's last probe of every host, for its submits (recentProbe)
+	peers    peerCache            // the accounts of gssh serve's peers' uids (PeerUser)
+	others   othersCache          // the hosts' other queues' jobs, for passes on streamed hosts (otherQueues)
+	logs     logHub               // the logs followed, each shared by its followers (Logs)
 	// keep, when set (KeepState: gssh serve's), keeps the state file
 	// open between operations that come close together.
 	keep *state.Keep

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gssh/gssh/metrics"
+	"github.com/gssh/gssh/notify"
 	"github.com/gssh/gssh/serve"
 	"github.com/gssh/gssh/service"
 	"github.com/gssh/gssh/state"
@@ -103,11 +104,24 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	if opts.listen != "" {
 		mx = metrics.New(cur.Load)
 	}
+	// The notifications of the events the passes and requests write:
+	// the inventory's `notify:` block, read again on SIGHUP.
+	nopt := notify.Options{Warn: lg.warn}
+	if mx != nil {
+		nopt.Observe = mx.Notification
+	}
+	notifier := notify.New(nopt)
+	defer notifier.Close()
 	// Each service gssh serve runs (a new one on SIGHUP) keeps the state
-	// open, streams the GPUs and polls steady hosts once an interval.
+	// open, streams the GPUs, polls steady hosts once an interval and
+	// has its events notified.
 	setup := func(l *service.Local) *service.Local {
 		if mx != nil {
 			l.ObserveProbes(mx.Probe)
+		}
+		l.TapEvents(notifier.Event)
+		if c, err := l.Notifications(); err == nil { // else: a reload that fails goes on as before
+			notifier.Configure(c)
 		}
 		l.KeepState()
 		l.WatchGPUs(opts.streams, lg.stream)
