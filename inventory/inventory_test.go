@@ -321,4 +321,15 @@ func TestExampleFile(t *testing.T) {
 	if h, _ := inv.Lookup("gpu01"); h.User != "" {
 		t.Errorf("gpu01 gets user %q from the example's defaults", h.User)
 	}
+	// Its commented notify block, uncommented, is one the parser takes.
+	b, _ := os.ReadFile("../hosts.example.yaml")
+	text, block, ok := strings.Cut(string(b), "\n# notify:")
+	if !ok {
+		t.Fatal("no commented notify block in hosts.example.yaml")
+	}
+	text += "\nnotify:" + strings.ReplaceAll(block, "\n# ", "\n")
+	inv, err = Parse("example", strings.NewReader(text))
+	if err != nil || len(inv.Notify.Webhooks) != 1 || inv.Notify.Email == nil || len(inv.Notify.Email.Admins) != 1 {
+		t.Errorf("the example's notify block: %v %+v", err, inv)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
 	"math/big"
@@ -43,6 +44,8 @@ type Mail struct {
 type SMTP struct {
 	Addr  string         // 127.0.0.1:PORT
 	Roots *x509.CertPool // trusts its certificate (with STARTTLS)
+	// CertPEM is that certificate in PEM (for SSL_CERT_FILE).
+	CertPEM []byte
 	mu    sync.Mutex
 	mails []Mail
 }
@@ -66,6 +69,7 @@ func NewSMTP(t testing.TB, tlsOn bool) *SMTP {
 		}
 		cert, _ := x509.ParseCertificate(der)
 		m.Roots.AddCert(cert)
+		m.CertPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 		s.TLSConfig = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
