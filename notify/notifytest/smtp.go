@@ -46,8 +46,8 @@ type SMTP struct {
 	Roots *x509.CertPool // trusts its certificate (with STARTTLS)
 	// CertPEM is that certificate in PEM (for SSL_CERT_FILE).
 	CertPEM []byte
-	mu    sync.Mutex
-	mails []Mail
+	mu      sync.Mutex
+	mails   []Mail
 }
 
 // NewSMTP starts an SMTP server on loopback, offering STARTTLS (a fresh
