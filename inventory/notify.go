@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -14,7 +15,7 @@ import (
 )
 
 var (
-	notifyKeys  = []string{"webhooks", "email"}
+	notifyKeys  = []string{"webhooks", "email", "walltime_warning"}
 	webhookKeys = []string{"url", "format", "events"}
 	emailKeys   = []string{"server", "starttls", "user", "password_file", "from", "admins", "admin_events"}
 )
@@ -32,6 +33,7 @@ var (
 //	    password_file: /etc/gssh/smtp-password
 //	    from: gssh <gssh@lab.example>
 //	    admins: [ops@lab.example]
+//	  walltime_warning: 10m   # a running job's owner is told this long before its walltime
 func (p parser) notifyBlock(m *yaml.Node, c *notify.Config) error {
 	if m.Kind != yaml.MappingNode {
 		return p.errf(m, "`notify` must be a mapping with `webhooks:` and `email:`, found %s", kindName(m))
@@ -59,6 +61,12 @@ func (p parser) notifyBlock(m *yaml.Node, c *notify.Config) error {
 				return err
 			}
 			c.Email = e
+		case "walltime_warning":
+			d, err := p.duration(v, "notify walltime_warning", time.Minute)
+			if err != nil {
+				return err
+			}
+			c.WalltimeWarning = d
 		default:
 			return p.errf(k, "unknown key %q in `notify`; it takes %s", k.Value, strings.Join(notifyKeys, ", "))
 		}

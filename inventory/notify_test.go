@@ -3,6 +3,7 @@ package inventory
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gssh/gssh/notify"
 )
@@ -27,6 +28,7 @@ notify:
     password_file: /etc/gssh/smtp-password
     from: gssh <gssh@lab.example>
     admins: [ops@lab.example]
+  walltime_warning: 15m
 `
 	inv, err := Parse("h.yaml", strings.NewReader(good))
 	if err != nil {
@@ -38,6 +40,9 @@ notify:
 	}
 	if e := c.Email; e == nil || e.Server != "smtp.lab.example:587" || !e.StartTLS || e.User != "gssh" || e.From != "gssh <gssh@lab.example>" || len(e.Admins) != 1 {
 		t.Errorf("email: %+v", e)
+	}
+	if c.WalltimeWarning != 15*time.Minute {
+		t.Errorf("walltime_warning: %v", c.WalltimeWarning)
 	}
 	if u := c.Users; u["alice"].Email != "alice@lab.example" || u["alice"].Events != nil || len(u["bob"].Events) != 2 || u["cat"].Events == nil || len(u["cat"].Events) != 0 {
 		t.Errorf("users: %+v", u)
@@ -56,7 +61,8 @@ notify:
 		{"no from", "hosts:\n  - name: a\nnotify:\n  email: {server: 'smtp:25'}\n", "h.yaml:4: `notify email` without `from:`"},
 		{"user without password", "hosts:\n  - name: a\nnotify:\n  email: {server: 'smtp:25', from: a@b.c, user: gssh}\n", "h.yaml:4: `notify email` has `user:` but no `password_file:`"},
 		{"admin address", "hosts:\n  - name: a\nnotify:\n  email: {server: 'smtp:25', from: a@b.c, admins: [ops]}\n", `h.yaml:4: email admins "ops" is not a mail address`},
-		{"unknown key", "hosts:\n  - name: a\nnotify:\n  slack: x\n", `h.yaml:4: unknown key "slack" in ` + "`notify`; it takes webhooks, email"},
+		{"unknown key", "hosts:\n  - name: a\nnotify:\n  slack: x\n", `h.yaml:4: unknown key "slack" in ` + "`notify`; it takes webhooks, email, walltime_warning"},
+		{"walltime_warning", "hosts:\n  - name: a\nnotify:\n  walltime_warning: 10s\n", `h.yaml:4: notify walltime_warning "10s": give at least 1m`},
 	} {
 		_, err := Parse("h.yaml", strings.NewReader(c.text))
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Event names what a user, a webhook or the admins may be told of.
@@ -29,16 +30,19 @@ const (
 	JobTimeout   Event = "job_timeout" // stopped at its walltime
 	JobLost      Event = "job_lost"    // its host was down too long
 	JobGPUFailed Event = "job_gpu_failed"
-	HostDown     Event = "host_down"
+	// JobWalltime: a running job nears its walltime (Config.WalltimeWarning
+	// before it), and will be stopped then.
+	JobWalltime Event = "job_walltime"
+	HostDown    Event = "host_down"
 	GPUFailed    Event = "gpu_failed" // a GPU read lost, requires reset or error
 )
 
 // Events are every event, in the order the docs list them.
-var Events = []Event{JobSucceeded, JobFailed, JobCancelled, JobTimeout, JobLost, JobGPUFailed, HostDown, GPUFailed}
+var Events = []Event{JobSucceeded, JobFailed, JobCancelled, JobTimeout, JobLost, JobGPUFailed, JobWalltime, HostDown, GPUFailed}
 
 // The events of a user, a webhook and the admins who name none.
 var (
-	DefaultUserEvents    = []Event{JobFailed, JobTimeout, JobLost, JobGPUFailed}
+	DefaultUserEvents    = []Event{JobFailed, JobTimeout, JobLost, JobGPUFailed, JobWalltime}
 	DefaultAdminEvents   = []Event{HostDown, GPUFailed}
 	DefaultWebhookEvents = []Event{JobFailed, JobTimeout, JobLost, JobGPUFailed, HostDown, GPUFailed}
 )
@@ -76,7 +80,13 @@ type Config struct {
 	// Users are the `policy: users:` entries' email and notify keys, by
 	// user name.
 	Users map[string]User
+	// WalltimeWarning is how long before its walltime a running job's
+	// owner is told it will be stopped (0 = DefaultWalltimeWarning).
+	WalltimeWarning time.Duration
 }
+
+// DefaultWalltimeWarning is Config.WalltimeWarning's default.
+const DefaultWalltimeWarning = 10 * time.Minute
 
 // Formats of a webhook's payload.
 const (
@@ -106,7 +116,9 @@ type Email struct {
 	PasswordFile string // the password, read at each send (first line)
 	From         string
 	Admins       []string // addresses told of host and GPU events
-	AdminEvents  []Event  // nil: DefaultAdminEvents
+	// AdminEvents are what the admins are told of (nil:
+	// DefaultAdminEvents): a job's events too, when listed.
+	AdminEvents []Event
 }
 
 // User is what one user is told, and where.

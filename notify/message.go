@@ -68,14 +68,7 @@ func NoticeOf(e eventlog.Event) (Notice, bool) {
 	default:
 		return Notice{}, false
 	}
-	// A job's name is the user's: no line break of it may reach a mail's
-	// headers or a chat's first line.
-	n.Subject = "gssh: " + strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, n.Subject)
+	n.Subject = "gssh: " + oneLine(n.Subject)
 	n.Text = n.Subject + "\n"
 	if e.Reason != "" {
 		n.Text += "\n" + e.Reason + "\n"
@@ -103,4 +96,33 @@ func gpus(idx []int) string {
 		return "?"
 	}
 	return units.Ranges(idx, 3)
+}
+
+// oneLine is s with its control characters as spaces: a job's name is
+// its user's, and no line break of it may reach a mail's headers or a
+// chat's first line.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// walltimeNotice is the notice that running job j reaches its walltime
+// soon after now.
+func walltimeNotice(j job.Job, now time.Time) Notice {
+	e := eventlog.OfJob(now, eventlog.JobStart, j) // its line, as the job runs
+	what := "job " + ref(e)
+	if j.Spec.Name != "" {
+		what += " (" + j.Spec.Name + ")"
+	}
+	end := j.StartedAt.Add(j.Spec.Timeout)
+	n := Notice{Event: JobWalltime, User: j.User, Line: e.JSON()}
+	n.Subject = "gssh: " + oneLine(fmt.Sprintf("%s on %s reaches its walltime of %s at %s UTC, in %s: it will be stopped then",
+		what, j.Placement.Host, units.FormatDuration(j.Spec.Timeout), end.UTC().Format("15:04"), units.FormatDuration(end.Sub(now).Round(time.Minute))))
+	n.Text = n.Subject + "\n\nGive a longer --timeout next time (gssh update cannot lengthen a running job's).\n" +
+		fmt.Sprintf("\nuser %s; see gssh show %s, gssh logs %s\n", j.User, ref(e), ref(e)) + "\n" + string(n.Line)
+	return n
 }

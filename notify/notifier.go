@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gssh/gssh/eventlog"
+	"github.com/gssh/gssh/job"
 )
 
 // Results a delivery is counted under (Options.Observe).
@@ -58,9 +60,10 @@ const (
 
 // Notifier delivers the notices of the events it is given.
 type Notifier struct {
-	opt   Options
-	mu    sync.Mutex
-	cfg   Config
+	opt    Options
+	mu     sync.Mutex
+	cfg    Config
+	warned map[attempt]bool // the running attempts told of their walltime (Walltimes)
 	queue chan delivery
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -110,13 +113,68 @@ func (n *Notifier) Configure(c Config) {
 	n.mu.Unlock()
 }
 
+// Enabled reports whether n's config sends anything.
+func (n *Notifier) Enabled() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cfg.Enabled()
+}
+
 // Event queues the deliveries of e's notice, and never blocks: a
 // delivery the queue has no room for is dropped and counted.
 func (n *Notifier) Event(e eventlog.Event) {
-	notice, ok := NoticeOf(e)
-	if !ok {
+	if notice, ok := NoticeOf(e); ok {
+		n.send(notice)
+	}
+}
+
+// attempt is one run of a job.
+type attempt struct {
+	id job.ID
+	n  int
+}
+
+// Walltimes tells the owner of each running job of jobs (the queue's,
+// after a pass) that will reach its walltime within WalltimeWarning of
+// now that it will be stopped then: once per attempt (a requeued job is
+// told again). Jobs not running are forgotten.
+func (n *Notifier) Walltimes(now time.Time, jobs []job.Job) {
+	n.mu.Lock()
+	lead := cmp.Or(n.cfg.WalltimeWarning, DefaultWalltimeWarning)
+	enabled := n.cfg.Enabled()
+	running := map[attempt]bool{}
+	var due []job.Job
+	for _, j := range jobs {
+		if j.State != job.Running || j.Spec.Timeout <= 0 || j.StartedAt.IsZero() {
+			continue
+		}
+		a := attempt{j.ID, j.Attempt}
+		running[a] = true
+		end := j.StartedAt.Add(j.Spec.Timeout)
+		if !n.warned[a] && !now.Before(end.Add(-lead)) && now.Before(end) {
+			if n.warned == nil {
+				n.warned = map[attempt]bool{}
+			}
+			n.warned[a] = true
+			due = append(due, j)
+		}
+	}
+	for a := range n.warned {
+		if !running[a] {
+			delete(n.warned, a)
+		}
+	}
+	n.mu.Unlock()
+	if !enabled {
 		return
 	}
+	for _, j := range due {
+		n.send(walltimeNotice(j, now))
+	}
+}
+
+// send queues notice's deliveries under the current config.
+func (n *Notifier) send(notice Notice) {
 	n.mu.Lock()
 	cfg := n.cfg
 	n.mu.Unlock()
@@ -145,8 +203,13 @@ func deliveries(cfg Config, notice Notice, opt Options) []delivery {
 			if u, ok := cfg.Users[notice.User]; ok && u.Email != "" && slices.Contains(eventsOr(u.Events, DefaultUserEvents), notice.Event) {
 				to = append(to, u.Email)
 			}
-		} else if slices.Contains(eventsOr(m.AdminEvents, DefaultAdminEvents), notice.Event) {
-			to = append(to, m.Admins...)
+		}
+		if slices.Contains(eventsOr(m.AdminEvents, DefaultAdminEvents), notice.Event) {
+			for _, a := range m.Admins {
+				if !slices.Contains(to, a) {
+					to = append(to, a)
+				}
+			}
 		}
 		for _, addr := range to {
 			out = append(out, delivery{channel: ChannelEmail, to: addr, send: func(ctx context.Context) error {

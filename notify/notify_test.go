@@ -264,3 +264,35 @@ func TestEmailNoSTARTTLS(t *testing.T) {
 	n.Event(failed())
 	waitFor(t, "sent in the clear", func() bool { return c.get("email sent") == 1 })
 }
+
+// TestWalltimes: a running job with a walltime is told once, within the
+// warning's lead of its end, to its owner and the admins who asked; a
+// requeued one (another attempt) again; one far from its end, or without
+// a walltime, not.
+func TestWalltimes(t *testing.T) {
+	box := notifytest.NewSMTP(t, false)
+	var c counts
+	n := notify.New(notify.Options{Observe: c.observe, Backoff: time.Millisecond})
+	defer n.Close()
+	n.Configure(notify.Config{
+		Email: &notify.Email{Server: box.Addr, From: "gssh@lab.example", Admins: []string{"ops@lab.example"}, AdminEvents: []notify.Event{notify.JobWalltime}},
+		Users: map[string]notify.User{"alice": {Email: "alice@lab.example"}},
+	})
+	start := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	run := func(id job.ID, attempt int, timeout time.Duration) job.Job {
+		return job.Job{ID: id, User: "alice", State: job.Running, Attempt: attempt, StartedAt: start,
+			Spec: job.Spec{Name: "train", Timeout: timeout}, Placement: job.Placement{Host: "gpu02"}}
+	}
+	jobs := []job.Job{run(1, 1, 2*time.Hour), run(2, 1, 0), run(3, 1, 10*time.Hour)}
+	n.Walltimes(start.Add(time.Hour), jobs)                 // 1h left: nothing yet
+	n.Walltimes(start.Add(2*time.Hour-5*time.Minute), jobs) // job 1: 5m left
+	n.Walltimes(start.Add(2*time.Hour-4*time.Minute), jobs) // told already
+	waitFor(t, "alice and ops told", func() bool { return c.get("email sent") == 2 })
+	jobs[0].Attempt = 2 // requeued and running again
+	n.Walltimes(start.Add(2*time.Hour-3*time.Minute), jobs)
+	waitFor(t, "told again", func() bool { return c.get("email sent") == 4 })
+	mails := box.Mails()
+	if len(mails) != 4 || !strings.Contains(mails[0].Data, "Subject: gssh: job 1 (train) on gpu02 reaches its walltime of 2h at 14:00 UTC, in 5m: it will be stopped then\r\n") {
+		t.Errorf("mails: %+v", mails)
+	}
+}

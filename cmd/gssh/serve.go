@@ -197,7 +197,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 			}
 		}
 	}()
-	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg, last: &last, setup: setup, full: &full, metrics: mx}).pass
+	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg, last: &last, setup: setup, full: &full, metrics: mx, notifier: notifier}).pass
 	loop.Run(ctx, stop)
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	cancel()
@@ -224,6 +224,7 @@ type servePasses struct {
 	full           *atomic.Bool                        // this pass polls every host (loopPasses.Pass)
 	last           *atomic.Pointer[service.PassResult] // what the last pass did (nil: it could not run)
 	metrics        *metrics.Metrics                    // nil: none kept
+	notifier       *notify.Notifier                    // told of the running jobs after each pass
 }
 
 // pass is one pass (serve.Loop.Pass).
@@ -243,6 +244,12 @@ func (p *servePasses) pass(ctx context.Context) {
 		p.last.Store(&res)
 	} else {
 		p.last.Store(nil)
+	}
+	if err == nil && p.notifier.Enabled() {
+		// Owners of jobs that near their walltime are told (once each).
+		if doc, jerr := l.Jobs(ctx, service.JobQuery{}); jerr == nil {
+			p.notifier.Walltimes(p.a.now(), doc.Jobs)
+		}
 	}
 	switch {
 	case errors.Is(err, state.ErrNoState):

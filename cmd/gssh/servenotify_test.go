@@ -49,6 +49,7 @@ notify:
     user: `+notifytest.User+`
     password_file: `+pw+`
     from: gssh <gssh@lab.example>
+  walltime_warning: 1m
 `), 0o600)
 	env := append(os.Environ(), "HOME="+home, "GSSH_INVENTORY="+inv, "GSSH_STATE="+filepath.Join(dir, "state.db"),
 		"PATH="+fakeSMIBin(t, root)+":"+os.Getenv("PATH"), "GSSH_FAKE_SMI_DIR="+filepath.Join(root, "probe", "testdata", "fleet", "a100x4"),
@@ -75,6 +76,17 @@ notify:
 	if o, err := sub.CombinedOutput(); err != nil || !strings.Contains(string(o), "job 1 running on ctl:") {
 		t.Fatalf("submit: %v: %s", err, o)
 	}
+	// A job whose walltime is within walltime_warning: its owner is told.
+	long := exec.Command(filepath.Join(bin, "gssh"), "submit", "--host", "ctl", "--mem", "1G", "--name", "long", "--timeout", "1m", "--", "sleep", "20")
+	long.Env = env
+	if o, err := long.CombinedOutput(); err != nil || !strings.Contains(string(o), "job 2 running on ctl:") {
+		t.Fatalf("submit: %v: %s", err, o)
+	}
+	defer func() {
+		c := exec.Command(filepath.Join(bin, "gssh"), "cancel", "2")
+		c.Env = env
+		c.Run()
+	}()
 	scrape := func() string {
 		resp, err := http.Get(url + "/metrics")
 		if err != nil {
@@ -84,7 +96,7 @@ notify:
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
-	want := []string{`gssh_notifications_total{channel="email",result="sent"} 1`, `gssh_notifications_total{channel="webhook",result="sent"} 1`,
+	want := []string{`gssh_notifications_total{channel="email",result="sent"} 2`, `gssh_notifications_total{channel="webhook",result="sent"} 1`,
 		`gssh_notifications_total{channel="webhook",result="dropped"} 1`}
 	var metrics string
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
@@ -103,8 +115,19 @@ notify:
 		}
 	}
 	subject := "Subject: gssh: job 1 (train) failed on ctl: exit status 3"
-	if m := box.Mails(); len(m) != 1 || m[0].To != "me@lab.example" || !m[0].Auth || !strings.Contains(m[0].Data, subject) {
-		t.Errorf("mails: %+v", m)
+	mails := map[string]notifytest.Mail{}
+	for _, m := range box.Mails() {
+		mails[m.Data[strings.Index(m.Data, "Subject: "):][:30]] = m
+	}
+	if m, ok := mails[subject[:30]]; len(mails) != 2 || !ok || m.To != "me@lab.example" || !m.Auth || !strings.Contains(m.Data, subject) {
+		t.Errorf("mails: %+v", box.Mails())
+	}
+	var warned bool
+	for _, m := range box.Mails() {
+		warned = warned || strings.Contains(m.Data, "Subject: gssh: job 2 (long) on ctl reaches its walltime of 1m at ")
+	}
+	if !warned {
+		t.Errorf("no walltime warning in %+v", box.Mails())
 	}
 	if b := hook.Bodies(); len(b) != 1 || !strings.HasPrefix(b[0]["text"].(string), "gssh: job 1 (train) failed") {
 		t.Errorf("webhook: %v", b)
