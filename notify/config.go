@@ -34,7 +34,7 @@ const (
 	// before it), and will be stopped then.
 	JobWalltime Event = "job_walltime"
 	HostDown    Event = "host_down"
-	GPUFailed    Event = "gpu_failed" // a GPU read lost, requires reset or error
+	GPUFailed   Event = "gpu_failed" // a GPU read lost, requires reset or error
 )
 
 // Events are every event, in the order the docs list them.

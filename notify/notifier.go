@@ -64,9 +64,9 @@ type Notifier struct {
 	mu     sync.Mutex
 	cfg    Config
 	warned map[attempt]bool // the running attempts told of their walltime (Walltimes)
-	queue chan delivery
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	queue  chan delivery
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // delivery is one notice to one destination.
