@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gssh/gssh/dashboard"
 	"github.com/gssh/gssh/serve"
 	"github.com/gssh/gssh/service"
 )
@@ -61,6 +62,10 @@ type Options struct {
 	// Observe, when set, is told of each request answered: its route
 	// pattern ("GET /v1/jobs"), its status and how long it took.
 	Observe func(route string, status int, took time.Duration)
+	// Dashboard, when set, serves the web dashboard's pages (/, /login,
+	// /logout, /static/...), whose script reads the API with the
+	// session cookie (dashboard.Handler).
+	Dashboard http.Handler
 }
 
 // API is the HTTP API of one gssh serve.
@@ -135,9 +140,21 @@ func (a *API) handle(pattern string, auth bool, h handlerFunc) {
 	})
 }
 
-// user is the user a request acts as: its bearer token's.
+// user is the user a request acts as: its bearer token's, or the
+// dashboard's session cookie's (dashboard.Cookie: the token it logged in
+// with). A request that changes something on a cookie alone must carry
+// the header dashboard.CSRFHeader, which a form or a link of another site
+// cannot send.
 func (a *API) user(r *http.Request, l *service.Local) (string, error) {
 	h := r.Header.Get("Authorization")
+	if h == "" {
+		if c, err := r.Cookie(dashboard.Cookie); err == nil && c.Value != "" {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(dashboard.CSRFHeader) == "" {
+				return "", &problem{status: http.StatusForbidden, detail: "a change with the dashboard's cookie needs the " + dashboard.CSRFHeader + " header (the dashboard's page sends it)"}
+			}
+			return l.TokenUser(r.Context(), c.Value)
+		}
+	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
 		return "", errNoToken

@@ -50,6 +50,12 @@ func (a *API) routes() {
 	if a.o.RPC != nil {
 		a.handle("POST /v1/rpc", false, a.rpc)
 	}
+	if d := a.o.Dashboard; d != nil {
+		// Pages, not API routes: in no OpenAPI document.
+		for _, p := range []string{"GET /{$}", "GET /login", "POST /login", "POST /logout", "GET /static/"} {
+			a.mux.Handle(p, d)
+		}
+	}
 }
 
 // RPCWriteTimeout bounds each write of an answer over POST /v1/rpc: long,

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -36,6 +37,9 @@ func TestGuests(t *testing.T) {
 	bob, cat := l.svc.As("bob", nil), l.svc.As("cat", nil)
 	if _, err := bob.Cancel(ctx, service.CancelRequest{ID: anns}); !errors.Is(err, service.ErrNotYours) || !strings.Contains(err.Error(), "in ann's queue you may cancel your own jobs only") {
 		t.Errorf("bob's cancel of ann's job: %v", err)
+	}
+	if _, err := bob.Logs(ctx, service.LogsRequest{ID: anns, Tail: -1}, io.Discard); !errors.Is(err, service.ErrNotYours) || !strings.Contains(err.Error(), "its log is for its owner and the admins") {
+		t.Errorf("bob reads ann's log: %v", err)
 	}
 	if _, err := bob.Drain(ctx, service.DrainRequest{Hosts: []string{"ctl"}}); !errors.Is(err, service.ErrNotAdmin) {
 		t.Errorf("bob's drain: %v", err)

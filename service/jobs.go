@@ -52,11 +52,18 @@ func (l *Local) Job(_ context.Context, id job.ID) (job.Job, error) {
 	return j, err
 }
 
-// Logs implements Service. A job that has not started has no log.
+// Logs implements Service. A job that has not started has no log. A lab
+// member's or a guest's request for another user's job is refused
+// (ErrNotYours) unless they are an admin: a log is its owner's.
 func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsResult, error) {
 	j, err := l.Job(ctx, r.ID)
 	if err != nil {
 		return LogsResult{}, err
+	}
+	if l.restricted() && j.User != l.opt.User {
+		if f, err := l.hosts(); err != nil || !f.Inventory().Policy.Plan.Users[l.opt.User].Admin {
+			return LogsResult{}, fmt.Errorf("job %s %w: it is %s's, and its log is for its owner and the admins (policy users: admin: true)", j.Ref(), ErrNotYours, j.User)
+		}
 	}
 	j, current, err := logAttempt(j, r.Attempt)
 	res := LogsResult{Job: j}

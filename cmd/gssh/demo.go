@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"bytes"
 	"context"
 	"errors"
@@ -185,12 +186,16 @@ func startDemo(ctx context.Context, a *app, hosts []fakelab.HostSpec) (*demo, er
 	if err := d.waitReady(ctx, &serveErr); err != nil {
 		return nil, err
 	}
-	for _, u := range demoUsers {
-		out, err := d.output(ctx, "", "token", "create", "--user", u, "--name", "demo")
-		if err != nil {
-			return nil, fmt.Errorf("a token for %s: %w", u, err)
+	for _, u := range append([]string{""}, demoUsers...) {
+		args := []string{"token", "create", "--name", "demo"}
+		if u != "" {
+			args = append(args, "--user", u)
 		}
-		d.tokens[u] = strings.TrimSpace(out)
+		out, err := d.output(ctx, "", args...)
+		if err != nil {
+			return nil, fmt.Errorf("a token for %s: %w", cmp.Or(u, "you"), err)
+		}
+		d.tokens[u] = strings.TrimSpace(out) // "": the queue's owner's, for the dashboard
 	}
 	ok = true
 	return d, nil
@@ -328,6 +333,7 @@ func (d *demo) printTry() error {
 	} {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
+	fmt.Fprintf(w, "\nThe dashboard (you, logged in by the link):\n\n  %s/login?token=%s\n", d.api, d.tokens[""])
 	fmt.Fprintf(w, "\nAs alice, another user (bob and carol have tokens too), through the HTTP API (%s):\n\n", d.api)
 	fmt.Fprintf(w, "  GSSH_SERVER=%s GSSH_TOKEN=%s gssh submit --mem 4G -- sleep 30\n", d.api, d.tokens["alice"])
 	fmt.Fprintf(w, "\nCtrl-C here stops the lab and removes it (%s).\n", d.dir)
@@ -452,7 +458,7 @@ func (d *demo) tour(ctx context.Context) error {
 			d.jobs[s.key] = submittedID(out.String())
 		}
 	}
-	fmt.Fprintf(w, "\nThat was the tour. `gssh demo` keeps a lab up for you to try; `gssh --help` lists the commands.\n")
+	fmt.Fprintf(w, "\nThat was the tour. `gssh demo` keeps a lab up for you to try, with a web dashboard; `gssh --help` lists the commands.\n")
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gssh/gssh/dashboard"
 	"github.com/gssh/gssh/httpapi"
 	"github.com/gssh/gssh/metrics"
 	"github.com/gssh/gssh/serve"
@@ -85,7 +86,8 @@ func startAPI(opts *serveOptions, l *service.Local, cur *atomic.Pointer[service.
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", opts.listen, err)
 	}
-	api := httpapi.New(httpapi.Options{Current: cur.Load, Passes: passes, Metrics: mx.Handler(), MetricsOpen: opts.publicMetrics, Observe: mx.Request, RPC: rpc})
+	dash := dashboard.Handler(dashboard.Options{TokenUser: func(ctx context.Context, tok string) (string, error) { return cur.Load().TokenUser(ctx, tok) }})
+	api := httpapi.New(httpapi.Options{Current: cur.Load, Passes: passes, Metrics: mx.Handler(), MetricsOpen: opts.publicMetrics, Observe: mx.Request, RPC: rpc, Dashboard: dash})
 	srv := &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -101,7 +103,7 @@ func startAPI(opts *serveOptions, l *service.Local, cur *atomic.Pointer[service.
 		scheme = "https"
 	}
 	go srv.Serve(ln)
-	lg.info(fmt.Sprintf("HTTP API on %s://%s (docs/api.md)", scheme, ln.Addr()))
+	lg.info(fmt.Sprintf("HTTP API on %s://%s (docs/api.md); the dashboard at %s://%s/", scheme, ln.Addr(), scheme, ln.Addr()))
 	if host, _, _ := net.SplitHostPort(ln.Addr().String()); cfg == nil && !net.ParseIP(host).IsLoopback() {
 		lg.warn(fmt.Sprintf("the HTTP API on %s is not loopback and has no TLS: tokens cross the network in the clear (give --tls-cert and --tls-key)", ln.Addr()))
 	}

@@ -1,0 +1,268 @@
+// gssh's dashboard: reads the HTTP API with the session cookie every few
+// seconds and draws the tables and plots. No library: DOM and SVG only.
+"use strict";
+
+const me = document.body.dataset.user;
+const SVG = "http://www.w3.org/2000/svg";
+const $ = (sel) => document.querySelector(sel);
+
+// api fetches a path of the API; a 401 sends the page to the login.
+async function api(path, opt = {}) {
+  opt.credentials = "same-origin";
+  opt.headers = Object.assign({ "X-Gssh-Request": "1" }, opt.headers || {});
+  const r = await fetch(path, opt);
+  if (r.status === 401) {
+    location.href = "/login";
+    throw new Error("logged out");
+  }
+  const type = r.headers.get("Content-Type") || "";
+  if (!r.ok) {
+    let detail = r.statusText;
+    if (type.includes("json")) detail = (await r.json()).detail || detail;
+    const e = new Error(detail);
+    e.status = r.status;
+    throw e;
+  }
+  if (type.includes("x-ndjson")) return (await r.text()).split("\n").filter((l) => l).map((l) => JSON.parse(l));
+  if (type.includes("json")) return r.json();
+  return r.text();
+}
+
+function el(tag, attrs = {}, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(k ?? ""));
+  return e;
+}
+
+function svg(tag, attrs = {}) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  return e;
+}
+
+// bytes is b in IEC units, as gssh prints them.
+function bytes(b) {
+  if (b == null) return "-";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
+  return (i >= 3 ? b.toFixed(1) : Math.round(b)) + " " + u[i];
+}
+
+function duration(s) {
+  if (s == null || s < 0) return "-";
+  if (s < 60) return Math.round(s) + "s";
+  if (s < 3600) return Math.floor(s / 60) + "m" + String(Math.round(s % 60)).padStart(2, "0") + "s";
+  return Math.floor(s / 3600) + "h" + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + "m";
+}
+
+// bar is a memory bar: used, booked by gssh jobs beyond it, free.
+function bar(total, used, booked) {
+  const w = 160, h = 12;
+  const s = svg("svg", { width: w, height: h, class: "bar", role: "img" });
+  s.append(svg("rect", { width: w, height: h, class: "free" }));
+  if (total > 0) {
+    const u = Math.min(1, (used || 0) / total), b = Math.min(1 - u, Math.max(0, (booked - (used || 0)) / total));
+    s.append(svg("rect", { width: Math.round(w * u), height: h, class: "used" }));
+    s.append(svg("rect", { x: Math.round(w * u), width: Math.round(w * b), height: h, class: "booked" }));
+  }
+  return s;
+}
+
+function fill(table, rows) {
+  const body = $(table + " tbody");
+  body.replaceChildren(...rows);
+}
+
+function drawGPUs(doc) {
+  const rows = [];
+  for (const h of doc.hosts) {
+    const jobs = h.gssh_jobs || [], procs = (h.gpu_processes || []).filter((p) => p.kind !== "job");
+    if (!h.gpus || h.gpus.length === 0) {
+      rows.push(el("tr", { class: "bad" }, el("td", {}, h.name), el("td", { colspan: 7 }, h.state + (h.error ? ": " + h.error : ""))));
+      continue;
+    }
+    for (const g of h.gpus) {
+      const mine = jobs.filter((j) => j.gpu_index === g.index);
+      const held = mine.map((j) => `job ${j.array ? j.array + "_" + j.task : j.job} ${j.user} ${j.booked_bytes ? bytes(j.booked_bytes) : "excl"}`)
+        .concat(procs.filter((p) => p.gpu_index === g.index).map((p) => `${p.name || "?"} (pid ${p.pid}, ${p.user || "?"}, ${bytes(p.used_memory_bytes)}: ${p.kind})`));
+      const booked = mine.reduce((s, j) => s + (j.booked_bytes || g.memory_total_bytes || 0), 0);
+      const state = g.health === "ok" ? (g.mig_mode === "Enabled" ? "ok (MIG)" : "ok") : g.health + (g.health_reason ? ": " + g.health_reason : "");
+      rows.push(el("tr", { class: g.health === "ok" ? "" : "bad", "data-host": h.name },
+        el("td", {}, h.name), el("td", {}, String(g.index)), el("td", {}, g.name || "-"),
+        el("td", {}, bar(g.memory_total_bytes, g.memory_used_bytes, booked), " ", `${bytes(g.memory_used_bytes)} / ${bytes(g.memory_total_bytes)}`),
+        el("td", {}, g.utilization_pct == null ? "-" : g.utilization_pct + "%"), el("td", {}, g.temperature_c == null ? "-" : g.temperature_c + "°C"),
+        el("td", {}, held.join(", ") || "-"), el("td", {}, state + (h.drained ? " (drained)" : ""))));
+      for (const m of g.mig_devices || []) {
+        const onIt = jobs.filter((j) => j.gpu_id === m.uuid);
+        rows.push(el("tr", { class: "mig" }, el("td", {}, h.name), el("td", {}, `${g.index}/mig${m.index}`), el("td", {}, "MIG " + m.profile),
+          el("td", {}, bar(m.memory_total_bytes, m.memory_used_bytes, onIt.reduce((s, j) => s + (j.booked_bytes || m.memory_total_bytes || 0), 0)), " ",
+            `${bytes(m.memory_used_bytes)} / ${bytes(m.memory_total_bytes)}`),
+          el("td", {}, "-"), el("td", {}, "-"), el("td", {}, onIt.map((j) => `job ${j.job} ${j.user} ${j.booked_bytes ? bytes(j.booked_bytes) : "excl"}`).join(", ") || "-"), el("td", {}, "ok")));
+      }
+    }
+  }
+  fill("#gpus", rows);
+}
+
+function jobRef(j) { return j.spec.array ? `${j.spec.array.job}_${j.spec.array.task}` : String(j.id); }
+
+function drawJobs(doc) {
+  const now = Date.now();
+  fill("#jobs", doc.jobs.map((j) => {
+    const started = j.started_at ? Date.parse(j.started_at) : 0;
+    const runtime = started ? duration((now - started) / 1000) : "-";
+    const where = j.placement && j.placement.host ? `${j.placement.host}:${(j.placement.indexes || []).join(",")}` : "-";
+    const cmd = (j.spec.name ? j.spec.name + ": " : "") + (j.spec.argv || []).join(" ");
+    const cancel = j.user === me ? el("button", { class: "cancel", "data-job": j.id, onclick: () => cancelJob(j) }, "cancel") : "";
+    return el("tr", { "data-job": j.id, class: j.state },
+      el("td", {}, el("a", { href: "#", onclick: (e) => { e.preventDefault(); showJob(j); } }, jobRef(j))),
+      el("td", {}, j.user), el("td", {}, j.state), el("td", {}, where),
+      el("td", {}, j.spec.mem_per_gpu_bytes ? bytes(j.spec.mem_per_gpu_bytes) : "excl"), el("td", {}, runtime),
+      el("td", { class: "reason" }, j.state === "queued" ? j.reason || "" : ""), el("td", { class: "cmd" }, cmd), el("td", {}, cancel));
+  }));
+}
+
+async function cancelJob(j) {
+  if (!confirm(`Cancel job ${jobRef(j)}?`)) return;
+  try {
+    await api(`/v1/jobs/${j.id}`, { method: "DELETE" });
+    say(`job ${jobRef(j)} cancelled`);
+  } catch (e) {
+    say(`job ${jobRef(j)}: ${e.message}`, true);
+  }
+  refresh();
+}
+
+async function showJob(j) {
+  $("#detail").hidden = false;
+  $("#detail-title").textContent = `job ${jobRef(j)} (${j.user}, ${j.state}): the last 50 lines of its log`;
+  try {
+    $("#detail-log").textContent = (await api(`/v1/jobs/${j.id}/log?tail=50`)) || "(empty)";
+  } catch (e) {
+    $("#detail-log").textContent = e.status === 403 ? "Only its owner and the admins may read its log." : e.message;
+  }
+}
+
+function drawHosts(doc) {
+  fill("#hosts", doc.hosts.map((h) => el("tr", { class: h.state === "ok" ? "" : "bad" },
+    el("td", {}, h.name), el("td", {}, h.state + (h.error ? ": " + h.error : "")), el("td", {}, h.source || "-"),
+    el("td", {}, h.driver_version || "-"), el("td", {}, String(h.gpu_count ?? "-")),
+    el("td", {}, h.drained ? `by ${h.drained.by}${h.drained.reason ? ": " + h.drained.reason : ""}` : "-"))));
+}
+
+function drawUsage(doc) {
+  const pct = (x) => Math.round((x || 0) * 100) + "%";
+  fill("#usage", doc.users.map((u) => el("tr", {}, el("td", {}, u.user), el("td", {}, String(u.weight)),
+    el("td", {}, `${u.running_jobs} (${(u.running_gpus || 0).toFixed(1)} GPUs)`), el("td", {}, String(u.queued_jobs)),
+    el("td", {}, (u.gpu_hours || 0).toFixed(2)), el("td", {}, pct(u.share)), el("td", {}, pct(u.fair)), el("td", {}, String(u.rank)))));
+}
+
+// series turns the event log's lines into GPUs in use and jobs waiting
+// over time (steps), and GPU-hours per user.
+function series(events) {
+  const gpus = [], queue = [], hours = {};
+  let g = 0, q = 0;
+  const waiting = new Set(), running = new Map();
+  for (const e of events) {
+    const t = Date.parse(e.time);
+    switch (e.event) {
+      case "job_submit": case "job_requeue": waiting.add(e.job); break;
+      case "job_start": waiting.delete(e.job); running.set(e.job, (e.gpus || []).length || 1); break;
+      case "job_end":
+        waiting.delete(e.job);
+        running.delete(e.job);
+        if (e.gpu_hours) hours[e.user] = (hours[e.user] || 0) + e.gpu_hours;
+        break;
+      default: continue;
+    }
+    g = [...running.values()].reduce((s, n) => s + n, 0);
+    q = waiting.size;
+    gpus.push([t, g]);
+    queue.push([t, q]);
+  }
+  return { gpus, queue, hours };
+}
+
+// line draws points [t, y] as a step line over the last span ms.
+function line(target, points, span) {
+  const w = 320, h = 120, now = Date.now(), from = now - span;
+  const max = Math.max(1, ...points.map((p) => p[1]));
+  const s = svg("svg", { width: w, height: h + 16, class: "plot" });
+  s.append(svg("line", { x1: 0, y1: h, x2: w, y2: h, class: "axis" }));
+  let d = "", last = 0;
+  for (const [t, y] of points) {
+    if (t < from) { last = y; continue; }
+    const x = ((t - from) / span) * w;
+    d += (d ? "" : `M0,${h - (last / max) * h}`) + ` H${x.toFixed(1)} V${(h - (y / max) * h).toFixed(1)}`;
+    last = y;
+  }
+  d = (d || `M0,${h - (last / max) * h}`) + ` H${w}`;
+  s.append(svg("path", { d, class: "series" }));
+  const label = (x, y, text, anchor) => {
+    const l = svg("text", { x, y, class: "label", "text-anchor": anchor || "start" });
+    l.textContent = text;
+    s.append(l);
+  };
+  label(2, 12, `max ${max}`);
+  label(0, h + 13, span >= 86400e3 ? `${Math.round(span / 3600e3)} h ago` : "then");
+  label(w, h + 13, "now", "end");
+  $(target).replaceChildren(s);
+}
+
+function bars(target, values) {
+  const names = Object.keys(values).sort((a, b) => values[b] - values[a]);
+  if (names.length === 0) {
+    $(target).replaceChildren(el("p", { class: "hint" }, "no job has ended in these 7 days"));
+    return;
+  }
+  const w = 320, row = 18, max = Math.max(0.01, ...Object.values(values));
+  const s = svg("svg", { width: w, height: Math.max(row, names.length * row), class: "plot" });
+  names.forEach((n, i) => {
+    s.append(svg("rect", { x: 80, y: i * row + 3, height: row - 6, width: Math.max(1, ((w - 140) * values[n]) / max), class: "series-bar" }));
+    const a = svg("text", { x: 0, y: i * row + 13, class: "label" });
+    a.textContent = n;
+    const b = svg("text", { x: 84 + ((w - 140) * values[n]) / max, y: i * row + 13, class: "label" });
+    b.textContent = values[n].toFixed(2);
+    s.append(a, b);
+  });
+  $(target).replaceChildren(s);
+}
+
+function say(text, bad) {
+  const s = $("#status");
+  s.textContent = text;
+  s.classList.toggle("bad", !!bad);
+}
+
+let plotsAt = 0;
+
+async function refresh() {
+  try {
+    const [gpus, jobs, hosts, usage] = await Promise.all([api("/v1/gpus"), api("/v1/jobs"), api("/v1/hosts"), api("/v1/usage")]);
+    drawGPUs(gpus);
+    drawJobs(jobs);
+    drawHosts(hosts);
+    drawUsage(usage);
+    if (Date.now() - plotsAt > 30000) {
+      plotsAt = Date.now();
+      const day = await api("/v1/events?since=24h&kind=job_submit&kind=job_requeue&kind=job_start&kind=job_end");
+      const week = await api("/v1/events?since=7d&kind=job_end");
+      const s = series(day);
+      line("#plot-gpus", s.gpus, 24 * 3600e3);
+      line("#plot-queue", s.queue, 24 * 3600e3);
+      bars("#plot-users", series(week).hours);
+    }
+    say("updated " + new Date().toLocaleTimeString());
+  } catch (e) {
+    say("cannot reach gssh serve (" + e.message + "): retrying…", true);
+  }
+}
+
+refresh();
+setInterval(refresh, 3000);
