@@ -34,6 +34,9 @@ type Options struct {
 	// TokenUser is the user of a valid token, else an error
 	// (service.Local.TokenUser).
 	TokenUser func(ctx context.Context, token string) (string, error)
+	// Admin reports whether user may act on every job (the page offers
+	// to cancel them all); nil: on their own only.
+	Admin func(user string) bool
 }
 
 // Handler serves GET / (the dashboard, or a redirect to the login),
@@ -54,7 +57,8 @@ func Handler(o Options) http.Handler {
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
 			return
 		}
-		page(w, "index.html", http.StatusOK, map[string]string{"User": user})
+		admin := o.Admin != nil && o.Admin(user)
+		page(w, "index.html", http.StatusOK, map[string]any{"User": user, "Admin": admin})
 	})
 	login := func(w http.ResponseWriter, r *http.Request, tok string) {
 		tok = strings.TrimSpace(tok)

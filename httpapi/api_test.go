@@ -18,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	legacyrouter "github.com/getkin/kin-openapi/routers/legacy"
 
+	"github.com/gssh/gssh/dashboard"
 	"github.com/gssh/gssh/httpapi"
 	"github.com/gssh/gssh/serve"
 	"github.com/gssh/gssh/service"
@@ -452,5 +453,49 @@ func TestMetricsAccess(t *testing.T) {
 		if c.want == 200 && rec.Body.String() != "gssh_up 1\n" {
 			t.Errorf("%+v: %q", c, rec.Body)
 		}
+	}
+}
+
+// TestCookieAuth: the dashboard's session cookie stands for the token; a
+// change on the cookie alone needs the dashboard's header (a form of
+// another site cannot send it); a bad cookie is a 401 as a bad token is.
+func TestCookieAuth(t *testing.T) {
+	f := newFixture(t, httpapi.Options{})
+	req := func(method, path, cookie string, header bool) int {
+		t.Helper()
+		r, _ := http.NewRequest(method, f.srv.URL+path, nil)
+		r.AddCookie(&http.Cookie{Name: dashboard.Cookie, Value: cookie})
+		if header {
+			r.Header.Set(dashboard.CSRFHeader, "1")
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := req("GET", "/v1/jobs", f.token, false); c != http.StatusOK {
+		t.Errorf("GET with the cookie: %d", c)
+	}
+	if c := req("GET", "/v1/jobs", "gssh_00000000_nope", false); c != http.StatusUnauthorized {
+		t.Errorf("GET with a bad cookie: %d", c)
+	}
+	code, _, body := f.do("POST", "/v1/jobs", map[string]any{"command": []string{"sleep", "60"}, "hold": true}, "")
+	if code != http.StatusUnauthorized {
+		t.Fatalf("a submit without a token: %d", code)
+	}
+	code, _, body = f.do("POST", "/v1/jobs", map[string]any{"command": []string{"sleep", "60"}, "hold": true}, f.token)
+	var sub struct{ ID int }
+	json.Unmarshal(body, &sub)
+	if code != http.StatusCreated || sub.ID == 0 {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	path := fmt.Sprintf("/v1/jobs/%d", sub.ID)
+	if c := req("DELETE", path, f.token, false); c != http.StatusForbidden {
+		t.Errorf("DELETE with the cookie alone: %d, want 403", c)
+	}
+	if c := req("DELETE", path, f.token, true); c != http.StatusOK {
+		t.Errorf("DELETE with the cookie and the header: %d", c)
 	}
 }

@@ -193,6 +193,17 @@ func (l *Local) guest() bool {
 // unless an admin: a lab member or a guest.
 func (l *Local) restricted() bool { return l.member() || l.guest() }
 
+// MayActOnAll reports whether l's user may cancel, change and read the
+// logs of every user's jobs: the queue's owner in personal mode, the
+// lab's pass user, and the policy's admins (users: admin: true).
+func (l *Local) MayActOnAll() bool {
+	if !l.restricted() {
+		return true
+	}
+	f, err := l.hosts()
+	return err == nil && f.Inventory().Policy.Plan.Users[l.opt.User].Admin
+}
+
 // notPassUser is the error of a pass a member asked for.
 func (l *Local) notPassUser() error {
 	return fmt.Errorf("only the lab's pass user runs scheduling passes (%w): this is the shared queue of %s, whose passes only %s runs (from cron or a systemd timer); you are %s, and your jobs start at its next pass",

@@ -51,7 +51,7 @@ SIGHUP reads the inventory and ssh_config again. Under systemd
 (Type=notify) it is ready once it listens: docs/lab.md.`,
 		Example: `  gssh serve
   gssh serve --gpu-interval 0          # no streams: each pass probes the hosts
-  gssh serve --listen 8765             # and the HTTP API on loopback: docs/api.md
+  gssh serve --listen 8765             # and the HTTP API and dashboard on loopback: docs/api.md
   systemctl enable --now gssh-serve    # docs/lab.md: the unit`,
 		Annotations: exits(exitLine{exitOK, "stopped by SIGTERM or Ctrl-C, once the pass in flight ended"},
 			exitLine{exitUsage, usageExit.text + ";\nor, in a shared lab, you are not its pass user"},
@@ -77,7 +77,7 @@ SIGHUP reads the inventory and ssh_config again. Under systemd
 		},
 	}
 	cmd.Flags().DurationVar(&opts.interval, "interval", serve.DefaultInterval, "the most time between the end of one pass and the start of the next")
-	cmd.Flags().StringVar(&opts.listen, "listen", "", "serve the HTTP API on PORT (loopback) or HOST:PORT (default: none)")
+	cmd.Flags().StringVar(&opts.listen, "listen", "", "serve the HTTP API and the web dashboard on PORT (loopback) or HOST:PORT (default: none)")
 	cmd.Flags().StringVar(&opts.tlsCert, "tls-cert", "", "with --listen: serve HTTPS with this certificate (PEM)")
 	cmd.Flags().StringVar(&opts.tlsKey, "tls-key", "", "with --listen: the certificate's key (PEM)")
 	cmd.Flags().BoolVar(&opts.publicMetrics, "public-metrics", false, "with --listen: /metrics without a token from any address (default: loopback only)")

@@ -86,7 +86,10 @@ func startAPI(opts *serveOptions, l *service.Local, cur *atomic.Pointer[service.
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", opts.listen, err)
 	}
-	dash := dashboard.Handler(dashboard.Options{TokenUser: func(ctx context.Context, tok string) (string, error) { return cur.Load().TokenUser(ctx, tok) }})
+	dash := dashboard.Handler(dashboard.Options{
+		TokenUser: func(ctx context.Context, tok string) (string, error) { return cur.Load().TokenUser(ctx, tok) },
+		Admin:     func(user string) bool { return cur.Load().As(user, nil).MayActOnAll() },
+	})
 	api := httpapi.New(httpapi.Options{Current: cur.Load, Passes: passes, Metrics: mx.Handler(), MetricsOpen: opts.publicMetrics, Observe: mx.Request, RPC: rpc, Dashboard: dash})
 	srv := &http.Server{
 		Handler:           api.Handler(),

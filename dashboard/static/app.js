@@ -3,6 +3,7 @@
 "use strict";
 
 const me = document.body.dataset.user;
+const admin = document.body.dataset.admin === "true"; // may cancel every job
 const SVG = "http://www.w3.org/2000/svg";
 const $ = (sel) => document.querySelector(sel);
 
@@ -49,6 +50,7 @@ function svg(tag, attrs = {}) {
 function bytes(b) {
   if (b == null) return "-";
   const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  if (b < 1 << 20) return Math.round(b / (1 << 20)) + " MiB"; // as gssh prints GPU memory
   let i = 0;
   while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
   return (i >= 3 ? b.toFixed(1) : Math.round(b)) + " " + u[i];
@@ -119,7 +121,7 @@ function drawJobs(doc) {
     const runtime = started ? duration((now - started) / 1000) : "-";
     const where = j.placement && j.placement.host ? `${j.placement.host}:${(j.placement.indexes || []).join(",")}` : "-";
     const cmd = (j.spec.name ? j.spec.name + ": " : "") + (j.spec.argv || []).join(" ");
-    const cancel = j.user === me ? el("button", { class: "cancel", "data-job": j.id, onclick: () => cancelJob(j) }, "cancel") : "";
+    const cancel = j.user === me || admin ? el("button", { class: "cancel", "data-job": j.id, onclick: () => cancelJob(j) }, "cancel") : "";
     return el("tr", { "data-job": j.id, class: j.state },
       el("td", {}, el("a", { href: "#", onclick: (e) => { e.preventDefault(); showJob(j); } }, jobRef(j))),
       el("td", {}, j.user), el("td", {}, j.state), el("td", {}, where),
@@ -177,7 +179,7 @@ function series(events) {
       case "job_end":
         waiting.delete(e.job);
         running.delete(e.job);
-        if (e.gpu_hours) hours[e.user] = (hours[e.user] || 0) + e.gpu_hours;
+        if (e.user) hours[e.user] = (hours[e.user] || 0) + (e.gpu_hours || 0);
         break;
       default: continue;
     }
