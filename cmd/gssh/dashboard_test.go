@@ -143,7 +143,7 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("the GPU table lacks %q:\n%s", want, gpus)
 		}
 	}
-	for _, want := range []string{"keep: sleep 120", "big: true", "queued", "2 needed"} {
+	for _, want := range []string{"keep: sleep 120", "big: true", "queued", "2 needed", "#1", "8.0 GiB / 8.0 GiB"} {
 		if !strings.Contains(jobs, want) {
 			t.Errorf("the jobs table lacks %q:\n%s", want, jobs)
 		}

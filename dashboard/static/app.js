@@ -114,6 +114,25 @@ function drawGPUs(doc) {
 
 function jobRef(j) { return j.spec.array ? `${j.spec.array.job}_${j.spec.array.task}` : String(j.id); }
 
+// The queue's answers for the first waiting jobs (gssh show's "queue":
+// place, reservation, forecast), by job id; and each running job's GPU
+// memory in use, from the GPU table's processes.
+const queueOf = new Map();
+let inUse = new Map();
+
+function place(q) {
+  if (!q) return "";
+  let s = q.position ? `#${q.position}` : "";
+  if (q.reservation && q.reservation.from) s += `; reserved ${q.reservation.host}:${(q.reservation.indexes || []).join(",")} from ${clock(q.reservation.from)}`;
+  else if (q.forecast && q.forecast.start) s += `; expected ${q.forecast.estimated ? "about " : ""}${clock(q.forecast.start)}`;
+  return s;
+}
+
+function clock(t) {
+  const d = new Date(t);
+  return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) + (d.toDateString() === new Date().toDateString() ? "" : " " + d.toLocaleDateString());
+}
+
 function drawJobs(doc) {
   const now = Date.now();
   fill("#jobs", doc.jobs.map((j) => {
@@ -125,8 +144,11 @@ function drawJobs(doc) {
     return el("tr", { "data-job": j.id, class: j.state },
       el("td", {}, el("a", { href: "#", onclick: (e) => { e.preventDefault(); showJob(j); } }, jobRef(j))),
       el("td", {}, j.user), el("td", {}, j.state), el("td", {}, where),
-      el("td", {}, j.spec.mem_per_gpu_bytes ? bytes(j.spec.mem_per_gpu_bytes) : "excl"), el("td", {}, runtime),
-      el("td", { class: "reason" }, j.state === "queued" ? j.reason || "" : ""), el("td", { class: "cmd" }, cmd), el("td", {}, cancel));
+      el("td", {}, (j.spec.mem_per_gpu_bytes ? bytes(j.spec.mem_per_gpu_bytes) : "excl") + (inUse.has(j.id) ? " / " + bytes(inUse.get(j.id)) : "")),
+      el("td", {}, runtime),
+      el("td", { class: "reason" }, j.state === "queued" ? j.reason || "" : ""),
+      el("td", {}, j.state === "queued" ? place(queueOf.get(j.id)) : ""),
+      el("td", { class: "cmd" }, cmd), el("td", {}, cancel));
   }));
 }
 
@@ -242,12 +264,33 @@ function say(text, bad) {
   s.classList.toggle("bad", !!bad);
 }
 
-let plotsAt = 0;
+let plotsAt = 0, queueAt = 0;
+
+// memoryInUse sums each job's processes' GPU memory (per GPU process of
+// the GPU table that is a gssh job's).
+function memoryInUse(doc) {
+  const m = new Map();
+  for (const h of doc.hosts) {
+    for (const p of h.gpu_processes || []) {
+      if (p.kind === "job" && p.job) m.set(p.job, (m.get(p.job) || 0) + (p.used_memory_bytes || 0));
+    }
+  }
+  return m;
+}
 
 async function refresh() {
   try {
     const [gpus, jobs, hosts, usage] = await Promise.all([api("/v1/gpus"), api("/v1/jobs"), api("/v1/hosts"), api("/v1/usage")]);
     drawGPUs(gpus);
+    inUse = memoryInUse(gpus);
+    if (Date.now() - queueAt > 15000) {
+      // The queue's answer costs a plan each: the first five waiting jobs, every 15 s.
+      queueAt = Date.now();
+      const waiting = jobs.jobs.filter((j) => j.state === "queued").slice(0, 5);
+      const shown = await Promise.all(waiting.map((j) => api(`/v1/jobs/${j.id}`).catch(() => null)));
+      queueOf.clear();
+      shown.forEach((d, i) => d && queueOf.set(waiting[i].id, d.queue));
+    }
     drawJobs(jobs);
     drawHosts(hosts);
     drawUsage(usage);
