@@ -189,6 +189,10 @@ func TestAPI(t *testing.T) {
 	if code != 201 || sub.ID != 1 || sub.State != "running" || sub.Host != "ctl" || h.Get("Location") != "/v1/jobs/1" {
 		t.Fatalf("submit: %d %s", code, body)
 	}
+	code, _, body = f.do("GET", "/v1/jobs/1/memory", nil, f.token)
+	if code != http.StatusOK || !strings.Contains(string(body), `"schema": "gssh.job.memory/v1"`) {
+		t.Errorf("memory: %d %s", code, body)
+	}
 	code, h, body = f.do("GET", "/v1/jobs/1/log?follow=true", nil, f.token)
 	if code != 200 || string(body) != "hello 1\n" || h.Get("Content-Type") != "text/plain; charset=utf-8" {
 		t.Errorf("log -f: %d %q %v", code, body, h)

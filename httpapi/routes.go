@@ -41,6 +41,7 @@ func (a *API) routes() {
 	a.handle("POST /v1/jobs/{id}/release", true, releaseJob)
 	a.handle("PATCH /v1/jobs/{id}", true, updateJob)
 	a.handle("GET /v1/jobs/{id}/log", true, a.jobLog)
+	a.handle("GET /v1/jobs/{id}/memory", true, jobMemory)
 	a.handle("GET /v1/gpus", true, gpus)
 	a.handle("GET /v1/hosts", true, hosts)
 	a.handle("GET /v1/usage", true, usage)
@@ -206,6 +207,20 @@ func jobID(r *http.Request, l *service.Local) (job.ID, error) {
 }
 
 // showJob is GET /v1/jobs/{id}: gssh show --json's document.
+// jobMemory is GET /v1/jobs/{id}/memory: the job's GPU memory over
+// time, as gssh serve sampled it.
+func jobMemory(_ http.ResponseWriter, r *http.Request, l *service.Local) (any, int, error) {
+	id, err := jobID(r, l)
+	if err != nil {
+		return nil, 0, err
+	}
+	doc, err := l.Memory(r.Context(), id)
+	if err != nil {
+		return nil, 0, err
+	}
+	return doc, http.StatusOK, nil
+}
+
 func showJob(_ http.ResponseWriter, r *http.Request, l *service.Local) (any, int, error) {
 	id, err := jobID(r, l)
 	if err != nil {

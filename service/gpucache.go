@@ -60,7 +60,12 @@ func (l *Local) CachedGPUs(ctx context.Context, q HostQuery) (GPUsDoc, error) {
 			if c.docs == nil || len(c.docs) >= maxCachedQueries {
 				c.docs = map[string]cachedGPUs{} // queries are few; a flood of them is forgotten
 			}
-			c.docs[key] = cachedGPUs{doc, err}
+			// Probes of one query may end out of order (the first of a
+			// daemon pushes the helper): an older document never
+			// replaces a newer one.
+			if prev, ok := c.docs[key]; !ok || !doc.Time.Before(prev.doc.Time) {
+				c.docs[key] = cachedGPUs{doc, err}
+			}
 			c.mu.Unlock()
 		}
 		return cachedGPUs{doc, err}

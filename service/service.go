@@ -385,6 +385,7 @@ type conns struct {
 	peers    peerCache            // the accounts of gssh serve's peers' uids (PeerUser)
 	others   othersCache          // the hosts' other queues' jobs, for passes on streamed hosts (otherQueues)
 	logs     logHub               // the logs followed, each shared by its followers (Logs)
+	memory   memoryLog            // gssh serve's samples of each job's GPU memory (SampleMemory)
 	// keep, when set (KeepState: gssh serve's), keeps the state file
 	// open between operations that come close together.
 	keep *state.Keep

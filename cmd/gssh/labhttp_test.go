@@ -113,7 +113,7 @@ func TestServedLabHTTP(t *testing.T) {
 	// after its client read the answer: the scrape may look again.
 	scraped := func() (int, string, bool) {
 		code, body, _ := do("GET", "/metrics", "", "")
-		return code, body, code == 200 && strings.Contains(body, "gssh_jobs") && strings.Contains(body, `gssh_http_requests_total{code="403",route="DELETE /v1/jobs/{id}"} 1`)
+		return code, body, code == 200 && strings.Contains(body, "gssh_host_up") && strings.Contains(body, `gssh_http_requests_total{code="403",route="DELETE /v1/jobs/{id}"} 1`)
 	}
 	code, body, ok := scraped()
 	for i := 0; !ok && i < 20; i++ {
@@ -121,7 +121,7 @@ func TestServedLabHTTP(t *testing.T) {
 		code, body, ok = scraped()
 	}
 	if !ok {
-		t.Errorf("/metrics: %d\n%s", code, grepLines(body, "gssh_jobs|gssh_http_requests_total"))
+		t.Errorf("/metrics: %d\n%s", code, grepLines(body, "gssh_host_up|gssh_http_requests_total"))
 	}
 	// A revoked token opens nothing.
 	id := strings.Split(aliceTok, "_")[1]

@@ -197,7 +197,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 			}
 		}
 	}()
-	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg, last: &last, setup: setup, full: &full, metrics: mx, notifier: notifier}).pass
+	loop.Pass = (&servePasses{a: a, cur: &cur, reload: &reload, inPass: &inPass, lg: lg, last: &last, setup: setup, full: &full, metrics: mx, notifier: notifier, interval: opts.interval}).pass
 	loop.Run(ctx, stop)
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	cancel()
@@ -225,7 +225,14 @@ type servePasses struct {
 	last           *atomic.Pointer[service.PassResult] // what the last pass did (nil: it could not run)
 	metrics        *metrics.Metrics                    // nil: none kept
 	notifier       *notify.Notifier                    // told of the running jobs after each pass
+	sampled        time.Time                           // when the jobs' GPU memory was last sampled
+	interval       time.Duration                       // --interval
 }
+
+// memorySampling is how often gssh serve samples each job's GPU memory
+// (from its GPU streams' frames, at most this old), or 5 --intervals
+// where that is less.
+const memorySampling = 10 * time.Second
 
 // pass is one pass (serve.Loop.Pass).
 func (p *servePasses) pass(ctx context.Context) {
@@ -244,6 +251,13 @@ func (p *servePasses) pass(ctx context.Context) {
 		p.last.Store(&res)
 	} else {
 		p.last.Store(nil)
+	}
+	if every := min(memorySampling, 5*p.interval); err == nil && time.Since(p.sampled) >= every {
+		// Each job's GPU memory, for the dashboard's plot of it.
+		p.sampled = time.Now()
+		if serr := l.SampleMemory(ctx, every); serr != nil && ctx.Err() == nil {
+			p.lg.warn("sampling the jobs' GPU memory: " + serr.Error())
+		}
 	}
 	if err == nil && p.notifier.Enabled() {
 		// Owners of jobs that near their walltime are told (once each).

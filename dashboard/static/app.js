@@ -165,7 +165,15 @@ async function cancelJob(j) {
 
 async function showJob(j) {
   $("#detail").hidden = false;
-  $("#detail-title").textContent = `job ${jobRef(j)} (${j.user}, ${j.state}): the last 50 lines of its log`;
+  $("#detail-title").textContent = `job ${jobRef(j)} (${j.user}, ${j.state}): its memory, the last 50 lines of its log`;
+  try {
+    const m = await api(`/v1/jobs/${j.id}/memory`);
+    const pts = m.samples.map((s) => [Date.parse(s.time), s.bytes / 2 ** 30]);
+    if (pts.length === 0) $("#detail-mem").replaceChildren(el("p", { class: "hint" }, "no sample yet (gssh serve samples every 10 s while the job runs)"));
+    else line("#detail-mem", pts, Math.max(60e3, Date.now() - pts[0][0]), "GiB");
+  } catch (e) {
+    $("#detail-mem").replaceChildren(el("p", { class: "hint" }, e.message));
+  }
   try {
     $("#detail-log").textContent = (await api(`/v1/jobs/${j.id}/log?tail=50`)) || "(empty)";
   } catch (e) {
@@ -214,9 +222,9 @@ function series(events) {
 }
 
 // line draws points [t, y] as a step line over the last span ms.
-function line(target, points, span) {
+function line(target, points, span, unit) {
   const w = 320, h = 120, now = Date.now(), from = now - span;
-  const max = Math.max(1, ...points.map((p) => p[1]));
+  const max = Math.max(unit ? 0.1 : 1, ...points.map((p) => p[1]));
   const s = svg("svg", { width: w, height: h + 16, class: "plot" });
   s.append(svg("line", { x1: 0, y1: h, x2: w, y2: h, class: "axis" }));
   let d = "", last = 0;
@@ -233,8 +241,8 @@ function line(target, points, span) {
     l.textContent = text;
     s.append(l);
   };
-  label(2, 12, `max ${max}`);
-  label(0, h + 13, span >= 86400e3 ? `${Math.round(span / 3600e3)} h ago` : "then");
+  label(2, 12, `max ${unit ? max.toFixed(1) + " " + unit : max}`);
+  label(0, h + 13, span >= 3600e3 ? `${Math.round(span / 3600e3)} h ago` : `${Math.round(span / 60e3)} min ago`);
   label(w, h + 13, "now", "end");
   $(target).replaceChildren(s);
 }

@@ -1,0 +1,115 @@
+package service
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/gssh/gssh/job"
+	"github.com/gssh/gssh/reap"
+)
+
+// MemorySchema is the schema name of a job's GPU memory over time
+// (GET /v1/jobs/{id}/memory).
+const MemorySchema = "gssh.job.memory/v1"
+
+// MemoryDoc is a running or recent job's GPU memory over time, as gssh
+// serve sampled it (SampleMemory): oldest first.
+type MemoryDoc struct {
+	Schema  string         `json:"schema"` // MemorySchema
+	Job     job.ID         `json:"job"`
+	Samples []MemorySample `json:"samples"`
+}
+
+// MemorySample is what a job's processes used of GPU memory at one time.
+type MemorySample struct {
+	Time  time.Time `json:"time"`
+	Bytes uint64    `json:"bytes"` // the sum of its GPU processes' used memory (used_gpu_memory)
+}
+
+// How many samples a job keeps (maxSamples: when full, every other one
+// goes and the job's spacing doubles, so a long job keeps its whole run
+// at a coarser grain), and how long after its last sample a job is
+// forgotten.
+const (
+	maxSamples   = 360
+	forgetMemory = time.Hour
+)
+
+// memoryLog is gssh serve's samples of each job's GPU memory.
+type memoryLog struct {
+	mu   sync.Mutex
+	jobs map[job.ID]*memorySeries
+}
+
+type memorySeries struct {
+	gap     time.Duration // the least time between two samples kept
+	samples []MemorySample
+}
+
+// SampleMemory records, for each job with GPU processes, the memory they
+// use now, from gssh serve's GPU snapshots (its streams' frames, at most
+// maxAge old, or a probe): gssh serve calls it after passes. Jobs not
+// sampled for an hour are forgotten. Errors: the GPUs could not be read.
+func (l *Local) SampleMemory(ctx context.Context, maxAge time.Duration) error {
+	doc, err := l.CachedGPUs(ctx, HostQuery{MaxAge: maxAge})
+	if err != nil {
+		return err
+	}
+	used := map[job.ID]uint64{}
+	for _, h := range doc.Hosts {
+		for _, p := range h.Processes {
+			if p.Kind == reap.KindJob && p.Job != 0 && p.UsedBytes != nil {
+				used[p.Job] += *p.UsedBytes
+			}
+		}
+	}
+	m := &l.memory
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.jobs == nil {
+		m.jobs = map[job.ID]*memorySeries{}
+	}
+	for id, b := range used {
+		s := m.jobs[id]
+		if s == nil {
+			s = &memorySeries{}
+			m.jobs[id] = s
+		}
+		if n := len(s.samples); n > 0 && doc.Time.Sub(s.samples[n-1].Time) < s.gap {
+			continue
+		}
+		s.samples = append(s.samples, MemorySample{Time: doc.Time, Bytes: b})
+		if len(s.samples) > maxSamples {
+			kept := s.samples[:0]
+			for i := 0; i < len(s.samples); i += 2 {
+				kept = append(kept, s.samples[i])
+			}
+			s.samples = kept
+			s.gap = max(2*s.gap, time.Second)
+		}
+	}
+	for id, s := range m.jobs {
+		if n := len(s.samples); n > 0 && doc.Time.Sub(s.samples[n-1].Time) > forgetMemory {
+			delete(m.jobs, id)
+		}
+	}
+	return nil
+}
+
+// Memory is job id's GPU memory over time as gssh serve sampled it; no
+// samples when none were taken (not served, never on a GPU, or
+// forgotten an hour after it ended). Errors: the job is not there.
+func (l *Local) Memory(ctx context.Context, id job.ID) (MemoryDoc, error) {
+	if _, err := l.Job(ctx, id); err != nil {
+		return MemoryDoc{}, err
+	}
+	doc := MemoryDoc{Schema: MemorySchema, Job: id, Samples: []MemorySample{}}
+	m := &l.memory
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.jobs[id]; s != nil {
+		doc.Samples = append(doc.Samples, s.samples...)
+	}
+	return doc, nil
+}
