@@ -278,10 +278,39 @@ func TestKill9IsLost(t *testing.T) {
 	if err := syscall.Kill(-j.Remote.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// The signal is sent, not yet taken: a poll at once may still see
+	// a member of the group exiting (its environment readable).
+	waitGroupGone(t, j.Remote.PID)
 	st := waitEnd(t, p, j)
 	if st.State != job.Lost || !strings.Contains(st.Reason, "kill -9") {
 		t.Errorf("status %+v", st)
 	}
+}
+
+// waitGroupGone waits up to 10 s until no process of process group pgid
+// runs (a zombie has ended).
+func waitGroupGone(t *testing.T, pgid int) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		left := false
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if err != nil {
+				continue
+			}
+			// After the command's ")": state, ppid, pgrp.
+			f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+			if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
+				left = true
+				break
+			}
+		}
+		if !left {
+			return
+		}
+	}
+	t.Fatalf("process group %d still runs 10 s after SIGKILL", pgid)
 }
 
 // Cancel kills a process tree completely, children that left the session included.

@@ -119,7 +119,7 @@ func TestDashboard(t *testing.T) {
 	defer cancel()
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute) // a loaded machine: chromium starts slowly
 	defer cancel()
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(base+"/login?token="+tok),
@@ -142,7 +142,7 @@ func TestDashboard(t *testing.T) {
 	shows := func(sel string, wants ...string) {
 		t.Helper()
 		var got string
-		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		for end := time.Now().Add(45 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 			got = text(sel)
 			missing := false
 			for _, w := range wants {
@@ -165,17 +165,7 @@ func TestDashboard(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(`#jobs tbody tr[data-job="1"] a`), chromedp.WaitVisible(`#detail-mem`)); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		if err := chromedp.Do(ctx, chromedp.Click(`#jobs tbody tr[data-job="1"] a`)); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(300 * time.Millisecond)
-		if s := text(`#detail-mem`); strings.Contains(s, "max 8.0 GiB") {
-			break
-		} else if time.Now().After(end) {
-			t.Fatalf("job 1's memory plot: %q", s)
-		}
-	}
+	shows(`#detail-mem`, "max 8.0 GiB")                          // the detail is read again at each refresh
 	shows(`#gpus`, "job 1 ")                                     // the screenshot with it
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
 	if err != nil {

@@ -163,7 +163,11 @@ async function cancelJob(j) {
   refresh();
 }
 
+// detailJob is the job whose detail is open: each refresh reads it again.
+let detailJob = null;
+
 async function showJob(j) {
+  detailJob = j;
   $("#detail").hidden = false;
   $("#detail-title").textContent = `job ${jobRef(j)} (${j.user}, ${j.state}): its memory, the last 50 lines of its log`;
   try {
@@ -274,14 +278,21 @@ function say(text, bad) {
 
 let plotsAt = 0, queueAt = 0;
 
-// memoryInUse sums each job's processes' GPU memory (per GPU process of
-// the GPU table that is a gssh job's).
+// memoryInUse is each job's GPU memory in use per GPU (as --mem books
+// it): its processes' memory, summed per GPU, the most of its GPUs.
 function memoryInUse(doc) {
-  const m = new Map();
+  const perGPU = new Map();
   for (const h of doc.hosts) {
     for (const p of h.gpu_processes || []) {
-      if (p.kind === "job" && p.job) m.set(p.job, (m.get(p.job) || 0) + (p.used_memory_bytes || 0));
+      if (p.kind !== "job" || !p.job) continue;
+      const k = p.job + "/" + h.name + "/" + p.gpu_id;
+      perGPU.set(k, (perGPU.get(k) || 0) + (p.used_memory_bytes || 0));
     }
+  }
+  const m = new Map();
+  for (const [k, b] of perGPU) {
+    const job = Number(k.split("/")[0]);
+    m.set(job, Math.max(m.get(job) || 0, b));
   }
   return m;
 }
@@ -300,6 +311,7 @@ async function refresh() {
       shown.forEach((d, i) => d && queueOf.set(waiting[i].id, d.queue));
     }
     drawJobs(jobs);
+    if (detailJob) showJob(jobs.jobs.find((j) => j.id === detailJob.id) || detailJob);
     drawHosts(hosts);
     drawUsage(usage);
     if (Date.now() - plotsAt > 30000) {
