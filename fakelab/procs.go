@@ -29,6 +29,10 @@ const (
 	attemptVar = "GSSH_ATTEMPT"
 	memVar     = "GSSH_MEM_PER_GPU" // MiB; unset for an exclusive job
 	devicesVar = "CUDA_VISIBLE_DEVICES"
+	// UseVar, in a job's environment (gssh submit --env), is the memory
+	// in MiB it really uses on each GPU, in place of what it booked: a
+	// job that asks for more than it needs.
+	UseVar = "FAKELAB_USE_MIB"
 )
 
 // ProcLookup reads what /proc says about a pid.
@@ -42,7 +46,8 @@ const exclusiveShare = 0.75
 // from the environments of the processes under procRoot ("/proc"):
 //   - a gssh job's processes (GSSH_JOB_ID) use, on each unit of their
 //     CUDA_VISIBLE_DEVICES, the memory their job booked (GSSH_MEM_PER_GPU),
-//     or 3/4 of the unit for an exclusive job; a job is one GPU process,
+//     or 3/4 of the unit for an exclusive job (or UseVar's, when it
+//     says); a job is one GPU process,
 //     its newest (the command, not the shells that started it);
 //   - a process with HoldVar holds that much of that GPU, idle.
 //
@@ -101,6 +106,9 @@ func (h HostSpec) Uses(procRoot, lab string, procs ProcLookup) []Use {
 	}
 	for _, j := range jobs {
 		mib, _ := strconv.ParseUint(j.env[memVar], 10, 64)
+		if use, err := strconv.ParseUint(j.env[UseVar], 10, 64); err == nil {
+			mib = use
+		}
 		for u := range strings.SplitSeq(j.env[devicesVar], ",") {
 			un, ok := units[u]
 			if !ok {

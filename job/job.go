@@ -380,9 +380,28 @@ type Job struct {
 	// nil until then.
 	Housekept *Housekept `json:"housekept,omitempty"`
 
+	// GPUUse is what gssh serve saw the job use of its GPUs while it ran
+	// (its samples every 10 s of the GPU streams); nil when it was never
+	// sampled (no gssh serve, or a job too short for a sample).
+	GPUUse *GPUUse `json:"gpu_use,omitempty"`
+
 	SubmittedAt time.Time `json:"submitted_at"`
 	StartedAt   time.Time `json:"started_at,omitzero"`
 	EndedAt     time.Time `json:"ended_at,omitzero"`
+}
+
+// GPUUse is a job's use of its GPUs over its runs, as sampled.
+type GPUUse struct {
+	// PeakBytes is the most GPU memory its processes used on one of its
+	// GPUs (or MIG devices) in a sample: what --mem books (the
+	// processes' used_gpu_memory).
+	PeakBytes uint64 `json:"peak_memory_bytes"`
+	// UtilPct is its GPUs' mean utilization.gpu over the samples that
+	// read one, 0-100; UtilSamples how many did (0: none could, as on
+	// MIG devices, which report none: UtilPct is then 0 and unknown).
+	UtilPct     float64 `json:"utilization_pct"`
+	UtilSamples int     `json:"utilization_samples"`
+	Samples     int     `json:"samples"` // memory samples taken
 }
 
 // Housekept is what a pass's housekeeping did with an ended job's

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -57,13 +58,25 @@ func (l *Local) SampleMemory(ctx context.Context, maxAge time.Duration) error {
 		return err
 	}
 	used := map[job.ID]uint64{}
+	perUnit := map[job.ID]map[string]uint64{} // by the GPU's or MIG device's id
+	util := map[string]int{}                  // utilization.gpu by GPU UUID
 	for _, h := range doc.Hosts {
+		for _, g := range h.GPUs {
+			if g.UtilPct != nil && g.UUID != "" {
+				util[g.UUID] = *g.UtilPct
+			}
+		}
 		for _, p := range h.Processes {
 			if p.Kind == reap.KindJob && p.Job != 0 && p.UsedBytes != nil {
 				used[p.Job] += *p.UsedBytes
+				if perUnit[p.Job] == nil {
+					perUnit[p.Job] = map[string]uint64{}
+				}
+				perUnit[p.Job][h.Host+"/"+p.GPUID] += *p.UsedBytes
 			}
 		}
 	}
+	l.recordUse(perUnit, util)
 	m := &l.memory
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -113,3 +126,49 @@ func (l *Local) Memory(ctx context.Context, id job.ID) (MemoryDoc, error) {
 	}
 	return doc, nil
 }
+
+// recordUse adds a sample to each sampled job's record (job.GPUUse): its
+// peak memory on one unit, its GPUs' utilization. One write transaction
+// for all of them; a job that ended meanwhile keeps what it had.
+func (l *Local) recordUse(perUnit map[job.ID]map[string]uint64, util map[string]int) {
+	if len(perUnit) == 0 {
+		return
+	}
+	st, err := l.store(false)
+	if err != nil {
+		return // no state yet, or it is unreadable: the pass says so
+	}
+	ids := make([]job.ID, 0, len(perUnit))
+	for id := range perUnit {
+		ids = append(ids, id)
+	}
+	st.UpdateEach(ids, func(i int, j *job.Job) error {
+		if !j.State.Active() {
+			return errUnchanged
+		}
+		u := j.GPUUse
+		if u == nil {
+			u = &job.GPUUse{}
+		}
+		for _, b := range perUnit[ids[i]] {
+			u.PeakBytes = max(u.PeakBytes, b)
+		}
+		u.Samples++
+		sum, n := 0, 0
+		for _, g := range j.Placement.GPUs {
+			if pct, ok := util[g]; ok {
+				sum, n = sum+pct, n+1
+			}
+		}
+		if n > 0 {
+			mean := float64(sum) / float64(n)
+			u.UtilPct = (u.UtilPct*float64(u.UtilSamples) + mean) / float64(u.UtilSamples+1)
+			u.UtilSamples++
+		}
+		j.GPUUse = u
+		return nil
+	})
+}
+
+// errUnchanged leaves a job of an UpdateEach as it was.
+var errUnchanged = errors.New("unchanged")

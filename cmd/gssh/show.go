@@ -173,6 +173,9 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	if j.Signal != "" {
 		lines = append(lines, [2]string{"signal", j.Signal})
 	}
+	if u := j.GPUUse; u != nil {
+		lines = append(lines, [2]string{"gpu use", useText(j.Spec, *u, j.State.Terminal())})
+	}
 	var b strings.Builder
 	for _, l := range lines {
 		if l[1] != "" {
@@ -181,6 +184,33 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	}
 	_, err = io.WriteString(a.stdout, b.String())
 	return err
+}
+
+// useText says what a job used of its GPUs as gssh serve sampled it,
+// and, for an ended job whose peak stayed far below its --mem (under
+// half), the --mem that would have done: the peak and a quarter, in
+// whole GiB.
+func useText(s job.Spec, u job.GPUUse, ended bool) string {
+	asked := "the whole GPU (exclusive)"
+	if s.MemPerGPU > 0 {
+		asked = units.FormatMem(s.MemPerGPU) + " asked"
+	}
+	out := fmt.Sprintf("peak %s of %s", units.FormatMem(u.PeakBytes), asked)
+	if u.UtilSamples > 0 {
+		out += fmt.Sprintf(", utilization %.0f %% on average", u.UtilPct)
+	}
+	out += fmt.Sprintf(" (%d %s)", u.Samples, units.Plural(u.Samples, "sample", "samples"))
+	if ended && u.PeakBytes > 0 && (s.MemPerGPU == 0 || 2*u.PeakBytes < s.MemPerGPU) {
+		out += "; --mem " + suggestMem(u.PeakBytes) + " would do"
+	}
+	return out
+}
+
+// suggestMem is a --mem for a job whose peak was peak bytes: a quarter
+// more, rounded up to whole GiB ("7G").
+func suggestMem(peak uint64) string {
+	const gib = 1 << 30
+	return strconv.FormatUint((peak+peak/4+gib-1)/gib, 10) + "G"
 }
 
 // housekeptText says what housekeeping did with a job's directories.
