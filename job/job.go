@@ -79,9 +79,11 @@ type Spec struct {
 	Labels []string `json:"labels,omitempty"` // the host must carry all of them
 	GPUs   int      `json:"gpus"`             // >= 1
 	// MemPerGPU is GPU memory per GPU in bytes (--mem, rounded up to whole
-	// MiB); 0 means the GPUs are taken exclusively.
+	// MiB); 0 means the GPUs are taken exclusively. With MemAuto it was
+	// chosen at submit from the same command's past peaks.
 	MemPerGPU uint64   `json:"mem_per_gpu_bytes,omitempty"`
-	Workdir   string   `json:"workdir"` // "~" means the worker's home
+	MemAuto   *MemAuto `json:"mem_auto,omitempty"` // --mem auto: how MemPerGPU was chosen
+	Workdir   string   `json:"workdir"`            // "~" means the worker's home
 	Env       []EnvVar `json:"env,omitempty"`
 
 	// CPUs is how many of the host's CPUs the job books (--cpus, Slurm's
@@ -389,6 +391,16 @@ type Job struct {
 	StartedAt   time.Time `json:"started_at,omitzero"`
 	EndedAt     time.Time `json:"ended_at,omitzero"`
 }
+
+// MemAuto is how --mem auto chose a job's MemPerGPU: the highest peak of
+// the same user's recent ended runs of the same command, and a margin.
+type MemAuto struct {
+	From []ID   `json:"from,omitempty"` // the jobs whose peaks it read (none: no history, whole GPUs)
+	Peak uint64 `json:"peak_bytes,omitempty"`
+}
+
+// MemAutoMargin is what --mem auto adds to the highest past peak.
+const MemAutoMargin = 0.15
 
 // GPUUse is a job's use of its GPUs over its runs, as sampled.
 type GPUUse struct {

@@ -31,7 +31,7 @@ type Form struct {
 	Host    string   `json:"host,omitempty"`   // a host, or auto ("" too)
 	Labels  []string `json:"labels,omitempty"` // --label
 	GPUs    *int     `json:"gpus,omitempty"`   // nil: 1
-	Mem     string   `json:"mem,omitempty"`    // GPU memory per GPU: 8G ("": whole GPUs)
+	Mem     string   `json:"mem,omitempty"`    // GPU memory per GPU: 8G ("": whole GPUs; auto: from the command's past peaks)
 	CPUs    string   `json:"cpus,omitempty"`
 	HostMem string   `json:"host_mem,omitempty"`
 	Name    string   `json:"name,omitempty"`
@@ -184,7 +184,9 @@ func (f Form) spec(warn func(string), now time.Time, loc *time.Location, environ
 		return s, errors.New("empty command: give it after --, e.g. -- python train.py")
 	}
 	var err error
-	if s.MemPerGPU, err = Mem(f.name("mem"), f.Mem, warn); err != nil {
+	if strings.EqualFold(strings.TrimSpace(f.Mem), "auto") {
+		s.MemAuto = &job.MemAuto{} // chosen at submit, from the command's past peaks
+	} else if s.MemPerGPU, err = Mem(f.name("mem"), f.Mem, warn); err != nil {
 		return s, err
 	}
 	if s.CPUs, err = CPUs(f.name("cpus"), f.CPUs); err != nil {

@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/gssh/gssh/control"
@@ -67,6 +68,10 @@ type SubmitResult struct {
 	// Explanation is the dry run's whole answer: why not elsewhere, the
 	// job's place in the queue, when it is expected to start.
 	Explanation *Explanation
+	// MemAuto is --mem auto's choice, on a dry run too: the memory per
+	// GPU it chose (0: whole GPUs) and from which jobs.
+	MemAuto   *job.MemAuto
+	MemPerGPU uint64
 	// PassError says why the job's pass did not run (another pass held
 	// the lock, the state was busy): the job is stored and queued, and
 	// the next pass places it.
@@ -135,6 +140,9 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	if err := checkDeps(st, s.After); err != nil {
 		return SubmitResult{}, err
 	}
+	if s.MemAuto != nil {
+		s = autoMem(ss.jobs, l.opt.User, s, l.opt.Now())
+	}
 	if len(r.Array) > sched.MaxArrayTasks {
 		return SubmitResult{}, fmt.Errorf("--array: %d tasks, more than %d", len(r.Array), sched.MaxArrayTasks)
 	}
@@ -169,7 +177,8 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 			return SubmitResult{}, err
 		}
 		ex := explanation(trial)
-		return SubmitResult{DryRun: true, WouldRun: trial.Start, Placement: trial.Placement, Reason: trial.Pending.Reason.Text, Explanation: &ex}, nil
+		return SubmitResult{DryRun: true, WouldRun: trial.Start, Placement: trial.Placement, Reason: trial.Pending.Reason.Text, Explanation: &ex,
+			MemAuto: s.MemAuto, MemPerGPU: s.MemPerGPU}, nil
 	}
 
 	queued := job.Job{User: l.opt.User, Spec: s, Reason: "waiting for the first scheduling pass"}
@@ -203,7 +212,7 @@ func (l *Local) Submit(ctx context.Context, r SubmitRequest) (SubmitResult, erro
 	for _, t := range tasks {
 		l.logJob(eventlog.JobSubmit, t, "")
 	}
-	res := SubmitResult{Job: j}
+	res := SubmitResult{Job: j, MemAuto: s.MemAuto, MemPerGPU: s.MemPerGPU}
 	if r.Async && !r.Hold {
 		res.Tasks = tasks
 		if !l.wake(ctx) && !l.member() {
@@ -295,6 +304,40 @@ func (l *Local) checkPolicy(pol sched.Policy, s job.Spec) error {
 		return fmt.Errorf("--gpus %d: %s's cap is max_gpus %d (the inventory's policy); give --gpus %d or less; nothing was submitted", s.GPUs, l.opt.User, c.MaxGPUs, c.MaxGPUs)
 	}
 	return nil
+}
+
+// The runs --mem auto reads: the user's most recent ended runs of the
+// command with a sampled peak, at most autoMemRuns, at most autoMemAge
+// old.
+const (
+	autoMemRuns = 5
+	autoMemAge  = 30 * 24 * time.Hour
+)
+
+// autoMem is s with --mem auto's choice: the highest peak of user's
+// recent ended runs of the same command (argv, shell or not) that gssh
+// serve sampled, with job.MemAutoMargin on top, rounded up to whole MiB;
+// with none, whole GPUs (MemPerGPU 0, MemAuto.From empty). Which jobs it
+// read stays in s.MemAuto, for gssh show and --dry-run to say.
+func autoMem(st control.JobLister, user string, s job.Spec, now time.Time) job.Spec {
+	ended := []job.State{job.Succeeded, job.Failed, job.Cancelled, job.Timeout, job.Lost}
+	past, _ := st.List(state.Filter{User: user, States: ended, Since: now.Add(-autoMemAge)})
+	auto := &job.MemAuto{}
+	for i := len(past) - 1; i >= 0 && len(auto.From) < autoMemRuns; i-- { // newest first
+		p := past[i]
+		if p.GPUUse == nil || p.GPUUse.PeakBytes == 0 || p.Spec.Shell != s.Shell || !slices.Equal(p.Spec.Argv, s.Argv) {
+			continue
+		}
+		auto.From = append(auto.From, p.ID)
+		auto.Peak = max(auto.Peak, p.GPUUse.PeakBytes)
+	}
+	s.MemAuto, s.MemPerGPU = auto, 0
+	if auto.Peak > 0 {
+		const mib = 1 << 20
+		b := uint64(float64(auto.Peak) * (1 + job.MemAutoMargin))
+		s.MemPerGPU = (b + mib - 1) / mib * mib
+	}
+	return s
 }
 
 // checkDeps refuses dependencies that cannot be met: a job st does not

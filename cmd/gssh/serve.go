@@ -99,6 +99,25 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	defer signal.Reset(syscall.SIGPIPE)
 
 	lg := &serveLog{out: a.stdout, errs: a.stderr, now: a.now}
+	// Ctrl-C and SIGTERM are caught before the socket is made: one that
+	// comes while gssh serve starts stops it once started, never midway.
+	var inPass atomic.Bool
+	stop := make(chan struct{})
+	var once sync.Once
+	a.onSignal(func(os.Signal) bool {
+		first := false
+		once.Do(func() { first = true; close(stop) })
+		switch {
+		case first && inPass.Load():
+			lg.warn("stopping once the pass in flight ends (again: give it up now)")
+		case first:
+			lg.info("stopping")
+		default:
+			lg.warn("the pass in flight given up: the next pass reconciles what it left")
+		}
+		return first // the second one interrupts the command: ctx is cancelled
+	})
+	defer a.onSignal(nil)
 	var cur atomic.Pointer[service.Local] // the service, a new one after each SIGHUP
 	var mx *metrics.Metrics               // with the HTTP API: its /metrics
 	if opts.listen != "" {
@@ -141,24 +160,6 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	if srv.Socket.Replaced != "" {
 		lg.warn(fmt.Sprintf("%s was %s: replaced by the socket", srv.Socket.Path, srv.Socket.Replaced))
 	}
-
-	var inPass atomic.Bool
-	stop := make(chan struct{})
-	var once sync.Once
-	a.onSignal(func(os.Signal) bool {
-		first := false
-		once.Do(func() { first = true; close(stop) })
-		switch {
-		case first && inPass.Load():
-			lg.warn("stopping once the pass in flight ends (again: give it up now)")
-		case first:
-			lg.info("stopping")
-		default:
-			lg.warn("the pass in flight given up: the next pass reconciles what it left")
-		}
-		return first // the second one interrupts the command: ctx is cancelled
-	})
-	defer a.onSignal(nil)
 
 	wake := serve.NewWake()
 	sctx, cancel := context.WithCancel(ctx)

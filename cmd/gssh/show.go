@@ -123,7 +123,7 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	lines = append(lines, queueLines(ex, j.Reason)...)
 	lines = append(lines, [][2]string{
 		{"name", s.Name}, {"command", fmt.Sprintf("%q", s.Argv)}, {"shell", strconv.FormatBool(s.Shell)},
-		{"host", s.Host}, {"labels", strings.Join(s.Labels, ",")}, {"gpus", strconv.Itoa(s.GPUs)}, {"mem per gpu", memCell(s)},
+		{"host", s.Host}, {"labels", strings.Join(s.Labels, ",")}, {"gpus", strconv.Itoa(s.GPUs)}, {"mem per gpu", memCell(s) + memAutoNote(s)},
 		{"workdir", s.Workdir}, {"timeout", timeoutCell(s.Timeout)}, {"priority", strconv.Itoa(s.Priority)},
 		{"placed on", where(j.Placement)}, {"gpu uuids", strings.Join(j.Placement.GPUs, ",")},
 		{"attempt", pidCell(j.Attempt)}, {"job dir", j.Remote.Dir}, {"pid", pidCell(j.Remote.PID)},
@@ -184,6 +184,22 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	}
 	_, err = io.WriteString(a.stdout, b.String())
 	return err
+}
+
+// memAutoNote says, for a --mem auto job, where its memory came from.
+func memAutoNote(s job.Spec) string {
+	if s.MemAuto == nil {
+		return ""
+	}
+	if len(s.MemAuto.From) == 0 {
+		return " (--mem auto: no past peak of this command)"
+	}
+	ids := make([]string, len(s.MemAuto.From))
+	for i, id := range s.MemAuto.From {
+		ids[i] = strconv.FormatUint(uint64(id), 10)
+	}
+	return fmt.Sprintf(" (--mem auto: the highest peak of %s, %s, and %.0f %%)", units.Plural(len(ids), "job", "jobs")+" "+strings.Join(ids, ", "),
+		units.FormatMem(s.MemAuto.Peak), job.MemAutoMargin*100)
 }
 
 // useText says what a job used of its GPUs as gssh serve sampled it,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -107,7 +108,7 @@ func addJobFlags(fl *pflag.FlagSet, opts *submitOptions) {
 	fl.StringVar(&opts.host, "host", "auto", "host to run on, or auto")
 	fl.StringSliceVar(&opts.labels, "label", nil, "only hosts carrying every one of these labels")
 	fl.IntVar(&opts.gpus, "gpus", 1, "number of GPUs, all on one host")
-	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU: 8G, 8000M, 0.5G (default: whole GPUs)")
+	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU: 8G, 8000M, 0.5G; auto: from your past runs of the command (default: whole GPUs)")
 	fl.StringVar(&opts.gpuMem, "gpu-mem", "", "alias of --mem")
 	fl.MarkHidden("gpu-mem") // an alias: --mem is the one shown
 	fl.StringVar(&opts.cpus, "cpus", "", "host CPUs to book and pin the job to (Slurm's --cpus-per-task)")
@@ -237,6 +238,9 @@ func submitRun(ctx context.Context, a *app, opts *submitOptions) error {
 		fmt.Fprintf(a.stderr, "gssh: warning: job %s is stored, but its scheduling pass could not run: %v\n", res.Job.Ref(), res.PassError)
 	}
 	a.warn(res.Problems)
+	if res.MemAuto != nil && !opts.json {
+		fmt.Fprintln(a.stderr, "gssh: "+memAutoText(res.MemAuto, res.MemPerGPU))
+	}
 	if opts.json {
 		return a.printJSON(res.Doc())
 	}
@@ -327,4 +331,17 @@ func stateWord(j job.Job) string {
 		return "held"
 	}
 	return string(j.State)
+}
+
+// memAutoText says what --mem auto chose, and from which jobs.
+func memAutoText(m *job.MemAuto, mem uint64) string {
+	if len(m.From) == 0 {
+		return "--mem auto: no run of this command of yours in the last 30 days has a sampled peak (gssh serve samples them): the GPUs are taken whole"
+	}
+	ids := make([]string, len(m.From))
+	for i, id := range m.From {
+		ids[i] = strconv.FormatUint(uint64(id), 10)
+	}
+	return fmt.Sprintf("--mem auto: %s per GPU: the highest peak of your last runs of this command (%s, %s) and %.0f %%",
+		units.FormatMem(mem), units.Plural(len(ids), "job", "jobs")+" "+strings.Join(ids, ", "), units.FormatMem(m.Peak), job.MemAutoMargin*100)
 }
