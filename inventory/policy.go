@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after", "keep_events", "keep_jobs", "keep_job_dirs", "log_limit", "weights", "max_age", "favor_small", "reserve_depth"}
+	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after", "keep_events", "keep_jobs", "keep_job_dirs", "log_limit", "weights", "max_age", "favor_small", "reserve_depth", "idle_after", "idle_cancel"}
 	fairShareKeys = []string{"half_life", "window"}
 	userKeys      = []string{"weight", "admin", "max_gpus", "max_jobs", "email", "notify"}
 	capKeys       = []string{"max_gpus", "max_jobs"}
@@ -47,10 +47,18 @@ type Policy struct {
 	// --log-limit (log_limit; 0: none): control.Options.LogLimit, which
 	// the pass puts in the job's Spec.LogLimit when it launches it.
 	LogLimit uint64
+	// IdleAfter is how long a running job's GPUs read 0 % utilization
+	// before gssh serve flags it idle (idle_after; 0 = DefaultIdleAfter);
+	// IdleCancel, when set, cancels a job flagged idle this much longer
+	// (idle_cancel; 0: never).
+	IdleAfter, IdleCancel time.Duration
 	// NotifyUsers are the users' email and notify keys: where and of
 	// what gssh serve tells each (notify.Config.Users).
 	NotifyUsers map[string]notify.User
 }
+
+// DefaultIdleAfter is Policy.IdleAfter's default.
+const DefaultIdleAfter = 30 * time.Minute
 
 // Check reports a setting out of range, as each part's reader checks it.
 func (p Policy) Check() error {
@@ -121,6 +129,16 @@ func (p parser) policy(m *yaml.Node, pol *Policy) error {
 				pol.Keep.Jobs = d
 			} else {
 				pol.Keep.JobDirs = d
+			}
+		case "idle_after", "idle_cancel":
+			d, err := p.duration(v, "policy "+k.Value, time.Minute)
+			if err != nil {
+				return err
+			}
+			if k.Value == "idle_after" {
+				pol.IdleAfter = d
+			} else {
+				pol.IdleCancel = d
 			}
 		case "log_limit":
 			if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {

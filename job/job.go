@@ -414,6 +414,11 @@ type GPUUse struct {
 	UtilPct     float64 `json:"utilization_pct"`
 	UtilSamples int     `json:"utilization_samples"`
 	Samples     int     `json:"samples"` // memory samples taken
+	// IdleSince is when its GPUs began reading 0 % utilization in every
+	// sample since (zero: busy in the last one); Idle that this has
+	// lasted the policy's idle_after (the job holds GPUs it does not use).
+	IdleSince time.Time `json:"idle_since,omitzero"`
+	Idle      bool      `json:"idle,omitempty"`
 }
 
 // Housekept is what a pass's housekeeping did with an ended job's

@@ -33,16 +33,19 @@ const (
 	// JobWalltime: a running job nears its walltime (Config.WalltimeWarning
 	// before it), and will be stopped then.
 	JobWalltime Event = "job_walltime"
-	HostDown    Event = "host_down"
-	GPUFailed   Event = "gpu_failed" // a GPU read lost, requires reset or error
+	// JobIdle: a running job's GPUs have read 0 % utilization for the
+	// policy's idle_after.
+	JobIdle   Event = "job_idle"
+	HostDown  Event = "host_down"
+	GPUFailed Event = "gpu_failed" // a GPU read lost, requires reset or error
 )
 
 // Events are every event, in the order the docs list them.
-var Events = []Event{JobSucceeded, JobFailed, JobCancelled, JobTimeout, JobLost, JobGPUFailed, JobWalltime, HostDown, GPUFailed}
+var Events = []Event{JobSucceeded, JobFailed, JobCancelled, JobTimeout, JobLost, JobGPUFailed, JobWalltime, JobIdle, HostDown, GPUFailed}
 
 // The events of a user, a webhook and the admins who name none.
 var (
-	DefaultUserEvents    = []Event{JobFailed, JobTimeout, JobLost, JobGPUFailed, JobWalltime}
+	DefaultUserEvents    = []Event{JobFailed, JobTimeout, JobLost, JobGPUFailed, JobWalltime, JobIdle}
 	DefaultAdminEvents   = []Event{HostDown, GPUFailed}
 	DefaultWebhookEvents = []Event{JobFailed, JobTimeout, JobLost, JobGPUFailed, HostDown, GPUFailed}
 )

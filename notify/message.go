@@ -126,3 +126,20 @@ func walltimeNotice(j job.Job, now time.Time) Notice {
 		fmt.Sprintf("\nuser %s; see gssh show %s, gssh logs %s\n", j.User, ref(e), ref(e)) + "\n" + string(n.Line)
 	return n
 }
+
+// idleNotice is the notice that running job j's GPUs have read 0 %
+// utilization since its GPUUse.IdleSince.
+func idleNotice(j job.Job, now time.Time) Notice {
+	e := eventlog.OfJob(now, eventlog.JobStart, j)
+	what := "job " + ref(e)
+	if j.Spec.Name != "" {
+		what += " (" + j.Spec.Name + ")"
+	}
+	since := j.GPUUse.IdleSince
+	n := Notice{Event: JobIdle, User: j.User, Line: e.JSON()}
+	n.Subject = "gssh: " + oneLine(fmt.Sprintf("%s on %s has held its GPUs at 0 %% utilization since %s UTC (%s)",
+		what, j.Placement.Host, since.UTC().Format("15:04"), units.FormatDuration(now.Sub(since).Round(time.Minute))))
+	n.Text = n.Subject + "\n\nOthers wait for GPUs: cancel it if it is stuck or done (gssh cancel " + ref(e) + ").\n" +
+		fmt.Sprintf("\nuser %s; see gssh show %s, gssh logs %s\n", j.User, ref(e), ref(e)) + "\n" + string(n.Line)
+	return n
+}

@@ -63,7 +63,8 @@ type Notifier struct {
 	opt    Options
 	mu     sync.Mutex
 	cfg    Config
-	warned map[attempt]bool // the running attempts told of their walltime (Walltimes)
+	warned map[attempt]bool      // the running attempts told of their walltime (Walltimes)
+	idled  map[attempt]time.Time // the idle stretch each running attempt was told of (Walltimes)
 	queue  chan delivery
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -137,7 +138,9 @@ type attempt struct {
 // Walltimes tells the owner of each running job of jobs (the queue's,
 // after a pass) that will reach its walltime within WalltimeWarning of
 // now that it will be stopped then: once per attempt (a requeued job is
-// told again). Jobs not running are forgotten.
+// told again); and of each one gssh serve found idle (job.GPUUse.Idle)
+// that its GPUs read 0 %: once per idle stretch. Jobs not running are
+// forgotten.
 func (n *Notifier) Walltimes(now time.Time, jobs []job.Job) {
 	n.mu.Lock()
 	lead := cmp.Or(n.cfg.WalltimeWarning, DefaultWalltimeWarning)
@@ -159,9 +162,27 @@ func (n *Notifier) Walltimes(now time.Time, jobs []job.Job) {
 			due = append(due, j)
 		}
 	}
+	var idle []job.Job
+	for _, j := range jobs {
+		a := attempt{j.ID, j.Attempt}
+		if u := j.GPUUse; j.State == job.Running {
+			if u != nil && u.Idle && !n.idled[a].Equal(u.IdleSince) {
+				if n.idled == nil {
+					n.idled = map[attempt]time.Time{}
+				}
+				n.idled[a] = u.IdleSince
+				idle = append(idle, j)
+			}
+		}
+	}
 	for a := range n.warned {
 		if !running[a] {
 			delete(n.warned, a)
+		}
+	}
+	for a := range n.idled {
+		if !slices.ContainsFunc(jobs, func(j job.Job) bool { return j.ID == a.id && j.Attempt == a.n && j.State == job.Running }) {
+			delete(n.idled, a)
 		}
 	}
 	n.mu.Unlock()
@@ -170,6 +191,9 @@ func (n *Notifier) Walltimes(now time.Time, jobs []job.Job) {
 	}
 	for _, j := range due {
 		n.send(walltimeNotice(j, now))
+	}
+	for _, j := range idle {
+		n.send(idleNotice(j, now))
 	}
 }
 

@@ -296,3 +296,25 @@ func TestWalltimes(t *testing.T) {
 		t.Errorf("mails: %+v", mails)
 	}
 }
+
+// TestIdleNotice: a running job gssh serve found idle is told to its
+// owner once per idle stretch.
+func TestIdleNotice(t *testing.T) {
+	box := notifytest.NewSMTP(t, false)
+	var c counts
+	n := notify.New(notify.Options{Observe: c.observe, Backoff: time.Millisecond})
+	defer n.Close()
+	n.Configure(notify.Config{Email: &notify.Email{Server: box.Addr, From: "gssh@lab.example"}, Users: map[string]notify.User{"alice": {Email: "alice@lab.example"}}})
+	since := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	j := job.Job{ID: 9, User: "alice", State: job.Running, Attempt: 1, Spec: job.Spec{Name: "nb"}, Placement: job.Placement{Host: "gpu02"},
+		GPUUse: &job.GPUUse{Idle: true, IdleSince: since}}
+	n.Walltimes(since.Add(40*time.Minute), []job.Job{j})
+	n.Walltimes(since.Add(41*time.Minute), []job.Job{j}) // the same stretch
+	waitFor(t, "told", func() bool { return c.get("email sent") == 1 })
+	j.GPUUse = &job.GPUUse{Idle: true, IdleSince: since.Add(2 * time.Hour)} // busy between, idle again
+	n.Walltimes(since.Add(3*time.Hour), []job.Job{j})
+	waitFor(t, "told again", func() bool { return c.get("email sent") == 2 })
+	if m := box.Mails(); !strings.Contains(m[0].Data, "Subject: gssh: job 9 (nb) on gpu02 has held its GPUs at 0 % utilization since 12:00 UTC (40m)\r\n") {
+		t.Errorf("mail: %+v", m)
+	}
+}

@@ -118,10 +118,21 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 		return res, err
 	}
 	if follow {
-		// Say how it ended, as the log itself does not.
-		if m, err := w.Poll(ctx, j.Placement.Host, []*job.Job{&j}); err == nil {
-			if s, ok := m[j.ID]; ok && s.State != job.Running {
-				res.Ended = &s
+		// Say how it ended, as the log itself does not. The log may end
+		// a moment before the worker's view of the job does (its exit
+		// file, its pid gone), and a poll may fail on a busy host: a
+		// few tries.
+		for try := 0; try < 5 && res.Ended == nil && ctx.Err() == nil; try++ {
+			if try > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+			if m, err := w.Poll(ctx, j.Placement.Host, []*job.Job{&j}); err == nil {
+				if s, ok := m[j.ID]; ok && s.State != job.Running {
+					res.Ended = &s
+				}
 			}
 		}
 	}

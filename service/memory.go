@@ -1,11 +1,14 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/gssh/gssh/inventory"
 	"github.com/gssh/gssh/job"
 	"github.com/gssh/gssh/reap"
 )
@@ -76,7 +79,7 @@ func (l *Local) SampleMemory(ctx context.Context, maxAge time.Duration) error {
 			}
 		}
 	}
-	l.recordUse(perUnit, util)
+	l.recordUse(perUnit, util, doc.Time)
 	m := &l.memory
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -127,12 +130,17 @@ func (l *Local) Memory(ctx context.Context, id job.ID) (MemoryDoc, error) {
 	return doc, nil
 }
 
-// recordUse adds a sample to each sampled job's record (job.GPUUse): its
-// peak memory on one unit, its GPUs' utilization. One write transaction
+// recordUse adds a sample taken at to each sampled job's record
+// (job.GPUUse): its peak memory on one unit, its GPUs' utilization, and
+// whether they have read 0 % for the policy's idle_after. One write transaction
 // for all of them; a job that ended meanwhile keeps what it had.
-func (l *Local) recordUse(perUnit map[job.ID]map[string]uint64, util map[string]int) {
+func (l *Local) recordUse(perUnit map[job.ID]map[string]uint64, util map[string]int, at time.Time) {
 	if len(perUnit) == 0 {
 		return
+	}
+	idleAfter := inventory.DefaultIdleAfter
+	if f, err := l.hosts(); err == nil && f.Inventory().Policy.IdleAfter > 0 {
+		idleAfter = f.Inventory().Policy.IdleAfter
 	}
 	st, err := l.store(false)
 	if err != nil {
@@ -146,28 +154,88 @@ func (l *Local) recordUse(perUnit map[job.ID]map[string]uint64, util map[string]
 		if !j.State.Active() {
 			return errUnchanged
 		}
-		u := j.GPUUse
-		if u == nil {
-			u = &job.GPUUse{}
-		}
-		for _, b := range perUnit[ids[i]] {
-			u.PeakBytes = max(u.PeakBytes, b)
-		}
-		u.Samples++
-		sum, n := 0, 0
+		var utils []int
 		for _, g := range j.Placement.GPUs {
 			if pct, ok := util[g]; ok {
-				sum, n = sum+pct, n+1
+				utils = append(utils, pct)
 			}
 		}
-		if n > 0 {
-			mean := float64(sum) / float64(n)
-			u.UtilPct = (u.UtilPct*float64(u.UtilSamples) + mean) / float64(u.UtilSamples+1)
-			u.UtilSamples++
-		}
-		j.GPUUse = u
+		j.GPUUse = addSample(j.GPUUse, perUnit[ids[i]], utils, at, idleAfter)
 		return nil
 	})
+}
+
+// addSample is u (nil: none yet) with one more sample taken at: the
+// job's memory in use on each of its units (bytes) and the utilization
+// of those of its GPUs that read one. Its GPUs are idle from the first
+// sample where all read 0 % on, until one reads more; Idle once that
+// has lasted idleAfter.
+func addSample(u *job.GPUUse, perUnit map[string]uint64, utils []int, at time.Time, idleAfter time.Duration) *job.GPUUse {
+	out := job.GPUUse{}
+	if u != nil {
+		out = *u
+	}
+	for _, b := range perUnit {
+		out.PeakBytes = max(out.PeakBytes, b)
+	}
+	out.Samples++
+	if len(utils) > 0 {
+		sum := 0
+		for _, p := range utils {
+			sum += p
+		}
+		mean := float64(sum) / float64(len(utils))
+		out.UtilPct = (out.UtilPct*float64(out.UtilSamples) + mean) / float64(out.UtilSamples+1)
+		out.UtilSamples++
+		switch {
+		case sum > 0:
+			out.IdleSince = time.Time{}
+		case out.IdleSince.IsZero():
+			out.IdleSince = at
+		}
+		out.Idle = !out.IdleSince.IsZero() && at.Sub(out.IdleSince) >= idleAfter
+	}
+	return &out
+}
+
+// IdleDue are the running jobs of jobs that gssh serve should cancel as
+// idle at now: flagged idle, their GPUs at 0 % for idleAfter and then
+// idleCancel more (0: none ever).
+func IdleDue(jobs []job.Job, now time.Time, idleAfter, idleCancel time.Duration) []job.Job {
+	if idleCancel <= 0 {
+		return nil
+	}
+	var out []job.Job
+	for _, j := range jobs {
+		if u := j.GPUUse; j.State == job.Running && u != nil && u.Idle && now.Sub(u.IdleSince) >= idleAfter+idleCancel {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// CancelIdle cancels the running jobs the policy's idle_cancel says are
+// due (IdleDue), each recorded cancelled by gssh serve with why. It
+// returns those it cancelled; errors are each job's, joined.
+func (l *Local) CancelIdle(ctx context.Context, jobs []job.Job) ([]job.Job, error) {
+	f, err := l.hosts()
+	if err != nil {
+		return nil, err
+	}
+	pol := f.Inventory().Policy
+	after := cmp.Or(pol.IdleAfter, inventory.DefaultIdleAfter)
+	var done []job.Job
+	var errs []error
+	for _, j := range IdleDue(jobs, l.opt.Now(), after, pol.IdleCancel) {
+		by := fmt.Sprintf("gssh serve: its GPUs at 0 %% utilization since %s (idle_cancel)", j.GPUUse.IdleSince.UTC().Format("2006-01-02 15:04 UTC"))
+		res, err := l.Cancel(ctx, CancelRequest{ID: j.ID, By: by})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("job %s: %w", j.Ref(), err))
+			continue
+		}
+		done = append(done, res.Job)
+	}
+	return done, errors.Join(errs...)
 }
 
 // errUnchanged leaves a job of an UpdateEach as it was.

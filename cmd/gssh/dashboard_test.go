@@ -129,13 +129,31 @@ func TestDashboard(t *testing.T) {
 	); err != nil {
 		t.Fatalf("the dashboard: %v\ngssh serve said:\n%s", err, out.String())
 	}
+	// The page redraws its tables every 3 s: a node read as it is
+	// replaced is read again.
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("%s: %v", sel, err)
+		var err error
+		for range 10 {
+			var s string
+			if s, err = chromedp.Run(ctx, chromedp.Text(sel)); err == nil {
+				return s
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		return s
+		t.Fatalf("%s: %v", sel, err)
+		return ""
+	}
+	click := func(sel string) {
+		t.Helper()
+		var err error
+		for range 10 {
+			if err = chromedp.Do(ctx, chromedp.Click(sel)); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("click %s: %v", sel, err)
 	}
 	// The page reads the API every 3 s: what a probe had not seen yet
 	// comes with a later read.
@@ -162,7 +180,8 @@ func TestDashboard(t *testing.T) {
 	}
 	// Job 1's detail: its memory over time (gssh serve samples it every
 	// 5 --intervals here), and its log.
-	if err := chromedp.Do(ctx, chromedp.Click(`#jobs tbody tr[data-job="1"] a`), chromedp.WaitVisible(`#detail-mem`)); err != nil {
+	click(`#jobs tbody tr[data-job="1"] a`)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#detail-mem`)); err != nil {
 		t.Fatal(err)
 	}
 	shows(`#detail-mem`, "max 8.0 GiB")                          // the detail is read again at each refresh
@@ -181,9 +200,7 @@ func TestDashboard(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`window.confirm = () => true`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(ctx, chromedp.Click(`button.cancel[data-job="1"]`)); err != nil {
-		t.Fatal(err)
-	}
+	click(`button.cancel[data-job="1"]`)
 	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if o := gssh("show", "1"); regexp.MustCompile(`(?m)^state: +cancelled$`).MatchString(o) {
 			break

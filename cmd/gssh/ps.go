@@ -124,8 +124,12 @@ func foldsWith(next, j job.Job) bool {
 }
 
 // reasonCell is a queued job's pending reason code ("no_free_gpu",
-// "reserved", "mem"; see gssh show for the words), "-" otherwise.
+// "reserved", "mem"; see gssh show for the words), "idle" for a running
+// job gssh serve found idle, "-" otherwise.
 func reasonCell(j job.Job) string {
+	if u := j.GPUUse; u != nil && u.Idle && j.State == job.Running {
+		return "idle" // its GPUs at 0 % for the policy's idle_after: gssh show says since when
+	}
 	if (j.State == job.Queued || j.State == job.Unknown || j.ReasonCode == "not_in_inventory" || j.ReasonCode == "gpu_failed") && j.ReasonCode != "" {
 		return printable(j.ReasonCode)
 	}

@@ -260,10 +260,20 @@ func (p *servePasses) pass(ctx context.Context) {
 			p.lg.warn("sampling the jobs' GPU memory: " + serr.Error())
 		}
 	}
-	if err == nil && p.notifier.Enabled() {
-		// Owners of jobs that near their walltime are told (once each).
+	if err == nil {
+		// Owners of jobs that near their walltime or idle are told (once
+		// each); jobs idle past the policy's idle_cancel are cancelled.
 		if doc, jerr := l.Jobs(ctx, service.JobQuery{}); jerr == nil {
-			p.notifier.Walltimes(p.a.now(), doc.Jobs)
+			if p.notifier.Enabled() {
+				p.notifier.Walltimes(p.a.now(), doc.Jobs)
+			}
+			done, cerr := l.CancelIdle(ctx, doc.Jobs)
+			for _, j := range done {
+				p.lg.info(fmt.Sprintf("job %s cancelled: %s", j.Ref(), j.Reason))
+			}
+			if cerr != nil && ctx.Err() == nil {
+				p.lg.warn("cancelling idle jobs: " + cerr.Error())
+			}
 		}
 	}
 	switch {

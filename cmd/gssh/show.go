@@ -216,6 +216,9 @@ func useText(s job.Spec, u job.GPUUse, ended bool) string {
 		out += fmt.Sprintf(", utilization %.0f %% on average", u.UtilPct)
 	}
 	out += fmt.Sprintf(" (%d %s)", u.Samples, units.Plural(u.Samples, "sample", "samples"))
+	if u.Idle && !ended {
+		out += "; idle: its GPUs at 0 % since " + timeCell(u.IdleSince)
+	}
 	if ended && u.PeakBytes > 0 && (s.MemPerGPU == 0 || 2*u.PeakBytes < s.MemPerGPU) {
 		out += "; --mem " + suggestMem(u.PeakBytes) + " would do"
 	}

@@ -108,7 +108,7 @@ func addJobFlags(fl *pflag.FlagSet, opts *submitOptions) {
 	fl.StringVar(&opts.host, "host", "auto", "host to run on, or auto")
 	fl.StringSliceVar(&opts.labels, "label", nil, "only hosts carrying every one of these labels")
 	fl.IntVar(&opts.gpus, "gpus", 1, "number of GPUs, all on one host")
-	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU: 8G, 8000M, 0.5G; auto: from your past runs of the command (default: whole GPUs)")
+	fl.StringVar(&opts.mem, "mem", "", "GPU memory per GPU: 8G, 0.5G, or auto (default: whole GPUs)")
 	fl.StringVar(&opts.gpuMem, "gpu-mem", "", "alias of --mem")
 	fl.MarkHidden("gpu-mem") // an alias: --mem is the one shown
 	fl.StringVar(&opts.cpus, "cpus", "", "host CPUs to book and pin the job to (Slurm's --cpus-per-task)")

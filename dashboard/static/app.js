@@ -146,7 +146,8 @@ function drawJobs(doc) {
       el("td", {}, j.user), el("td", {}, j.state), el("td", {}, where),
       el("td", {}, (j.spec.mem_per_gpu_bytes ? bytes(j.spec.mem_per_gpu_bytes) : "excl") + (inUse.has(j.id) ? " / " + bytes(inUse.get(j.id)) : "")),
       el("td", {}, runtime),
-      el("td", { class: "reason" }, j.state === "queued" ? j.reason || "" : ""),
+      el("td", { class: "reason" }, j.state === "queued" ? j.reason || "" :
+        j.state === "running" && j.gpu_use && j.gpu_use.idle ? `idle: its GPUs at 0 % since ${clock(j.gpu_use.idle_since)}` : ""),
       el("td", {}, j.state === "queued" ? place(queueOf.get(j.id)) : ""),
       el("td", { class: "cmd" }, cmd), el("td", {}, cancel));
   }));
