@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -55,22 +54,7 @@ notify:
 		"PATH="+fakeSMIBin(t, root)+":"+os.Getenv("PATH"), "GSSH_FAKE_SMI_DIR="+filepath.Join(root, "probe", "testdata", "fleet", "a100x4"),
 		"GSSH_CLAIMS_DIR="+filepath.Join(dir, "claims"), "GSSH_SERVER=", "GSSH_TOKEN=", testInventoryEnv+"="+filepath.Join(dir, "none.yaml"),
 		"SSL_CERT_FILE="+certFile)
-	srv := exec.Command(filepath.Join(bin, "gssh"), "serve", "--interval", "200ms", "--listen", "127.0.0.1:0")
-	srv.Env = env
-	out := outputFile(t, "serve.out")
-	srv.Stdout, srv.Stderr = out.File, out.File
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
-	var url string
-	for end := time.Now().Add(20 * time.Second); url == ""; time.Sleep(50 * time.Millisecond) {
-		if m := regexp.MustCompile(`HTTP API on (http://\S+) `).FindStringSubmatch(out.String()); m != nil {
-			url = m[1]
-		} else if time.Now().After(end) {
-			t.Fatalf("gssh serve did not say where it listens:\n%s", out.String())
-		}
-	}
+	url, out := startServeAPI(t, filepath.Join(bin, "gssh"), env, "--interval", "200ms")
 	sub := exec.Command(filepath.Join(bin, "gssh"), "submit", "--host", "ctl", "--mem", "1G", "--name", "train", "--", "sh", "-c", "exit 3")
 	sub.Env = env
 	if o, err := sub.CombinedOutput(); err != nil || !strings.Contains(string(o), "job 1 running on ctl:") {

@@ -78,22 +78,7 @@ func TestServeTLS(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("token create: exit %d: %s", code, errs)
 	}
-	srv := exec.Command(filepath.Join(bin, "gssh"), "serve", "--interval", "1h", "--listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key)
-	srv.Env = env
-	out := outputFile(t, "serve.out")
-	srv.Stdout, srv.Stderr = out.File, out.File
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
-	var url string
-	for end := time.Now().Add(20 * time.Second); url == ""; time.Sleep(50 * time.Millisecond) {
-		if m := regexp.MustCompile(`HTTP API on (https://\S+) `).FindStringSubmatch(out.String()); m != nil {
-			url = m[1]
-		} else if time.Now().After(end) {
-			t.Fatalf("gssh serve did not say where it listens:\n%s", out.String())
-		}
-	}
+	url, _ := startServeAPI(t, filepath.Join(bin, "gssh"), env, "--interval", "1h", "--tls-cert", cert, "--tls-key", key)
 	remote := []string{"GSSH_SERVER=" + url, "GSSH_TOKEN=" + strings.TrimSpace(tok), "SSL_CERT_FILE=" + cert, "GSSH_INVENTORY=" + filepath.Join(dir, "no-such.yaml")}
 	if o, errs, code := gssh(remote, "submit", "--host", "ctl", "--mem", "1G", "--", "echo", "over tls"); code != 0 || !strings.Contains(o, "job 1 running on ctl:") {
 		t.Fatalf("submit over HTTPS: exit %d: %s%s", code, o, errs)
@@ -106,5 +91,27 @@ func TestServeTLS(t *testing.T) {
 	}
 	if _, errs, code := gssh([]string{"GSSH_SERVER=" + url, "GSSH_TOKEN=gssh_00000000_nope", "SSL_CERT_FILE=" + cert}, "ps"); code == 0 || !strings.Contains(errs, "refused the token") {
 		t.Errorf("a wrong token: exit %d: %s; want it refused", code, errs)
+	}
+}
+
+// startServeAPI starts gssh serve (bin) with args and --listen on a free
+// loopback port, in env, killed at Cleanup; it returns the API's URL
+// once gssh serve says it listens, and its output.
+func startServeAPI(t *testing.T, bin string, env []string, args ...string) (string, *output) {
+	t.Helper()
+	srv := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	srv.Env = env
+	out := outputFile(t, "serve.out")
+	srv.Stdout, srv.Stderr = out.File, out.File
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if m := regexp.MustCompile(`HTTP API on (https?://\S+) `).FindStringSubmatch(out.String()); m != nil {
+			return m[1], out
+		} else if time.Now().After(end) {
+			t.Fatalf("gssh serve did not say where it listens:\n%s", out.String())
+		}
 	}
 }
