@@ -54,6 +54,7 @@ type submitOptions struct {
 	signalGraceSet bool
 	requeue        bool   // --requeue
 	logLimit       string // --log-limit
+	template       string // --template: a saved template's flags and command first
 }
 
 func newSubmitCmd(a *app, runF func(*submitOptions) error) *cobra.Command {
@@ -61,11 +62,10 @@ func newSubmitCmd(a *app, runF func(*submitOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit [flags] -- CMD [ARGS...]",
 		Short: "Queue a job and start it at once on a GPU with room for it",
-		Long: `Queue a job, then run one scheduling pass: the job starts on a GPU with
-room for it ("job 7 running on gpu01:3") or stays queued with the reason.
-gssh's flags end at the command's first word (or at --). Several words are
-an argv; one string is a shell command (sh -c on the worker). --mem is GPU
-memory per GPU; Slurm's --mem is --host-mem here. More: docs/jobs.md.`,
+		Long: `Queue a job, then run one scheduling pass: the job starts on a GPU with room for it
+("job 7 running on gpu01:3") or stays queued with the reason. gssh's flags end at the
+command's first word (or at --): several words are an argv, one string a shell command
+(sh -c on the worker). --mem is GPU memory per GPU (Slurm's --mem is --host-mem).`,
 		Annotations: exits(usageExit, stateExit, signalExit, termExit,
 			passedJobExit("with --wait"), passedGsshExit("with --wait")),
 		Example: `  gssh submit --mem 8G -- python train.py --lr 3e-4
@@ -74,6 +74,11 @@ memory per GPU; Slurm's --mem is --host-mem here. More: docs/jobs.md.`,
   gssh submit --array 0-31%8 -- 'python train.py --seed $GSSH_ARRAY_TASK_ID'`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.argv = args
+			if opts.template != "" {
+				if err := applyTemplate(a, c, opts); err != nil {
+					return err
+				}
+			}
 			if err := checkMemFlags(c, opts); err != nil {
 				return err
 			}
@@ -89,17 +94,24 @@ memory per GPU; Slurm's --mem is --host-mem here. More: docs/jobs.md.`,
 	// `gssh submit python train.py --gpus 8` gives --gpus to train.py.
 	fl.SetInterspersed(false)
 	addJobFlags(fl, opts)
-	fl.StringVar(&opts.array, "array", "", "one task per index: 0-31, 1,4,9, 0-99:2; %N: N at once at most")
-	fl.BoolVar(&opts.hold, "hold", false, "queue the job held: it starts only after gssh release")
+	addQueueFlags(fl, opts)
 	fl.BoolVar(&opts.wait, "wait", false, "wait for the job to end; exit with its status (as gssh wait)")
 	fl.DurationVar(&opts.interval, "interval", 5*time.Second, "with --wait: time between scheduling passes")
 	fl.BoolVar(&opts.dryRun, "dry-run", false, "say where the job would start, or why it waits; store nothing")
 	fl.BoolVar(&opts.json, "json", false, "print the result as JSON")
+	fl.StringVar(&opts.template, "template", "", "start from a saved template (gssh template), these flags over it")
+	return cmd
+}
+
+// addQueueFlags adds the flags of a queued job (gssh submit's, and a
+// template's) beyond addJobFlags'.
+func addQueueFlags(fl *pflag.FlagSet, opts *submitOptions) {
+	fl.StringVar(&opts.array, "array", "", "one task per index: 0-31, 1,4,9, 0-99:2; %N: N at once at most")
+	fl.BoolVar(&opts.hold, "hold", false, "queue the job held: it starts only after gssh release")
 	fl.BoolVar(&opts.preemptible, "preemptible", false, "a rebalancing pass may stop it for a job ranked ahead, and requeue it")
 	fl.DurationVar(&opts.signalGrace, "signal-grace", 0, "with --preemptible: SIGTERM to SIGKILL, to checkpoint (default 60s)")
 	fl.StringVar(&opts.logLimit, "log-limit", "", "keep at most SIZE of the job's output in its log: 1G, 500M")
 	fl.BoolVar(&opts.requeue, "requeue", false, "queue the job again if its host fails under it (else: lost)")
-	return cmd
 }
 
 // addJobFlags adds the flags of a job that gssh submit and gssh run
