@@ -54,11 +54,13 @@ type memorySeries struct {
 // SampleMemory records, for each job with GPU processes, the memory they
 // use now, from gssh serve's GPU snapshots (its streams' frames, at most
 // maxAge old, or a probe): gssh serve calls it after passes. Jobs not
-// sampled for an hour are forgotten. Errors: the GPUs could not be read.
+// sampled for an hour are forgotten. Errors: the GPUs could not be read
+// (some hosts down is a *PartialError: the others are sampled).
 func (l *Local) SampleMemory(ctx context.Context, maxAge time.Duration) error {
 	doc, err := l.CachedGPUs(ctx, HostQuery{MaxAge: maxAge})
-	if err != nil {
-		return err
+	var pe *PartialError
+	if err != nil && !errors.As(err, &pe) {
+		return err // some hosts down: the others' jobs are sampled
 	}
 	used := map[job.ID]uint64{}
 	perUnit := map[job.ID]map[string]uint64{} // by the GPU's or MIG device's id
@@ -110,7 +112,7 @@ func (l *Local) SampleMemory(ctx context.Context, maxAge time.Duration) error {
 			delete(m.jobs, id)
 		}
 	}
-	return nil
+	return err
 }
 
 // Memory is job id's GPU memory over time as gssh serve sampled it; no

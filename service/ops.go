@@ -40,6 +40,9 @@ const (
 	OpTokenNew  = "token_create"
 	OpTokens    = "tokens"
 	OpTokenDel  = "token_revoke"
+	OpCronAdd   = "cron_add"
+	OpCrons     = "crons"
+	OpCronDel   = "cron_remove"
 )
 
 // request is the arguments of an op: the caller's view of the hosts
@@ -171,6 +174,15 @@ func Handlers(o ServeOptions) map[string]serve.Handler {
 		}),
 		OpTokenDel: handle(o, func(ctx context.Context, l *Local, ids []string, _ func(any) error) (any, error) {
 			return l.RevokeTokens(ctx, ids)
+		}),
+		OpCronAdd: handle(o, func(ctx context.Context, l *Local, r CronRequest, _ func(any) error) (any, error) {
+			return l.AddCron(ctx, r)
+		}),
+		OpCrons: handle(o, func(ctx context.Context, l *Local, _ struct{}, _ func(any) error) (any, error) {
+			return l.Crons(ctx)
+		}),
+		OpCronDel: handle(o, func(ctx context.Context, l *Local, ids []string, _ func(any) error) (any, error) {
+			return l.RemoveCrons(ctx, ids)
 		}),
 	}
 }

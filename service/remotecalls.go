@@ -323,3 +323,30 @@ func (r Remote) Doctor(ctx context.Context, q HostQuery) (DoctorDoc, error) {
 	}
 	return r.Local.Doctor(ctx, q)
 }
+
+// AddCron implements Service.
+func (r Remote) AddCron(ctx context.Context, req CronRequest) (CronEntry, error) {
+	var res CronEntry
+	if served, err := remote(ctx, r, OpCronAdd, req, &res, nil); served {
+		return res, err
+	}
+	return r.Local.AddCron(ctx, req)
+}
+
+// Crons implements Service.
+func (r Remote) Crons(ctx context.Context) (CronsDoc, error) {
+	var doc CronsDoc
+	if served, err := remote(ctx, r, OpCrons, struct{}{}, &doc, nil); served {
+		return doc, err
+	}
+	return r.Local.Crons(ctx)
+}
+
+// RemoveCrons implements Service.
+func (r Remote) RemoveCrons(ctx context.Context, ids []string) ([]state.Cron, error) {
+	var out []state.Cron
+	if served, err := remote(ctx, r, OpCronDel, ids, &out, nil); served {
+		return out, err
+	}
+	return r.Local.RemoveCrons(ctx, ids)
+}

@@ -104,6 +104,11 @@ type Service interface {
 	CreateToken(ctx context.Context, r TokenRequest) (TokenCreated, error)
 	Tokens(ctx context.Context) (TokensDoc, error)
 	RevokeTokens(ctx context.Context, ids []string) ([]TokenInfo, error)
+	// AddCron stores a scheduled job, Crons lists them, RemoveCrons
+	// removes them by id (see Local.AddCron).
+	AddCron(ctx context.Context, r CronRequest) (CronEntry, error)
+	Crons(ctx context.Context) (CronsDoc, error)
+	RemoveCrons(ctx context.Context, ids []string) ([]state.Cron, error)
 }
 
 // HostQuery selects hosts: by name (all when empty) and by labels (a host

@@ -24,7 +24,7 @@ func commandGroups() map[string]string {
 	return map[string]string{
 		"submit": groupJobs, "run": groupJobs, "ps": groupJobs, "show": groupJobs, "logs": groupJobs,
 		"wait": groupJobs, "cancel": groupJobs, "hold": groupJobs, "release": groupJobs, "update": groupJobs,
-		"requeue": groupJobs, "history": groupJobs, "template": groupJobs,
+		"requeue": groupJobs, "history": groupJobs, "template": groupJobs, "cron": groupJobs,
 		"gpus": groupGPUs, "hosts": groupGPUs, "reap": groupGPUs, "drain": groupGPUs, "resume": groupGPUs, "doctor": groupGPUs,
 		"slurm-conf": groupGPUs, "schedule": groupQueue, "serve": groupQueue, "usage": groupQueue, "events": groupQueue, "sim": groupQueue,
 		"demo": groupOperating, "state": groupOperating, "lab": groupOperating, "token": groupOperating, "version": groupOperating,

@@ -201,7 +201,7 @@ Read more: "gssh COMMAND --help", and README.md and docs/ in gssh's source
 		newRequeueCmd(a, nil), newWaitCmd(a, nil), newRunCmd(a, nil), newScheduleCmd(a, nil), newServeCmd(a, nil), newUsageCmd(a, nil),
 		newSimCmd(a, nil), newReapCmd(a, nil), newEventsCmd(a, nil), newDrainCmd(a, nil), newResumeCmd(a, nil), newDoctorCmd(a, nil),
 		newSlurmConfCmd(a, nil), newHistoryCmd(a, nil))
-	root.AddCommand(newStateCmd(a), newVersionCmd(a, nil), newLabCmd(a), newTokenCmd(a), newDemoCmd(a, nil), newTemplateCmd(a))
+	root.AddCommand(newStateCmd(a), newVersionCmd(a, nil), newLabCmd(a), newTokenCmd(a), newDemoCmd(a, nil), newTemplateCmd(a), newCronCmd(a))
 	groupCommands(root)
 	root.SetUsageTemplate(usageTemplate(root))
 	return root

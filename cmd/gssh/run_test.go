@@ -162,6 +162,15 @@ func (f *fakeService) Tokens(context.Context) (service.TokensDoc, error) {
 func (f *fakeService) RevokeTokens(context.Context, []string) ([]service.TokenInfo, error) {
 	return nil, errNotFaked
 }
+func (f *fakeService) AddCron(context.Context, service.CronRequest) (service.CronEntry, error) {
+	return service.CronEntry{}, errNotFaked
+}
+func (f *fakeService) Crons(context.Context) (service.CronsDoc, error) {
+	return service.CronsDoc{}, errNotFaked
+}
+func (f *fakeService) RemoveCrons(context.Context, []string) ([]state.Cron, error) {
+	return nil, errNotFaked
+}
 
 func fakeApp(svc service.Service) (*app, *bytes.Buffer, *bytes.Buffer) {
 	var out, errb bytes.Buffer

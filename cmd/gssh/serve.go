@@ -227,6 +227,7 @@ type servePasses struct {
 	metrics        *metrics.Metrics                    // nil: none kept
 	notifier       *notify.Notifier                    // told of the running jobs after each pass
 	sampled        time.Time                           // when the jobs' GPU memory was last sampled
+	sampling       atomic.Bool                         // a sampling runs
 	interval       time.Duration                       // --interval
 }
 
@@ -253,19 +254,36 @@ func (p *servePasses) pass(ctx context.Context) {
 	} else {
 		p.last.Store(nil)
 	}
-	if every := min(memorySampling, 5*p.interval); err == nil && time.Since(p.sampled) >= every {
-		// Each job's GPU memory, for the dashboard's plot of it.
+	if every := min(memorySampling, 5*p.interval); err == nil && time.Since(p.sampled) >= every && p.sampling.CompareAndSwap(false, true) {
+		// Each job's GPU memory (the dashboard's plot, accounting), off
+		// the loop: a host without a stream is probed, and a host that
+		// does not answer must not hold the passes. One at a time.
 		p.sampled = time.Now()
-		if serr := l.SampleMemory(ctx, every); serr != nil && ctx.Err() == nil {
-			p.lg.warn("sampling the jobs' GPU memory: " + serr.Error())
-		}
+		go func() {
+			defer p.sampling.Store(false)
+			if serr := l.SampleMemory(ctx, every); serr != nil && ctx.Err() == nil && !errors.As(serr, new(*service.PartialError)) {
+				p.lg.warn("sampling the jobs' GPU memory: " + serr.Error())
+			}
+		}()
 	}
 	if err == nil {
 		// Owners of jobs that near their walltime or idle are told (once
-		// each); jobs idle past the policy's idle_cancel are cancelled.
+		// each); the scheduled jobs due are submitted; jobs idle past the
+		// policy's idle_cancel are cancelled.
 		if doc, jerr := l.Jobs(ctx, service.JobQuery{}); jerr == nil {
 			if p.notifier.Enabled() {
 				p.notifier.Walltimes(p.a.now(), doc.Jobs)
+			}
+			runs, rerr := l.RunCrons(ctx, p.a.now()) // the scheduled jobs due
+			for _, r := range runs {
+				if r.Err != nil {
+					p.lg.warn(fmt.Sprintf("scheduled job %s (%s, %s's): not submitted: %v", r.Cron.ID, r.Cron.Schedule, r.Cron.User, r.Err))
+				} else {
+					p.lg.info(fmt.Sprintf("scheduled job %s (%s): submitted job %s of %s", r.Cron.ID, r.Cron.Schedule, r.Job.Ref(), r.Cron.User))
+				}
+			}
+			if rerr != nil && ctx.Err() == nil {
+				p.lg.warn("scheduled jobs: " + rerr.Error())
 			}
 			done, cerr := l.CancelIdle(ctx, doc.Jobs)
 			for _, j := range done {
