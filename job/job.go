@@ -274,6 +274,10 @@ type Placement struct {
 	// without a UUID, with CUDA_DEVICE_ORDER=PCI_BUS_ID).
 	GPUs    []string `json:"gpus"`
 	Indexes []int    `json:"indexes"`
+	// MIG, for a job on a MIG device, is each unit's MIG device index
+	// within its GPU (as gssh gpus shows 0/mig2), -1 for a whole GPU;
+	// empty when no unit is a MIG device.
+	MIG []int `json:"mig_devices,omitempty"`
 	// Share is how many whole GPUs the job counts for in fair-share
 	// usage: 1 per GPU taken exclusively (a MIG device: its part of the
 	// GPU's memory), the booked fraction of a GPU's memory for a --mem job

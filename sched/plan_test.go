@@ -309,7 +309,7 @@ func TestPlanPlacement(t *testing.T) {
 			name:  "MIG devices are the units, in index order",
 			nodes: []Host{host("gpu01", migGPU(0))},
 			req:   shared(1, 10*GiB),
-			want:  job.Placement{Host: "gpu01", GPUs: []string{"MIG-00-0"}, Indexes: []int{0}},
+			want:  job.Placement{Host: "gpu01", GPUs: []string{"MIG-00-0"}, Indexes: []int{0}, MIG: []int{0}},
 		},
 		{
 			name: "MIG: a process on one MIG device leaves the other",
@@ -317,7 +317,7 @@ func TestPlanPlacement(t *testing.T) {
 				g.Procs = []gpuinfo.Proc{{PID: 7, GPUUUID: "MIG-00-0"}}
 			}))},
 			req:  excl(1),
-			want: job.Placement{Host: "gpu01", GPUs: []string{"MIG-00-1"}, Indexes: []int{0}},
+			want: job.Placement{Host: "gpu01", GPUs: []string{"MIG-00-1"}, Indexes: []int{0}, MIG: []int{1}},
 		},
 		{
 			name: "MIG: a process not tied to a MIG device blocks them all",
@@ -347,7 +347,7 @@ func TestPlanPlacement(t *testing.T) {
 			name:  "MIG: exclusive without memory is fine",
 			nodes: []Host{host("gpu01", migNoMem)},
 			req:   excl(1),
-			want:  job.Placement{Host: "gpu01", GPUs: []string{"MIG-00-0"}, Indexes: []int{0}},
+			want:  job.Placement{Host: "gpu01", GPUs: []string{"MIG-00-0"}, Indexes: []int{0}, MIG: []int{0}},
 		},
 		{
 			name:     "MIG: multi-GPU jobs take whole GPUs",

@@ -141,6 +141,12 @@ func placement(n *node, us []*unit, w *want) job.Placement {
 	for i, u := range us {
 		p.GPUs[i], p.Indexes[i] = u.id, u.index
 		p.Share += u.share(w.MemPerGPU)
+		if u.mig >= 0 {
+			if p.MIG == nil {
+				p.MIG = slices.Repeat([]int{-1}, len(us))
+			}
+			p.MIG[i] = u.mig
+		}
 	}
 	p.CPUs = pinCPUs(n, w)
 	return p

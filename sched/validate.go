@@ -99,9 +99,15 @@ func hostCapacityError(cands []*node, req Request) error {
 	return nil
 }
 
-// gpusKnown reports whether n's snapshot lists all its GPUs.
+// gpusKnown reports whether n's snapshot lists all its GPUs: a degraded
+// host's too (a lost GPU is listed, its memory unknown: it counts toward
+// the host's GPUs, not toward a memory a request could get).
 func gpusKnown(n *node) bool {
-	return n.Snapshot.State == gpuinfo.HostOK || n.Snapshot.State == gpuinfo.HostNoDevices
+	switch n.Snapshot.State {
+	case gpuinfo.HostOK, gpuinfo.HostNoDevices, gpuinfo.HostDegraded:
+		return true
+	}
+	return false
 }
 
 func labelError(named []*node, req Request) error {

@@ -334,8 +334,10 @@ func (d *demo) printTry() error {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
 	fmt.Fprintf(w, "\nThe dashboard (you, logged in by the link):\n\n  %s/login?token=%s\n", d.api, d.tokens[""])
-	fmt.Fprintf(w, "\nAs alice, another user (bob and carol have tokens too), through the HTTP API (%s):\n\n", d.api)
-	fmt.Fprintf(w, "  GSSH_SERVER=%s GSSH_TOKEN=%s gssh submit --mem 4G -- sleep 30\n", d.api, d.tokens["alice"])
+	fmt.Fprintf(w, "\nAs another user, through the HTTP API (%s):\n\n", d.api)
+	for _, u := range demoUsers {
+		fmt.Fprintf(w, "  GSSH_SERVER=%s GSSH_TOKEN=%s gssh submit --mem 4G -- sleep 30   # %s\n", d.api, d.tokens[u], u)
+	}
 	fmt.Fprintf(w, "\nCtrl-C here stops the lab and removes it (%s).\n", d.dir)
 	return nil
 }

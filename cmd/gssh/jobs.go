@@ -108,6 +108,9 @@ func where(p job.Placement) string {
 	idx := make([]string, len(p.Indexes))
 	for i, n := range p.Indexes {
 		idx[i] = strconv.Itoa(n)
+		if i < len(p.MIG) && p.MIG[i] >= 0 {
+			idx[i] += "/mig" + strconv.Itoa(p.MIG[i]) // as gssh gpus names it
+		}
 	}
 	return p.Host + ":" + strings.Join(idx, ",")
 }

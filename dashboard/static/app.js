@@ -138,7 +138,8 @@ function drawJobs(doc) {
   fill("#jobs", doc.jobs.map((j) => {
     const started = j.started_at ? Date.parse(j.started_at) : 0;
     const runtime = started ? duration((now - started) / 1000) : "-";
-    const where = j.placement && j.placement.host ? `${j.placement.host}:${(j.placement.indexes || []).join(",")}` : "-";
+    const p = j.placement || {};
+    const where = p.host ? `${p.host}:${(p.indexes || []).map((x, i) => (p.mig_devices && p.mig_devices[i] >= 0 ? `${x}/mig${p.mig_devices[i]}` : x)).join(",")}` : "-";
     const cmd = (j.spec.name ? j.spec.name + ": " : "") + (j.spec.argv || []).join(" ");
     const cancel = j.user === me || admin ? el("button", { class: "cancel", "data-job": j.id, onclick: () => cancelJob(j) }, "cancel") : "";
     return el("tr", { "data-job": j.id, class: j.state },
@@ -146,11 +147,19 @@ function drawJobs(doc) {
       el("td", {}, j.user), el("td", {}, j.state), el("td", {}, where),
       el("td", {}, (j.spec.mem_per_gpu_bytes ? bytes(j.spec.mem_per_gpu_bytes) : "excl") + (inUse.has(j.id) ? " / " + bytes(inUse.get(j.id)) : "")),
       el("td", {}, runtime),
-      el("td", { class: "reason" }, j.state === "queued" ? j.reason || "" :
-        j.state === "running" && j.gpu_use && j.gpu_use.idle ? `idle: its GPUs at 0 % since ${clock(j.gpu_use.idle_since)}` : ""),
+      reasonCell(j),
       el("td", {}, j.state === "queued" ? place(queueOf.get(j.id)) : ""),
       el("td", { class: "cmd" }, cmd), el("td", {}, cancel));
   }));
+}
+
+// reasonCell is why a job waits, cut to its first 140 characters (the
+// whole of it on hover, and in gssh show), or that a running one idles.
+function reasonCell(j) {
+  if (j.state === "running" && j.gpu_use && j.gpu_use.idle) return el("td", { class: "reason" }, `idle: its GPUs at 0 % since ${clock(j.gpu_use.idle_since)}`);
+  if (j.state !== "queued") return el("td", { class: "reason" }, "");
+  const r = j.reason || "";
+  return el("td", { class: "reason", title: r }, r.length > 140 ? r.slice(0, 139) + "…" : r);
 }
 
 async function cancelJob(j) {
