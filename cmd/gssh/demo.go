@@ -396,7 +396,7 @@ var theTour = []tourStep{
 	{cmd: "gpus --fresh --host a100-1,h100-1"},
 	{user: "bob", cmd: "logs {eval}"},
 	{say: "alice fills rtx-1's three free GPUs and queues a fourth job; bob queues one after hers.\nWhen a GPU frees, bob's goes first: alice has used more GPU time (fair-share):"},
-	{user: "alice", cmd: "submit --name prep --host rtx-1 --mem 16G -- sleep 4"},
+	{user: "alice", cmd: "submit --name prep --host rtx-1 --mem 16G -- sleep 9"},
 	{user: "alice", cmd: "submit --name sweep --host rtx-1 --mem 16G --array 1-2 -- sleep 20"},
 	{user: "alice", cmd: "submit --name sweep-3 --host rtx-1 --mem 16G -- sleep 5"},
 	{user: "bob", cmd: "submit --name sweep-b --host rtx-1 --mem 16G -- sh -c 'echo sweep-b; sleep 5'", key: "bob2"},
