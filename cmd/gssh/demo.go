@@ -482,7 +482,7 @@ func (d *demo) waitRunning(ctx context.Context, id string) {
 		return
 	}
 	for range 200 {
-		out, err := d.output(ctx, "", "ps", "-a", "--json", id)
+		out, err := d.output(ctx, "", "show", "--json", id)
 		if err != nil {
 			return
 		}
