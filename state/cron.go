@@ -3,7 +3,6 @@ package state
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -35,23 +34,7 @@ type Cron struct {
 // Crons returns every scheduled job, by id. A record that cannot be
 // decoded is left out, with an error wrapping ErrBadRecord.
 func (s *Bolt) Crons() ([]Cron, error) {
-	var out []Cron
-	var bad []string
-	err := s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(bucketCron))
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(k, v []byte) error {
-			var c Cron
-			if err := json.Unmarshal(v, &c); err != nil || c.ID != string(k) {
-				bad = append(bad, string(k))
-				return nil
-			}
-			out = append(out, c)
-			return nil
-		})
-	})
+	out, bad, err := listRecords(s, bucketCron, func(c Cron) string { return c.ID })
 	if err != nil {
 		return nil, err
 	}
@@ -80,29 +63,5 @@ func (s *Bolt) PutCron(c Cron) error {
 // sees each as stored; an undecodable one as its id alone), in one
 // transaction, and returns those removed.
 func (s *Bolt) RemoveCrons(ids []string, remove func(Cron) bool) ([]Cron, error) {
-	var gone []Cron
-	err := s.update(func(tx *bolt.Tx) error {
-		gone = nil
-		b := tx.Bucket([]byte(bucketCron))
-		if b == nil {
-			return nil
-		}
-		for _, id := range slices.Compact(slices.Sorted(slices.Values(ids))) {
-			v := b.Get([]byte(id))
-			if v == nil {
-				continue
-			}
-			c := Cron{ID: id}
-			json.Unmarshal(v, &c)
-			if !remove(c) {
-				continue
-			}
-			if err := b.Delete([]byte(id)); err != nil {
-				return err
-			}
-			gone = append(gone, c)
-		}
-		return nil
-	})
-	return gone, err
+	return removeRecords(s, bucketCron, ids, func(id string) Cron { return Cron{ID: id} }, remove)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -35,23 +34,7 @@ type Token struct {
 // A record that cannot be decoded is left out and reported with an
 // error wrapping ErrBadRecord (its token then opens nothing).
 func (s *Bolt) Tokens() ([]Token, error) {
-	var out []Token
-	var bad []string
-	err := s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(bucketTokens))
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(k, v []byte) error {
-			var t Token
-			if err := json.Unmarshal(v, &t); err != nil || t.ID != string(k) {
-				bad = append(bad, string(k))
-				return nil
-			}
-			out = append(out, t)
-			return nil
-		})
-	})
+	out, bad, err := listRecords(s, bucketTokens, func(t Token) string { return t.ID })
 	if err != nil {
 		return nil, err
 	}
@@ -108,29 +91,5 @@ func (s *Bolt) AddToken(t Token) error {
 // one as a Token of its id alone), in one transaction, and returns the
 // records removed. An id with no record is left out of them.
 func (s *Bolt) RemoveTokens(ids []string, remove func(Token) bool) ([]Token, error) {
-	var gone []Token
-	err := s.update(func(tx *bolt.Tx) error {
-		gone = nil
-		b := tx.Bucket([]byte(bucketTokens))
-		if b == nil {
-			return nil
-		}
-		for _, id := range slices.Compact(slices.Sorted(slices.Values(ids))) {
-			v := b.Get([]byte(id))
-			if v == nil {
-				continue
-			}
-			t := Token{ID: id}
-			json.Unmarshal(v, &t) // an undecodable record: its id alone
-			if !remove(t) {
-				continue
-			}
-			if err := b.Delete([]byte(id)); err != nil {
-				return err
-			}
-			gone = append(gone, t)
-		}
-		return nil
-	})
-	return gone, err
+	return removeRecords(s, bucketTokens, ids, func(id string) Token { return Token{ID: id} }, remove)
 }
