@@ -184,6 +184,9 @@ func (c *Controller) startAll(ctx context.Context, starts []sched.Start, res *Re
 func addStart(started job.Job, err error, res *Result) {
 	switch {
 	case err == nil && started.ID == 0: // cancelled meanwhile
+	case err == nil && started.State == job.Queued: // not started: waits for a port block
+		res.Pending = append(res.Pending, started)
+		res.Queued++
 	case err != nil && started.State.Terminal(): // failed: job.ErrDirExists
 		res.Errors = append(res.Errors, err)
 		res.Finished = append(res.Finished, started)

@@ -28,6 +28,7 @@ package control
 import (
 	"cmp"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/gssh/gssh/eventlog"
@@ -89,6 +90,9 @@ type Options struct {
 	// LogLimit caps, in bytes, the log of a job launched without its own
 	// cap (the policy's log_limit, for Spec.LogLimit; 0: none).
 	LogLimit uint64
+	// Ports is the range each job launched gets its block of ports from
+	// (the policy's ports and ports_per_job); the zero value: none.
+	Ports job.Ports
 	// Known tells whether a host is in the inventory; nil: every host is.
 	// The jobs of a host that is not are neither polled nor an error of
 	// each pass: their reason says so, and gssh cancel --force ends them.
@@ -183,7 +187,9 @@ type Controller struct {
 	// The policy's settings other than the planner's (Options.Keep, Options.LogLimit):
 	keep            job.Keep
 	defaultLogLimit uint64
-	launches        int // Options.Launches
+	ports           job.Ports
+	portsMu         sync.Mutex // held from a port block's choice to its claim
+	launches        int        // Options.Launches
 	polls           PollBook
 	pollEvery       time.Duration
 	// Per pass (Pass is not run concurrently on one Controller):
@@ -216,7 +222,7 @@ func New(opt Options) (*Controller, error) {
 	}
 	c := &Controller{store: opt.Store, snaps: opt.Snapshots, workers: opt.Workers, events: opt.Events, owners: opt.Sessions, self: opt.Self,
 		now: opt.Now, policy: opt.Policy.WithDefaults(), cluster: opt.Cluster, grace: cmp.Or(opt.Grace, DefaultGrace), orphan: cmp.Or(opt.OrphanGrace, DefaultOrphanGrace), terse: opt.Terse, serial: opt.PollSerially, rebal: opt.Rebalance,
-		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), keep: opt.Keep.WithDefaults(), defaultLogLimit: opt.LogLimit, known: opt.Known, launches: opt.Launches, drains: opt.Drains,
+		ledger: opt.Ledger, rules: opt.Rules.WithDefaults(), keep: opt.Keep.WithDefaults(), defaultLogLimit: opt.LogLimit, ports: opt.Ports, known: opt.Known, launches: opt.Launches, drains: opt.Drains,
 		hostsOf: opt.HostsOf, feed: opt.Changes, usage: opt.Usage, reaper: opt.Reaper, jobs: opt.Jobs, keeper: opt.Keeper, remover: opt.Remover,
 		polls: opt.Polls, pollEvery: opt.PollEvery}
 	if c.now == nil {

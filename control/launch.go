@@ -16,6 +16,37 @@ import (
 // while it launched is stopped on its worker at once: nothing runs that
 // the queue does not track.
 func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job.Job, error) {
+	unlockPorts := func() {}
+	if c.ports.Blocks() > 0 {
+		// Starts run at once: a block is chosen and claimed (recorded in
+		// the job's placement, below) by one at a time; the launch after
+		// the claim runs beside the others.
+		c.portsMu.Lock()
+		unlockPorts = c.portsMu.Unlock
+		base, ok, err := c.freePorts(p.Host)
+		if err != nil {
+			unlockPorts()
+			return job.Job{}, fmt.Errorf("job %s: its ports on %s: %w", j.Ref(), p.Host, err)
+		}
+		if !ok {
+			defer unlockPorts()
+			// Every block is some running job's: the job waits, saying so.
+			u, err := c.store.Update(j.ID, func(x *job.Job) error {
+				if x.State != job.Queued {
+					return errSkip
+				}
+				x.Reason = fmt.Sprintf("%s: all %d port blocks of %d-%d (%d each) are held by gssh jobs running there; one frees as one ends (the policy's ports)",
+					p.Host, c.ports.Blocks(), c.ports.Lo, c.ports.Hi, c.ports.Count)
+				x.ReasonCode = "ports"
+				return nil
+			})
+			if errors.Is(err, errSkip) {
+				return job.Job{}, nil // cancelled meanwhile
+			}
+			return u, err
+		}
+		p.PortBase, p.PortCount = base, c.ports.Count
+	}
 	claimed, err := c.store.Update(j.ID, func(x *job.Job) error {
 		if x.State != job.Queued {
 			return errSkip
@@ -29,6 +60,7 @@ func (c *Controller) start(ctx context.Context, j job.Job, p job.Placement) (job
 		x.AttemptHosts = append(x.AttemptHosts[:x.Attempt-1], p.Host) // where housekeeping finds its directory
 		return nil
 	})
+	unlockPorts()
 	if errors.Is(err, errSkip) {
 		return job.Job{}, nil // cancelled meanwhile
 	}
@@ -117,4 +149,25 @@ const codeDirExists = "dir_exists"
 func dirExistsReason(id job.ID, lerr error) string {
 	return fmt.Sprintf("not started: %s: job id %d was handed out before, by a state file this one was copied from (put back from a backup by hand?), or this attempt ran after the copy was taken; "+
 		"it is not run again. Resubmit it; gssh state restore puts a backup back with new ids past the workers' directories", lerr, id)
+}
+
+// freePorts is the lowest port block of c.ports that no active job on
+// host holds, and false when every one is held.
+func (c *Controller) freePorts(host string) (int, bool, error) {
+	active, err := c.store.Active()
+	if err != nil && len(active) == 0 {
+		return 0, false, err
+	}
+	held := map[int]bool{}
+	for _, a := range active {
+		if a.Placement.Host == host && a.Placement.PortBase > 0 {
+			held[a.Placement.PortBase] = true
+		}
+	}
+	for b := 0; b < c.ports.Blocks(); b++ {
+		if base := c.ports.Lo + b*c.ports.Count; !held[base] {
+			return base, true, nil
+		}
+	}
+	return 0, false, nil
 }

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,7 +18,7 @@ import (
 )
 
 var (
-	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after", "keep_events", "keep_jobs", "keep_job_dirs", "log_limit", "weights", "max_age", "favor_small", "reserve_depth", "idle_after", "idle_cancel"}
+	policyKeys    = []string{"order", "placement", "backfill", "fairshare", "users", "default_user", "backfill_estimate", "default_timeout", "rebalance", "preempt_after", "min_runtime", "down_after", "lost_after", "keep_events", "keep_jobs", "keep_job_dirs", "log_limit", "weights", "max_age", "favor_small", "reserve_depth", "idle_after", "idle_cancel", "ports", "ports_per_job"}
 	fairShareKeys = []string{"half_life", "window"}
 	userKeys      = []string{"weight", "admin", "max_gpus", "max_jobs", "email", "notify"}
 	capKeys       = []string{"max_gpus", "max_jobs"}
@@ -52,9 +53,33 @@ type Policy struct {
 	// IdleCancel, when set, cancels a job flagged idle this much longer
 	// (idle_cancel; 0: never).
 	IdleAfter, IdleCancel time.Duration
+	// Ports is the range each job gets a block of ports from (ports:
+	// LO-HI, ports_per_job; the zero value: job.DefaultPorts), none at
+	// all with PortsNone (ports: none).
+	Ports     job.Ports
+	PortsNone bool
 	// NotifyUsers are the users' email and notify keys: where and of
 	// what gssh serve tells each (notify.Config.Users).
 	NotifyUsers map[string]notify.User
+}
+
+// PortRange is the port range of p: job.DefaultPorts where the policy
+// gives none (or only its size), none with ports: none.
+func (p Policy) PortRange() job.Ports {
+	if p.PortsNone {
+		return job.Ports{}
+	}
+	r := p.Ports
+	if r.Lo == 0 {
+		r.Lo, r.Hi = job.DefaultPorts.Lo, job.DefaultPorts.Hi
+	}
+	if r.Count == 0 {
+		r.Count = job.DefaultPorts.Count
+	}
+	if r.Blocks() == 0 {
+		return job.Ports{} // a range smaller than one block: refused at load (Check)
+	}
+	return r
 }
 
 // DefaultIdleAfter is Policy.IdleAfter's default.
@@ -62,6 +87,18 @@ const DefaultIdleAfter = 30 * time.Minute
 
 // Check reports a setting out of range, as each part's reader checks it.
 func (p Policy) Check() error {
+	if !p.PortsNone && (p.Ports.Lo != 0 || p.Ports.Count != 0) {
+		r := p.Ports
+		if r.Lo == 0 {
+			r.Lo, r.Hi = job.DefaultPorts.Lo, job.DefaultPorts.Hi
+		}
+		if r.Count == 0 {
+			r.Count = job.DefaultPorts.Count
+		}
+		if r.Blocks() == 0 {
+			return fmt.Errorf("policy ports %d-%d holds no block of ports_per_job %d: widen the range or give fewer ports per job", r.Lo, r.Hi, r.Count)
+		}
+	}
 	if err := p.Plan.Check(); err != nil {
 		return err
 	}
@@ -130,6 +167,24 @@ func (p parser) policy(m *yaml.Node, pol *Policy) error {
 			} else {
 				pol.Keep.JobDirs = d
 			}
+		case "ports":
+			if v.Kind == yaml.ScalarNode && v.Value == "none" {
+				pol.PortsNone = true
+				continue
+			}
+			lo, hi, ok := strings.Cut(v.Value, "-")
+			a, err1 := strconv.Atoi(strings.TrimSpace(lo))
+			b, err2 := strconv.Atoi(strings.TrimSpace(hi))
+			if v.Kind != yaml.ScalarNode || !ok || err1 != nil || err2 != nil || a < 1024 || b > 65535 || b < a {
+				return p.errf(v, "policy ports %q: give a range LO-HI of ports from 1024 to 65535, such as 20000-29999, or none", v.Value)
+			}
+			pol.Ports.Lo, pol.Ports.Hi = a, b
+		case "ports_per_job":
+			n, err := strconv.Atoi(v.Value)
+			if v.Kind != yaml.ScalarNode || err != nil || n < 1 || n > 1000 {
+				return p.errf(v, "policy ports_per_job %q: give a number from 1 to 1000 (the ports each job gets)", v.Value)
+			}
+			pol.Ports.Count = n
 		case "idle_after", "idle_cancel":
 			d, err := p.duration(v, "policy "+k.Value, time.Minute)
 			if err != nil {

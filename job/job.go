@@ -289,6 +289,30 @@ type Placement struct {
 	// there. Empty for a job without --cpus, or on a host whose CPU ids
 	// are not known (it then runs unpinned).
 	CPUs []int `json:"cpus,omitempty"`
+	// PortBase and PortCount are the job's own block of TCP ports on its
+	// host (GSSH_PORT_BASE, GSSH_PORT_COUNT): no other gssh job running
+	// there holds a port of it. 0: none (no port range in the policy).
+	PortBase  int `json:"port_base,omitempty"`
+	PortCount int `json:"port_count,omitempty"`
+}
+
+// Ports is a range of TCP ports handed out per job in blocks: Count
+// ports from Lo, then Lo+Count, ..., up to Hi (inclusive). The zero
+// value hands out none.
+type Ports struct {
+	Lo, Hi, Count int
+}
+
+// DefaultPorts is the policy's port range when it names none: 1000
+// blocks of 10, below Linux's ephemeral ports (32768 and up).
+var DefaultPorts = Ports{Lo: 20000, Hi: 29999, Count: 10}
+
+// Blocks is how many blocks p hands out.
+func (p Ports) Blocks() int {
+	if p.Count <= 0 || p.Hi < p.Lo {
+		return 0
+	}
+	return (p.Hi - p.Lo + 1) / p.Count
 }
 
 // ErrOutcomeUnknown marks a launch whose outcome is unknown: the session

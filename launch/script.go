@@ -166,7 +166,9 @@ func CheckSpec(s job.Spec) error {
 // (CheckSpec), so they cannot clash with an --env variable.
 //
 // A job with --mem M gets GSSH_MEM_PER_GPU: M in MiB, as Slurm's
-// SLURM_MEM_PER_GPU (a framework's memory cap can be set from it).
+// SLURM_MEM_PER_GPU (a framework's memory cap can be set from it). A job
+// given a block of ports (Placement.PortBase) gets GSSH_PORT_BASE and
+// GSSH_PORT_COUNT.
 //
 // A job with --cpus N gets GSSH_CPUS=N. When its placement pins it to CPU
 // ids (Placement.CPUs) the command runs under `taskset -c LIST` (so do
@@ -198,6 +200,9 @@ func RunScript(cluster string, j job.Job) (string, error) {
 	}
 	if j.Spec.MemPerGPU > 0 {
 		w("export GSSH_MEM_PER_GPU=%s\n", q(strconv.FormatUint(j.Spec.MemPerGPU>>20, 10)))
+	}
+	if p := j.Placement; p.PortBase > 0 {
+		w("export GSSH_PORT_BASE=%s GSSH_PORT_COUNT=%s\n", q(strconv.Itoa(p.PortBase)), q(strconv.Itoa(p.PortCount)))
 	}
 	// gssh's own tools are found before the job's environment applies: an
 	// --env PATH (a conda bin) changes what the command finds, never what

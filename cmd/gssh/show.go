@@ -176,6 +176,9 @@ func showRun(ctx context.Context, a *app, opts *showOptions) error {
 	if u := j.GPUUse; u != nil {
 		lines = append(lines, [2]string{"gpu use", useText(j.Spec, *u, j.State.Terminal())})
 	}
+	if p := j.Placement; p.PortBase > 0 {
+		lines = append(lines, [2]string{"ports", fmt.Sprintf("%d-%d (GSSH_PORT_BASE, GSSH_PORT_COUNT)", p.PortBase, p.PortBase+p.PortCount-1)})
+	}
 	var b strings.Builder
 	for _, l := range lines {
 		if l[1] != "" {
