@@ -33,6 +33,9 @@ const (
 	// in MiB it really uses on each GPU, in place of what it booked: a
 	// job that asks for more than it needs.
 	UseVar = "FAKELAB_USE_MIB"
+	// IdleVar, set in a job's environment, makes it hold its GPUs
+	// without computing: 0 % utilization (an idle notebook).
+	IdleVar = "FAKELAB_IDLE"
 )
 
 // ProcLookup reads what /proc says about a pid.
@@ -118,7 +121,7 @@ func (h HostSpec) Uses(procRoot, lab string, procs ProcLookup) []Use {
 			if mem == 0 {
 				mem = uint64(float64(un.total)*exclusiveShare) >> 20 << 20
 			}
-			out = append(out, Use{PID: j.pid, Unit: u, Mem: mem, Busy: true})
+			out = append(out, Use{PID: j.pid, Unit: u, Mem: mem, Busy: j.env[IdleVar] == ""})
 		}
 	}
 	return out

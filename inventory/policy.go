@@ -186,7 +186,7 @@ func (p parser) policy(m *yaml.Node, pol *Policy) error {
 			}
 			pol.Ports.Count = n
 		case "idle_after", "idle_cancel":
-			d, err := p.duration(v, "policy "+k.Value, time.Minute)
+			d, err := p.duration(v, "policy "+k.Value, 10*time.Second)
 			if err != nil {
 				return err
 			}
