@@ -66,18 +66,21 @@ type Policy struct {
 // PortRange is the port range of p: job.DefaultPorts where the policy
 // gives none (or only its size), none with ports: none.
 func (p Policy) PortRange() job.Ports {
-	if p.PortsNone {
-		return job.Ports{}
+	if r := p.portsGiven(); !p.PortsNone && r.Blocks() > 0 {
+		return r
 	}
+	return job.Ports{} // none; or a range smaller than one block, refused at load (Check)
+}
+
+// portsGiven is the policy's ports and ports_per_job, the defaults for
+// those it leaves out.
+func (p Policy) portsGiven() job.Ports {
 	r := p.Ports
 	if r.Lo == 0 {
 		r.Lo, r.Hi = job.DefaultPorts.Lo, job.DefaultPorts.Hi
 	}
 	if r.Count == 0 {
 		r.Count = job.DefaultPorts.Count
-	}
-	if r.Blocks() == 0 {
-		return job.Ports{} // a range smaller than one block: refused at load (Check)
 	}
 	return r
 }
@@ -87,17 +90,8 @@ const DefaultIdleAfter = 30 * time.Minute
 
 // Check reports a setting out of range, as each part's reader checks it.
 func (p Policy) Check() error {
-	if !p.PortsNone && (p.Ports.Lo != 0 || p.Ports.Count != 0) {
-		r := p.Ports
-		if r.Lo == 0 {
-			r.Lo, r.Hi = job.DefaultPorts.Lo, job.DefaultPorts.Hi
-		}
-		if r.Count == 0 {
-			r.Count = job.DefaultPorts.Count
-		}
-		if r.Blocks() == 0 {
-			return fmt.Errorf("policy ports %d-%d holds no block of ports_per_job %d: widen the range or give fewer ports per job", r.Lo, r.Hi, r.Count)
-		}
+	if r := p.portsGiven(); !p.PortsNone && r.Blocks() == 0 {
+		return fmt.Errorf("policy ports %d-%d holds no block of ports_per_job %d: widen the range or give fewer ports per job", r.Lo, r.Hi, r.Count)
 	}
 	if err := p.Plan.Check(); err != nil {
 		return err

@@ -122,7 +122,7 @@ func (l *Local) Logs(ctx context.Context, r LogsRequest, out io.Writer) (LogsRes
 		// a moment before the worker's view of the job does (its exit
 		// file, its pid gone), and a poll may fail on a busy host: a
 		// few tries.
-		for try := 0; try < 5 && res.Ended == nil && ctx.Err() == nil; try++ {
+		for try := 0; try < 15 && res.Ended == nil && ctx.Err() == nil; try++ {
 			if try > 0 {
 				select {
 				case <-ctx.Done():

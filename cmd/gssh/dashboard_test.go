@@ -54,16 +54,7 @@ func TestDashboard(t *testing.T) {
 	env := append(os.Environ(), "HOME="+home, "GSSH_INVENTORY="+lab.Inventory, "GSSH_STATE="+filepath.Join(dir, "state", "state.db"),
 		"GSSH_HELPER="+bin, "GSSH_SERVER=", "GSSH_TOKEN=", testInventoryEnv+"="+filepath.Join(dir, "none.yaml"))
 	os.MkdirAll(filepath.Join(dir, "state"), 0o700)
-	gssh := func(args ...string) string {
-		t.Helper()
-		c := exec.Command(bin, args...)
-		c.Env, c.Dir = env, dir
-		out, err := c.CombinedOutput()
-		if err != nil {
-			t.Fatalf("gssh %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	gssh := gsshRunner(t, bin, env, dir)
 	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)
@@ -144,16 +135,13 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("%s: %v", sel, err)
 		return ""
 	}
-	click := func(sel string) {
+	// jsClick clicks what sel names in the page as it is now (a row the
+	// page redraws is never a stale node), if it is there.
+	jsClick := func(sel string) {
 		t.Helper()
-		var err error
-		for range 10 {
-			if err = chromedp.Do(ctx, chromedp.Click(sel)); err == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`document.querySelector(`+strconv.Quote(sel)+`)?.click()`)); err != nil {
+			t.Fatalf("click %s: %v", sel, err)
 		}
-		t.Fatalf("click %s: %v", sel, err)
 	}
 	// The page reads the API every 3 s: what a probe had not seen yet
 	// comes with a later read.
@@ -180,9 +168,16 @@ func TestDashboard(t *testing.T) {
 	}
 	// Job 1's detail: its memory over time (gssh serve samples it every
 	// 5 --intervals here), and its log.
-	click(`#jobs tbody tr[data-job="1"] a`)
-	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#detail-mem`)); err != nil {
-		t.Fatal(err)
+	// A click may land on a row the page has just redrawn (the old node,
+	// no longer in the page): click until the detail shows.
+	for i := 0; ; i++ {
+		jsClick(`#jobs tbody tr[data-job="1"] a`)
+		if shown, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.querySelector("#detail").hidden`)); err == nil && shown {
+			break
+		} else if i == 30 {
+			t.Fatalf("job 1's detail does not show: %v", err)
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
 	shows(`#detail-mem`, "max 8.0 GiB")                          // the detail is read again at each refresh
 	shows(`#gpus`, "job 1 ")                                     // the screenshot with it
@@ -196,12 +191,14 @@ func TestDashboard(t *testing.T) {
 	}
 	t.Logf("screenshot: %s", png)
 
-	// "Cancel job 1?": yes (the page asks with window.confirm).
+	// "Cancel job 1?": yes (the page asks with window.confirm). Clicked
+	// again while not cancelled: a click may land on a redrawn row.
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`window.confirm = () => true`)); err != nil {
 		t.Fatal(err)
 	}
-	click(`button.cancel[data-job="1"]`)
-	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(60 * time.Second); ; {
+		jsClick(`button.cancel[data-job="1"]`)
+		time.Sleep(time.Second)
 		if o := gssh("show", "1"); regexp.MustCompile(`(?m)^state: +cancelled$`).MatchString(o) {
 			break
 		} else if time.Now().After(end) {

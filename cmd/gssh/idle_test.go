@@ -32,16 +32,7 @@ func TestIdleJobs(t *testing.T) {
 	os.MkdirAll(home, 0o700)
 	env := append(os.Environ(), "HOME="+home, "GSSH_INVENTORY="+lab.Inventory, "GSSH_STATE="+filepath.Join(dir, "state", "state.db"),
 		"GSSH_HELPER="+bin, "GSSH_SERVER=", "GSSH_TOKEN=", testInventoryEnv+"="+filepath.Join(dir, "none.yaml"))
-	gssh := func(args ...string) string {
-		t.Helper()
-		c := exec.Command(bin, args...)
-		c.Env, c.Dir = env, dir
-		out, err := c.CombinedOutput()
-		if err != nil {
-			t.Fatalf("gssh %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	gssh := gsshRunner(t, bin, env, dir)
 	_, out := startServeAPI(t, bin, env, "--interval", "500ms")
 	// On GPUs apart: utilization is a GPU's, not a job's.
 	gssh("submit", "--mem", "8G", "--env", "FAKELAB_IDLE=1", "--name", "notebook", "--", "sleep", "300")
@@ -69,4 +60,19 @@ func TestIdleJobs(t *testing.T) {
 		t.Errorf("the busy job:\n%s", s)
 	}
 	gssh("cancel", "2")
+}
+
+// gsshRunner is a function running the gssh binary bin in env and dir,
+// failing t when it fails, returning its output.
+func gsshRunner(t *testing.T, bin string, env []string, dir string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		c := exec.Command(bin, args...)
+		c.Env, c.Dir = env, dir
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("gssh %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
 }
