@@ -100,9 +100,13 @@ func logsRun(ctx context.Context, a *app, opts *logsOptions) error {
 			continue
 		}
 		end := res.Job
-		if s := res.Ended; s != nil {
+		switch s := res.Ended; {
+		case s != nil:
 			fmt.Fprintf(a.stderr, "gssh: job %s %s: %s\n", res.Job.Ref(), s.State, s.Reason)
 			end.State, end.ExitCode, end.Signal = s.State, s.ExitCode, s.Signal
+		case end.State.Terminal():
+			// It had ended, and a pass recorded it, before the log was read.
+			fmt.Fprintf(a.stderr, "gssh: job %s %s: %s\n", end.Ref(), end.State, end.Reason)
 		}
 		if !end.State.Terminal() {
 			return nil
