@@ -45,13 +45,13 @@ func localHost(t *testing.T, name string) slurmconf.Host {
 	for _, p := range []string{"/proc/meminfo", "/proc/self/status"} {
 		b, err := os.ReadFile(p)
 		if err != nil {
-			t.Skipf("no %s: %v", p, err)
+			testenv.Need(t, "no %s (slurmd reads this machine's CPUs and memory from it): %v", p, err)
 		}
 		facts = append(facts, strings.Split(string(b), "\n")...)
 	}
 	hi, _ := gpuinfo.ParseHostInfo(facts)
 	if hi == nil || hi.CPUs == nil || hi.MemTotal == nil {
-		t.Skipf("this machine's CPUs and memory cannot be read: %+v", hi)
+		testenv.Need(t, "this machine's CPUs and memory cannot be read from /proc: %+v", hi)
 	}
 	return slurmconf.Host{Name: name, Addr: "127.0.0.1", Labels: []string{"a100", "nvlink"}, CPUs: hi.CPUs, MemTotal: hi.MemTotal,
 		GPUs: []gpuinfo.GPU{gpu(0, "NVIDIA A100-SXM4-80GB"), gpu(1, "NVIDIA A100-SXM4-80GB")}}
