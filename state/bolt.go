@@ -580,25 +580,7 @@ func (s *Bolt) List(f Filter) ([]job.Job, error) {
 		}
 		// Newest first over both buckets: a job moved to history/ may be
 		// newer than one still in jobs/ (it ended first).
-		a := jobs.Cursor()
-		ka, va := a.Last()
-		var b *bolt.Cursor
-		var kb, vb []byte
-		if h := tx.Bucket([]byte(bucketHistory)); h != nil {
-			b = h.Cursor()
-			kb, vb = b.Last()
-		}
-		for (ka != nil || kb != nil) && !f.full(len(l.out)) {
-			var k, v []byte
-			if kb == nil || (ka != nil && bytes.Compare(ka, kb) > 0) {
-				k, v = ka, va
-				ka, va = a.Prev()
-			} else {
-				k, v = kb, vb
-				kb, vb = b.Prev()
-			}
-			l.add(recordJob(k, v))
-		}
+		walkRecords(tx, l, nil, true)
 		return nil
 	})
 	slices.Reverse(l.out)
@@ -680,24 +662,46 @@ func listFirst(tx *bolt.Tx, l *listing) {
 		}
 		return
 	}
-	a := jobs.Cursor()
-	ka, va := a.Seek(from)
-	var b *bolt.Cursor
-	var kb, vb []byte
-	if h := tx.Bucket([]byte(bucketHistory)); h != nil {
-		b = h.Cursor()
-		kb, vb = b.Seek(from)
-	}
-	for (ka != nil || kb != nil) && !f.full(len(l.out)) {
-		var k, v []byte
-		if kb == nil || (ka != nil && bytes.Compare(ka, kb) < 0) {
-			k, v = ka, va
-			ka, va = a.Next()
-		} else {
-			k, v = kb, vb
-			kb, vb = b.Next()
+	walkRecords(tx, l, from, false)
+}
+
+// walkRecords adds to l the job records of jobs/ and history/ merged by
+// id (a job is in one of them), until l's filter is full: newest first
+// from the last id when back, else oldest first from the key from on.
+func walkRecords(tx *bolt.Tx, l *listing, from []byte, back bool) {
+	open := func(name string) (c *bolt.Cursor, k, v []byte) {
+		b := tx.Bucket([]byte(name))
+		if b == nil {
+			return nil, nil, nil
 		}
-		l.add(recordJob(k, v))
+		c = b.Cursor()
+		if back {
+			k, v = c.Last()
+		} else {
+			k, v = c.Seek(from)
+		}
+		return c, k, v
+	}
+	step := func(c *bolt.Cursor) ([]byte, []byte) {
+		if back {
+			return c.Prev()
+		}
+		return c.Next()
+	}
+	a, ka, va := open(bucketJobs)
+	b, kb, vb := open(bucketHistory)
+	for (ka != nil || kb != nil) && !l.f.full(len(l.out)) {
+		cmp := 0
+		if ka != nil && kb != nil {
+			cmp = bytes.Compare(ka, kb)
+		}
+		if kb == nil || (ka != nil && (back && cmp > 0 || !back && cmp < 0)) {
+			l.add(recordJob(ka, va))
+			ka, va = step(a)
+		} else {
+			l.add(recordJob(kb, vb))
+			kb, vb = step(b)
+		}
 	}
 }
 
