@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -87,6 +88,12 @@ func (p Policy) portsGiven() job.Ports {
 
 // DefaultIdleAfter is Policy.IdleAfter's default.
 const DefaultIdleAfter = 30 * time.Minute
+
+// IdleAfterOrDefault is how long a running job's GPUs read 0 % before
+// gssh serve flags it idle: IdleAfter, or DefaultIdleAfter when unset.
+func (p Policy) IdleAfterOrDefault() time.Duration {
+	return cmp.Or(p.IdleAfter, DefaultIdleAfter)
+}
 
 // Check reports a setting out of range, as each part's reader checks it.
 func (p Policy) Check() error {

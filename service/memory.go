@@ -1,7 +1,6 @@
 package service
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -141,8 +140,8 @@ func (l *Local) recordUse(perUnit map[job.ID]map[string]uint64, util map[string]
 		return
 	}
 	idleAfter := inventory.DefaultIdleAfter
-	if f, err := l.hosts(); err == nil && f.Inventory().Policy.IdleAfter > 0 {
-		idleAfter = f.Inventory().Policy.IdleAfter
+	if f, err := l.hosts(); err == nil {
+		idleAfter = f.Inventory().Policy.IdleAfterOrDefault()
 	}
 	st, err := l.store(false)
 	if err != nil {
@@ -225,7 +224,7 @@ func (l *Local) CancelIdle(ctx context.Context, jobs []job.Job) ([]job.Job, erro
 		return nil, err
 	}
 	pol := f.Inventory().Policy
-	after := cmp.Or(pol.IdleAfter, inventory.DefaultIdleAfter)
+	after := pol.IdleAfterOrDefault()
 	var done []job.Job
 	var errs []error
 	for _, j := range IdleDue(jobs, l.opt.Now(), after, pol.IdleCancel) {
