@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +32,9 @@ func TestLogFollowersShare(t *testing.T) {
 			_, errs[i] = l.svc.Logs(context.Background(), service.LogsRequest{ID: id, Tail: -1, Follow: true}, &outs[i])
 		})
 		time.Sleep(400 * time.Millisecond) // the next joins a feed with lines in it
-		out, _ := exec.Command("pgrep", "-c", "-f", "^(\\S*/)?tail -n \\+1 -F --pid=.*-"+strconv.Itoa(int(id))+"\\.1/log").Output()
+		// This lab's own job directory (under its HOME): other tests' and
+		// packages' jobs, run meanwhile, have logs named alike.
+		out, _ := exec.Command("pgrep", "-c", "-f", "^(\\S*/)?tail -n \\+1 -F --pid=\\S+ "+regexp.QuoteMeta(l.home)+"/.*-"+strconv.Itoa(int(id))+"\\.1/log$").Output()
 		if n := strings.TrimSpace(string(out)); n != "" && n != "0" {
 			if c, err := strconv.Atoi(n); err == nil {
 				tails = max(tails, c)
